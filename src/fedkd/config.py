@@ -1,0 +1,207 @@
+"""The resolved description of one federated run (``RunSpec``): load, override, validate, hash.
+
+A run spec is everything that decides a run's numbers. It is written whole into ``run.json`` and
+its hash guards checkpoints, so a restarted run never resumes from a different configuration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DATASETS = (
+    "cifar10",
+    "cifar100",
+    "tinyimagenet",
+    "mnist",
+    "mnist5k",
+    "agnews",
+    "sst5",
+    "synthtext",
+)
+PARTITIONS = ("dirichlet-equal", "dirichlet", "shards", "iid")
+MODELS = ("auto", "resnet8", "resnet50", "cnn", "distilbert")
+OPTIMIZERS = ("sgd", "adam")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+# the model each dataset uses in the papers (fedgkd Section 5.1); "auto" resolves through this
+DEFAULT_MODEL = {
+    "cifar10": "resnet8",
+    "cifar100": "resnet8",
+    "tinyimagenet": "resnet50",
+    "mnist": "cnn",
+    "mnist5k": "cnn",
+    "agnews": "distilbert",
+    "sst5": "distilbert",
+    "synthtext": "distilbert",
+}
+
+
+class SpecError(ValueError):
+    """A run spec value is invalid; the message names the key, the value and the fix."""
+
+
+@dataclass
+class RunSpec:
+    dataset: str = "mnist5k"
+    model: str = "auto"
+    strategy: str = "fedavg"
+    params: dict[str, Any] = field(
+        default_factory=dict
+    )  # strategy hyperparameters (override defaults)
+    clients: int = 10
+    partition: str = "dirichlet-equal"
+    alpha: float | None = 1.0  # Dirichlet concentration (dirichlet schemes)
+    shards: int | None = None  # shards per client (shards scheme)
+    participation: float = 0.4  # C: fraction of clients sampled each round
+    rounds: int = 10
+    local_epochs: int = 2
+    batch_size: int = 64
+    optimizer: str = "sgd"
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 1e-5
+    grad_clip: float | None = 10.0  # max gradient norm; None disables clipping
+    augment: str = (
+        "auto"  # auto: crop(pad 4)+flip on colour images, none otherwise; or "none", "crop-flip"
+    )
+    seed: int = 0
+    device: str = "auto"
+    data_root: str | None = None  # None: $FEDKD_DATA or ./data
+    partition_file: str | None = None  # a precomputed partition Parquet; None: compute it here
+    eval_local: bool = (
+        False  # also evaluate the clients' local models before aggregation (costs time)
+    )
+    model_options: dict[str, Any] = field(
+        default_factory=dict
+    )  # e.g. {"norm": "batch", "pretrained": path}
+    dataset_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ----------------------------------------------------------------------------- validation
+    def validate(self) -> None:
+        errors = spec_errors(self)
+        if errors:
+            raise SpecError("invalid run spec:\n  " + "\n  ".join(errors))
+
+    @property
+    def resolved_model(self) -> str:
+        return DEFAULT_MODEL[self.dataset] if self.model == "auto" else self.model
+
+    @property
+    def clients_per_round(self) -> int:
+        return max(1, int(round(self.participation * self.clients)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that decide the numbers (device and paths excluded: a moved run still resumes)."""
+        d = self.to_dict()
+        for key in ("device", "data_root", "partition_file"):
+            d.pop(key)
+        return d
+
+    def hash(self) -> str:
+        blob = json.dumps(self.identity(), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    # ----------------------------------------------------------------------------- construction
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(
+                f"unknown run spec key(s) {unknown}; valid keys are: {', '.join(sorted(known))}"
+            )
+        return cls(**data)
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> RunSpec:
+        path = Path(path)
+        if not path.exists():
+            raise SpecError(f"run spec file {path} does not exist")
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        if not isinstance(data, dict):
+            raise SpecError(f"run spec file {path} must hold a mapping of keys to values")
+        data.update(overrides or {})
+        return cls.from_dict(data)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def spec_errors(s: RunSpec) -> list[str]:
+    """Every problem of a spec at once, each naming the key, the value and what to do."""
+    from fedkd.strategies import strategy_names
+
+    e: list[str] = []
+
+    def choice(key: str, options: tuple[str, ...] | list[str]) -> None:
+        value = getattr(s, key)
+        if value not in options:
+            e.append(f"{key}={value!r} is unknown; choose one of: {', '.join(options)}")
+
+    choice("dataset", DATASETS)
+    choice("model", MODELS)
+    choice("partition", PARTITIONS)
+    choice("optimizer", OPTIMIZERS)
+    choice("device", DEVICES)
+    choice("augment", ("auto", "none", "crop-flip"))
+    names = strategy_names()
+    if s.strategy not in names:
+        e.append(f"strategy={s.strategy!r} is unknown; choose one of: {', '.join(names)}")
+    if not isinstance(s.clients, int) or s.clients < 1:
+        e.append(f"clients={s.clients!r} must be a positive integer")
+    if s.partition in ("dirichlet-equal", "dirichlet"):
+        if not _is_number(s.alpha) or s.alpha <= 0:
+            e.append(
+                f"alpha={s.alpha!r} must be a number > 0 for partition {s.partition!r} (e.g. 0.1, 0.5, 1)"
+            )
+    if s.partition == "shards" and (not isinstance(s.shards, int) or s.shards < 1):
+        e.append(
+            f"shards={s.shards!r} must be a positive integer (shards per client) for partition 'shards'"
+        )
+    if not _is_number(s.participation) or not 0 < s.participation <= 1:
+        e.append(f"participation={s.participation!r} (C) must lie in (0, 1], e.g. 0.2")
+    for key in ("rounds", "local_epochs", "batch_size"):
+        v = getattr(s, key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            e.append(f"{key}={v!r} must be a positive integer")
+    if not _is_number(s.lr) or s.lr <= 0:
+        e.append(f"lr={s.lr!r} must be a number > 0")
+    if not _is_number(s.momentum) or not 0 <= s.momentum < 1:
+        e.append(f"momentum={s.momentum!r} must lie in [0, 1)")
+    if not _is_number(s.weight_decay) or s.weight_decay < 0:
+        e.append(f"weight_decay={s.weight_decay!r} must be >= 0")
+    if s.grad_clip is not None and (not _is_number(s.grad_clip) or s.grad_clip <= 0):
+        e.append(f"grad_clip={s.grad_clip!r} must be > 0, or null to disable clipping")
+    if not isinstance(s.seed, int) or isinstance(s.seed, bool) or s.seed < 0:
+        e.append(f"seed={s.seed!r} must be a non-negative integer")
+    for key in ("params", "model_options", "dataset_options"):
+        if not isinstance(getattr(s, key), dict):
+            e.append(f"{key}={getattr(s, key)!r} must be a mapping")
+    if not e and s.strategy in names:
+        from fedkd.strategies import get_strategy_class
+
+        e.extend(get_strategy_class(s.strategy).param_errors(s.params))
+    return e
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``key=value`` with the value read as YAML (numbers, booleans, null, lists, mappings)."""
+    if "=" not in text:
+        raise SpecError(f"override {text!r} must look like key=value, e.g. rounds=20")
+    key, value = text.split("=", 1)
+    return key.strip(), yaml.safe_load(value)

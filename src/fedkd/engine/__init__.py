@@ -1,0 +1,1 @@
+"""The engine: the round loop, client training, evaluation and checkpoints."""

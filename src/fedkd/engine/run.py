@@ -1,0 +1,355 @@
+"""The round loop of one federated run, with per-round metrics, checkpoints and resumption.
+
+Outputs in the run directory:
+  run.json         resolved spec, seeds, code hashes, library versions, device, status, summary
+  metrics.parquet  one row per round (accuracy, loss, per-class accuracy, bytes, seconds, ...)
+  checkpoint.pt    global model, strategy state (incl. per-client state), metrics so far, RNG states
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from fedkd.config import RunSpec
+from fedkd.data import load_dataset
+from fedkd.data.partition import client_indices, partition_labels, read_partition
+from fedkd.engine.checkpoint import load_checkpoint, save_checkpoint
+from fedkd.engine.client import DivergedError, TrainEnv, train_clients
+from fedkd.engine.evaluate import evaluate
+from fedkd.engine.preprocess import Preprocessor
+from fedkd.engine.seeding import derive_seed, sample_clients
+from fedkd.models import build_model
+from fedkd.provenance import library_versions, package_hash, run_code_hash
+from fedkd.strategies import get_strategy_class
+from fedkd.strategies.base import ServerContext, tensor_bytes
+
+METRICS = "metrics.parquet"
+RUN_JSON = "run.json"
+CHECKPOINT = "checkpoint.pt"
+
+
+class RunConflictError(RuntimeError):
+    """The output directory holds a different run; nothing there is touched."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            "device='cuda' was asked for but CUDA is not available; use device=auto or cpu"
+        )
+    return torch.device(name)
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    _atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=str) + "\n"))
+
+
+def write_metrics(path: Path, rows: list[dict]) -> None:
+    _atomic_write(path, lambda p: pd.DataFrame(rows).to_parquet(p, index=False))
+
+
+def _fmt_seconds(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform_cpu()
+
+
+def platform_cpu() -> str:
+    import platform
+
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+class Run:
+    """One federated run: set up data, partition, model and strategy; then loop over rounds."""
+
+    def __init__(
+        self, spec: RunSpec, out_dir: str | Path, log: Callable[[str], None] | None = None
+    ):
+        self.spec = spec
+        self.out = Path(out_dir)
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.device = resolve_device(spec.device)
+        self.model_name = spec.resolved_model
+
+    # ------------------------------------------------------------------ set-up
+    def _setup(self) -> None:
+        spec = self.spec
+        ds = load_dataset(spec.dataset, spec.data_root, seed=spec.seed, **spec.dataset_options)
+        self.dataset_info = ds.describe()
+        ds.train, ds.val, ds.test = (s.to(self.device) for s in (ds.train, ds.val, ds.test))
+        self.dataset = ds
+        labels = ds.train.y.cpu().numpy()
+        if spec.partition_file:
+            assignment, meta = read_partition(spec.partition_file)
+            self._check_partition(meta, len(labels))
+        else:
+            assignment = partition_labels(
+                labels, spec.partition, spec.clients, spec.seed, alpha=spec.alpha,
+                shards_per_client=spec.shards, num_classes=ds.num_classes,
+            )  # fmt: skip
+        parts = client_indices(assignment)
+        if len(parts) != spec.clients:
+            raise ValueError(
+                f"partition has {len(parts)} clients but the spec asks for {spec.clients}"
+            )
+        self.client_index = [
+            torch.as_tensor(p, dtype=torch.long, device=self.device) for p in parts
+        ]
+        sizes = [len(p) for p in parts]
+        counts = torch.zeros(spec.clients, ds.num_classes, dtype=torch.long)
+        for c, p in enumerate(parts):
+            counts[c] = torch.bincount(
+                torch.as_tensor(labels[p], dtype=torch.long), minlength=ds.num_classes
+            )
+
+        strategy_cls = get_strategy_class(spec.strategy)
+        self.params = strategy_cls.make_params(spec.params, spec.dataset, self.model_name)
+        options = dict(spec.model_options)
+
+        def build():
+            return build_model(
+                self.model_name, ds.num_classes, ds.input_shape,
+                projection_head=strategy_cls.uses_projection_head,
+                vocab_size=ds.vocab_size, pad_id=ds.pad_id, **options,
+            ).to(self.device)  # fmt: skip
+
+        self.build_model = build
+        torch.manual_seed(derive_seed(spec.seed, "init"))
+        self.global_model = build()
+        self.preprocess = Preprocessor(ds, spec.augment, self.device)
+        self.strategy = strategy_cls(
+            self.params,
+            ServerContext(
+                spec=spec, num_classes=ds.num_classes, num_clients=spec.clients,
+                device=self.device, build_model=build, dataset=ds,
+                client_sizes=sizes, client_label_counts=counts,
+            ),
+        )  # fmt: skip
+        self.env = TrainEnv(
+            spec=spec, dataset=ds, client_index=self.client_index, preprocess=self.preprocess,
+            device=self.device, build_model=build, num_classes=ds.num_classes,
+        )  # fmt: skip
+        self.model_bytes = tensor_bytes(self.global_model.state_dict())
+
+    def _check_partition(self, meta: dict, n_train: int) -> None:
+        spec = self.spec
+        want = {
+            "dataset": spec.dataset,
+            "scheme": spec.partition,
+            "clients": spec.clients,
+            "seed": spec.seed,
+        }
+        if spec.partition in ("dirichlet", "dirichlet-equal"):
+            want["alpha"] = spec.alpha
+        if spec.partition == "shards":
+            want["shards"] = spec.shards
+        bad = {k: (meta.get(k), v) for k, v in want.items() if meta.get(k) != v}
+        if bad:
+            raise ValueError(
+                f"partition file {spec.partition_file} does not match the run spec "
+                f"(file vs spec: {bad}); point partition_file at the matching partition or drop it"
+            )
+        if meta.get("num_samples") not in (None, n_train):
+            raise ValueError(
+                f"partition file {spec.partition_file} covers {meta.get('num_samples')} samples but "
+                f"the training split has {n_train}; re-create the partition for this dataset"
+            )
+
+    # ------------------------------------------------------------------ provenance
+    def _run_record(self, status: str, extra: dict | None = None) -> dict:
+        spec = self.spec
+        rec = {
+            "status": status,
+            "spec": spec.to_dict(),
+            "spec_hash": spec.hash(),
+            "strategy_params": vars(self.params) if hasattr(self, "params") else None,
+            "model": self.model_name,
+            "seeds": {
+                "run": spec.seed,
+                "init": derive_seed(spec.seed, "init"),
+                "data_split": spec.seed,
+                "partition": spec.seed,
+            },
+            "code_hash": run_code_hash(spec.strategy),
+            "package_hash": package_hash(),
+            "versions": library_versions(),
+            "device": {"type": self.device.type, "name": _device_name(self.device)},
+            "dataset": getattr(self, "dataset_info", None),
+            "command": " ".join(sys.argv),
+            "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        rec.update(extra or {})
+        return rec
+
+    # ------------------------------------------------------------------ checkpoint
+    def _checkpoint_state(self, round_done: int, rows: list[dict]) -> dict:
+        return {
+            "spec_hash": self.spec.hash(),
+            "round_done": round_done,
+            "global": self.global_model.state_dict(),
+            "strategy": self.strategy.state_dict(),
+            "rows": rows,
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "numpy": np.random.get_state(),
+                "python": random.getstate(),
+                "cuda": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
+            },
+        }
+
+    def _restore(self, state: dict) -> tuple[int, list[dict]]:
+        if state.get("spec_hash") != self.spec.hash():
+            raise RunConflictError(
+                f"checkpoint {self.out / CHECKPOINT} belongs to a different run spec "
+                f"({state.get('spec_hash')} vs {self.spec.hash()}); use another output directory, "
+                f"or delete the checkpoint to start this spec from round 0"
+            )
+        self.global_model.load_state_dict(state["global"])
+        self.strategy.load_state_dict(state["strategy"])
+        rng = state["rng"]
+        torch.set_rng_state(rng["torch"])
+        np.random.set_state(rng["numpy"])
+        random.setstate(rng["python"])
+        if rng.get("cuda") is not None and self.device.type == "cuda":
+            torch.cuda.set_rng_state_all(rng["cuda"])
+        return state["round_done"], list(state["rows"])
+
+    # ------------------------------------------------------------------ main loop
+    def run(self, stop_after_round: int | None = None) -> dict:
+        """Train to the last round (or stop after ``stop_after_round`` rounds, for tests).
+        Resumes from the checkpoint in the output directory if there is one."""
+        spec = self.spec
+        self.out.mkdir(parents=True, exist_ok=True)
+        ckpt_path = self.out / CHECKPOINT
+        run_json = self.out / RUN_JSON
+        if run_json.exists():
+            prev = json.loads(run_json.read_text())
+            if prev.get("spec_hash") != spec.hash():
+                raise RunConflictError(
+                    f"{self.out} holds a run with a different spec (hash {prev.get('spec_hash')}, "
+                    f"this spec {spec.hash()}); choose another output directory"
+                )
+            if prev.get("status") in ("complete", "diverged") and (self.out / METRICS).exists():
+                self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")
+                return prev
+        self._setup()
+        start, rows = 0, []
+        if ckpt_path.exists():
+            start, rows = self._restore(load_checkpoint(ckpt_path, map_location=self.device))
+            self.log(f"[fedkd] resuming {self.out} after round {start}/{spec.rounds}")
+        write_json(run_json, self._run_record("running", {"rounds_done": start}))
+        self.log(
+            f"[fedkd] {spec.strategy} on {spec.dataset} ({self.model_name}, {len(self.dataset.train)} "
+            f"train samples), {spec.clients} clients, alpha {spec.alpha}, C {spec.participation}, "
+            f"{spec.rounds} rounds, device {self.device}"
+        )
+        status, error = "running", None
+        last = spec.rounds if stop_after_round is None else min(spec.rounds, stop_after_round)
+        t_run = time.perf_counter()
+        for r in range(start, last):
+            t0 = time.perf_counter()
+            try:
+                row = self._round(r)
+            except DivergedError as exc:
+                status, error = "diverged", str(exc)
+                self.log(f"[fedkd] round {r + 1}: diverged ({exc}); stopping, metrics so far kept")
+                break
+            row["seconds"] = time.perf_counter() - t0
+            rows.append(row)
+            write_metrics(self.out / METRICS, rows)
+            save_checkpoint(ckpt_path, self._checkpoint_state(r + 1, rows))
+            done = r + 1 - start
+            eta = (time.perf_counter() - t_run) / done * (spec.rounds - r - 1)
+            self.log(
+                f"[fedkd] round {r + 1}/{spec.rounds}  acc {row['test_acc']:.4f}  "
+                f"loss {row['test_loss']:.4f}  {row['seconds']:.1f}s  ETA {_fmt_seconds(eta)}"
+            )
+        if status == "running" and len(rows) == spec.rounds:
+            status = "complete"
+        if status == "diverged":
+            write_metrics(self.out / METRICS, rows)
+        summary = summarize(rows)
+        record = self._run_record(
+            status, {"rounds_done": len(rows), "summary": summary, "error": error}
+        )
+        write_json(run_json, record)
+        return record
+
+    def _round(self, r: int) -> dict:
+        spec = self.spec
+        selected = sample_clients(spec.seed, r, spec.clients, spec.participation)
+        payload = self.strategy.payload(r, self.global_model)
+        updates, local_acc = train_clients(
+            r, selected, self.global_model, payload, self.strategy, self.env, spec.eval_local
+        )
+        new_state = self.strategy.aggregate(r, self.global_model, updates)
+        self.global_model.load_state_dict(new_state)
+        server_metrics = self.strategy.server_update(r, self.global_model, updates) or {}
+        stats = evaluate(
+            self.global_model, self.dataset.test, self.preprocess, self.dataset.num_classes
+        )
+        if not math.isfinite(stats["loss"]):
+            raise DivergedError(
+                f"the global model's test loss is {stats['loss']} after round {r + 1}"
+            )
+        sent = len(selected) * (self.model_bytes + tensor_bytes(payload))
+        received = sum(self.model_bytes + tensor_bytes(u.extras) for u in updates)
+        row = {
+            "round": r + 1,
+            "test_acc": stats["acc"],
+            "test_loss": stats["loss"],
+            "class_acc": stats["class_acc"],
+            "train_loss": float(np.mean([u.train_loss for u in updates])),
+            "local_acc": float(np.mean(local_acc)) if local_acc else float("nan"),
+            "bytes_sent": int(sent),
+            "bytes_received": int(received),
+            "clients": selected,
+        }
+        for key, value in server_metrics.items():
+            row[f"server_{key}"] = value
+        return row
+
+
+def summarize(rows: list[dict]) -> dict:
+    if not rows:
+        return {"rounds": 0}
+    acc = [r["test_acc"] for r in rows]
+    best = int(np.argmax(acc))
+    return {
+        "rounds": len(rows),
+        "best_acc": acc[best],
+        "best_round": rows[best]["round"],
+        "final_acc": acc[-1],
+        "seconds": float(sum(r["seconds"] for r in rows)),
+    }
+
+
+def run_training(spec: RunSpec, out_dir: str | Path, **kwargs) -> dict:
+    return Run(spec, out_dir).run(**kwargs)

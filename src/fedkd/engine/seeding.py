@@ -1,0 +1,25 @@
+"""Seeds derived from the run seed and a purpose, so each random draw depends only on its key."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+
+def derive_seed(*key: object) -> int:
+    """A 63-bit seed from any tuple of ints/strings, e.g. (seed, "client", round, client_id)."""
+    digest = hashlib.sha256(repr(key).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def sample_clients(seed: int, round: int, num_clients: int, participation: float) -> list[int]:
+    """The clients of round ``round`` (0-based): a function of (seed, round) alone, so every
+    strategy with the same seed sees the same clients in the same round."""
+    m = max(1, int(round_half_up(participation * num_clients)))
+    rng = np.random.default_rng(derive_seed(seed, "sample", round))
+    return sorted(int(c) for c in rng.choice(num_clients, size=m, replace=False))
+
+
+def round_half_up(x: float) -> int:
+    return int(np.floor(x + 0.5 + 1e-9))

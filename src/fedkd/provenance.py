@@ -1,0 +1,116 @@
+"""Provenance: which source files a run depends on, their hash, and the library versions.
+
+Kept free of heavy imports so the Snakefile can hash a run's code at parse time in milliseconds.
+The dependency set of a run is the static closure of the ``fedkd`` modules imported by the engine
+entry point and by the run's own strategy module; other strategies' modules are not in it, so
+editing one strategy re-runs only that strategy's runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import platform
+import sys
+from functools import cache
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+ENGINE_ENTRY = PACKAGE_DIR / "engine" / "run.py"
+
+
+def _module_file(module: str) -> Path | None:
+    if not module.startswith("fedkd"):
+        return None
+    parts = module.split(".")[1:]
+    base = PACKAGE_DIR.joinpath(*parts)
+    if base.with_suffix(".py").exists():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").exists():
+        return base / "__init__.py"
+    return None
+
+
+def _imports(path: Path) -> set[Path]:
+    found: set[Path] = set()
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for name in names:
+            # a module imports its package's __init__ too
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                f = _module_file(".".join(parts[:i]))
+                if f is not None:
+                    found.add(f)
+    return found
+
+
+def _closure(roots: list[Path]) -> list[Path]:
+    seen: set[Path] = set()
+    todo = list(roots)
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        todo.extend(_imports(f) - seen)
+    return sorted(seen)
+
+
+@cache
+def strategy_module_files() -> dict[str, Path]:
+    """Strategy name → its module, read statically from the ``name = "..."`` class attribute."""
+    out: dict[str, Path] = {}
+    for path in sorted((PACKAGE_DIR / "strategies").glob("*.py")):
+        if path.name.startswith("_") or path.name == "base.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for stmt in node.body:
+                    if (
+                        isinstance(stmt, ast.Assign)
+                        and any(isinstance(t, ast.Name) and t.id == "name" for t in stmt.targets)
+                        and isinstance(stmt.value, ast.Constant)
+                    ):
+                        out[stmt.value.value] = path
+    return out
+
+
+def run_code_files(strategy: str) -> list[Path]:
+    modules = strategy_module_files()
+    if strategy not in modules:
+        raise ValueError(
+            f"unknown strategy {strategy!r}; choose one of: {', '.join(sorted(modules))}"
+        )
+    return _closure([ENGINE_ENTRY, modules[strategy]])
+
+
+def files_hash(files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(PACKAGE_DIR)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def run_code_hash(strategy: str) -> str:
+    """Hash of exactly the source files a run of ``strategy`` depends on."""
+    return files_hash(run_code_files(strategy))
+
+
+def package_hash() -> str:
+    return files_hash(sorted(PACKAGE_DIR.rglob("*.py")))
+
+
+def library_versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in ("torch", "numpy", "pandas", "pyarrow", "transformers", "datasets"):
+        try:
+            out[name] = __import__(name).__version__
+        except Exception:  # absent or broken optional library: record that, do not fail the run
+            out[name] = "unavailable"
+    return out

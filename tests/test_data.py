@@ -1,0 +1,436 @@
+"""Dataset loaders against small fixtures written in the official on-disk formats."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+import types
+
+import numpy as np
+import pytest
+import torch
+
+import data_fixtures as fx
+from fedkd.data import (
+    DATASETS,
+    ArraySplit,
+    DatasetCorruptError,
+    DatasetNotFoundError,
+    FedDataset,
+    dataset_names,
+    load_dataset,
+    vision,
+)
+from fedkd.data import text as text_mod
+from fedkd.data.base import split_train_val
+
+
+def assert_split(ds: FedDataset, train_x, train_y, test_x, test_y, seed: int) -> None:
+    """The loaded data equals the expected arrays, with the official train set split 90/10 by seed."""
+    full = ArraySplit(
+        torch.as_tensor(np.asarray(train_x)),
+        torch.as_tensor(np.asarray(train_y), dtype=torch.int64),
+    )
+    exp_train, exp_val = split_train_val(full, seed)
+    for got, exp in ((ds.train, exp_train), (ds.val, exp_val)):
+        assert got.x.dtype == exp.x.dtype and got.y.dtype == torch.int64
+        assert torch.equal(got.x, exp.x) and torch.equal(got.y, exp.y)
+    assert len(ds.train) + len(ds.val) == len(full)
+    assert len(ds.val) == round(0.1 * len(full))
+    assert torch.equal(ds.test.x, torch.as_tensor(np.asarray(test_x)))
+    assert torch.equal(ds.test.y, torch.as_tensor(np.asarray(test_y), dtype=torch.int64))
+
+
+# ----------------------------------------------------------------------------- registry
+
+
+def test_registry_names_and_unknown_name():
+    expected = {
+        "cifar10",
+        "cifar100",
+        "tinyimagenet",
+        "mnist",
+        "mnist5k",
+        "agnews",
+        "sst5",
+        "synthtext",
+    }
+    assert set(dataset_names()) == expected == set(DATASETS)
+    with pytest.raises(ValueError) as err:
+        load_dataset("imagenet1k", root="/nonexistent")
+    msg = str(err.value)
+    assert "imagenet1k" in msg and all(name in msg for name in expected)
+
+
+def test_default_root_comes_from_env(tmp_path, monkeypatch):
+    exp = fx.write_cifar10(tmp_path)
+    monkeypatch.setenv("FEDKD_DATA", str(tmp_path))
+    ds = load_dataset("CIFAR10", seed=3)
+    assert ds.source == str(tmp_path / "cifar-10-batches-py")
+    assert_split(ds, exp["train_x"], exp["train_y"], exp["test_x"], exp["test_y"], seed=3)
+
+
+# ----------------------------------------------------------------------------- CIFAR
+
+
+def test_cifar10_folder_round_trip(tmp_path):
+    exp = fx.write_cifar10(tmp_path)
+    ds = load_dataset("cifar10", tmp_path, seed=0)
+    assert (ds.name, ds.kind, ds.num_classes) == ("cifar10", "image", 10)
+    assert ds.train.x.shape == (36, 3, 32, 32) and ds.train.x.dtype == torch.uint8
+    assert ds.input_shape == (3, 32, 32)
+    assert ds.class_names == exp["class_names"]
+    assert ds.mean == (0.4914, 0.4822, 0.4465) and ds.std == (0.2470, 0.2435, 0.2616)
+    assert_split(ds, exp["train_x"], exp["train_y"], exp["test_x"], exp["test_y"], seed=0)
+
+
+def test_split_is_deterministic_by_seed(tmp_path):
+    fx.write_cifar10(tmp_path)
+    a, b, c = (load_dataset("cifar10", tmp_path, seed=s) for s in (0, 0, 1))
+    assert torch.equal(a.train.x, b.train.x) and torch.equal(a.val.y, b.val.y)
+    assert not torch.equal(a.val.x, c.val.x)
+    assert torch.equal(a.test.x, c.test.x)
+
+
+def test_cifar10_from_tar_gz(tmp_path):
+    exp = fx.write_cifar10(tmp_path)
+    archive = fx.tar_folder(tmp_path, "cifar-10-batches-py", "cifar-10-python.tar.gz")
+    ds = load_dataset("cifar10", tmp_path, seed=5, check_md5=False)
+    assert_split(ds, exp["train_x"], exp["train_y"], exp["test_x"], exp["test_y"], seed=5)
+    assert (tmp_path / "cifar-10-batches-py" / "data_batch_5").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".extract")]
+    archive.unlink()  # the extracted folder is enough from now on
+    assert torch.equal(load_dataset("cifar10", tmp_path, seed=5).train.x, ds.train.x)
+
+
+def test_cifar_archive_md5_mismatch_is_corrupt(tmp_path):
+    fx.write_cifar10(tmp_path)
+    fx.tar_folder(tmp_path, "cifar-10-batches-py", "cifar-10-python.tar.gz")
+    with pytest.raises(DatasetCorruptError, match=r"cifar-10-python\.tar\.gz.*md5.*[Dd]elete"):
+        load_dataset("cifar10", tmp_path)
+
+
+def test_truncated_cifar_archive_is_corrupt(tmp_path):
+    fx.write_cifar10(tmp_path)
+    archive = fx.tar_folder(tmp_path, "cifar-10-batches-py", "cifar-10-python.tar.gz")
+    fx.truncate(archive)
+    with pytest.raises(DatasetCorruptError, match=r"cifar-10-python\.tar\.gz.*[Dd]elete"):
+        load_dataset("cifar10", tmp_path, check_md5=False)
+    assert not (tmp_path / "cifar-10-batches-py").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".extract")]
+
+
+def test_truncated_cifar_pickle_is_corrupt(tmp_path):
+    fx.write_cifar10(tmp_path)
+    fx.truncate(tmp_path / "cifar-10-batches-py" / "data_batch_3")
+    with pytest.raises(DatasetCorruptError, match=r"data_batch_3.*[Dd]elete"):
+        load_dataset("cifar10", tmp_path)
+
+
+def test_cifar_pickle_cannot_run_code(tmp_path):
+    fx.write_cifar10(tmp_path)
+    payload = b"cos\nsystem\n(S'echo hacked'\ntR."  # pickle of os.system("echo hacked")
+    (tmp_path / "cifar-10-batches-py" / "test_batch").write_bytes(payload)
+    with pytest.raises(DatasetCorruptError, match="test_batch"):
+        load_dataset("cifar10", tmp_path)
+
+
+def test_missing_cifar_names_the_path_and_url(tmp_path):
+    for name, folder, url in (
+        ("cifar10", "cifar-10-batches-py", "cifar-10-python.tar.gz"),
+        ("cifar100", "cifar-100-python", "cifar-100-python.tar.gz"),
+    ):
+        start = time.perf_counter()
+        with pytest.raises(DatasetNotFoundError) as err:
+            load_dataset(name, tmp_path)
+        assert time.perf_counter() - start < 1.0  # no network attempt by default
+        msg = str(err.value)
+        assert str(tmp_path / folder) in msg and f"https://www.cs.toronto.edu/~kriz/{url}" in msg
+
+
+def test_cifar100_fine_labels(tmp_path):
+    exp = fx.write_cifar100(tmp_path)
+    ds = load_dataset("cifar100", tmp_path, seed=2)
+    assert ds.num_classes == 100 and ds.class_names == exp["class_names"]
+    assert ds.mean == (0.5071, 0.4865, 0.4409)
+    assert (len(ds.train), len(ds.val), len(ds.test)) == (27, 3, 10)
+    assert_split(ds, exp["train_x"], exp["train_y"], exp["test_x"], exp["test_y"], seed=2)
+
+
+def test_download_when_allowed(tmp_path, monkeypatch):
+    staging = tmp_path / "staging"
+    exp = fx.write_cifar10(staging)
+    archive = fx.tar_folder(staging, "cifar-10-batches-py", "cifar-10-python.tar.gz")
+    root, urls = tmp_path / "root", []
+
+    def fake_download(url, dest):
+        urls.append(url)
+        shutil.copy(archive, dest)
+
+    monkeypatch.setattr(vision, "_download_file", fake_download)
+    monkeypatch.setenv("FEDKD_DOWNLOAD", "1")
+    ds = load_dataset("cifar10", root, seed=1, check_md5=False)
+    assert urls == ["https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"]
+    assert_split(ds, exp["train_x"], exp["train_y"], exp["test_x"], exp["test_y"], seed=1)
+
+
+def test_failed_download_is_not_found(tmp_path, monkeypatch):
+    def offline(url, dest):
+        raise OSError("network unreachable")
+
+    monkeypatch.setattr(vision, "_download_file", offline)
+    with pytest.raises(
+        DatasetNotFoundError, match=r"network unreachable.*place it at .*cifar-100-python\.tar\.gz"
+    ):
+        load_dataset("cifar100", tmp_path, download=True)
+
+
+# ----------------------------------------------------------------------------- Tiny-ImageNet
+
+
+def test_tinyimagenet_zip_and_folder(tmp_path):
+    exp = fx.write_tinyimagenet(tmp_path)
+    ds = load_dataset("tinyimagenet", tmp_path, seed=4, check_md5=False, cache=False)
+    assert ds.num_classes == 200 and ds.input_shape == (3, 64, 64)
+    assert ds.class_names == exp["class_names"]
+    assert ds.source == str(tmp_path / "tiny-imagenet-200.zip")
+    assert (len(ds.train), len(ds.val), len(ds.test)) == (11, 1, 6)
+    assert_split(ds, exp["train_x"], exp["train_y"], exp["test_x"], exp["test_y"], seed=4)
+
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "tiny-imagenet-200.zip") as z:
+        z.extractall(tmp_path / "extracted")
+    from_folder = load_dataset("tinyimagenet", tmp_path / "extracted", seed=4, cache=False)
+    assert torch.equal(from_folder.train.x, ds.train.x) and torch.equal(
+        from_folder.test.y, ds.test.y
+    )
+
+
+def test_tinyimagenet_cache(tmp_path):
+    fx.write_tinyimagenet(tmp_path)
+    first = load_dataset("tinyimagenet", tmp_path, check_md5=False)
+    assert (tmp_path / "tiny-imagenet-200.uint8.pt").is_file()
+    (tmp_path / "tiny-imagenet-200.zip").unlink()
+    second = load_dataset("tinyimagenet", tmp_path)
+    assert second.source.endswith("tiny-imagenet-200.uint8.pt")
+    assert torch.equal(first.train.x, second.train.x) and first.class_names == second.class_names
+
+
+def test_tinyimagenet_bad_zip(tmp_path):
+    fx.write_tinyimagenet(tmp_path)
+    with pytest.raises(DatasetCorruptError, match="md5"):
+        load_dataset("tinyimagenet", tmp_path, cache=False)
+    fx.truncate(tmp_path / "tiny-imagenet-200.zip")
+    with pytest.raises(DatasetCorruptError, match=r"tiny-imagenet-200\.zip.*[Dd]elete"):
+        load_dataset("tinyimagenet", tmp_path, check_md5=False, cache=False)
+
+
+def test_tinyimagenet_missing(tmp_path):
+    with pytest.raises(DatasetNotFoundError) as err:
+        load_dataset("tinyimagenet", tmp_path)
+    assert str(tmp_path / "tiny-imagenet-200.zip") in str(err.value)
+    assert "http://cs231n.stanford.edu/tiny-imagenet-200.zip" in str(err.value)
+
+
+# ----------------------------------------------------------------------------- MNIST
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_mnist_idx_round_trip(tmp_path, gz):
+    exp = fx.write_mnist(tmp_path, gz=gz)
+    ds = load_dataset("mnist", tmp_path, seed=7)
+    assert ds.input_shape == (1, 28, 28) and ds.train.x.dtype == torch.uint8
+    assert ds.mean == (0.1307,) and ds.std == (0.3081,)
+    assert_split(
+        ds, exp["train_x"][:, None], exp["train_y"], exp["t10k_x"][:, None], exp["t10k_y"], seed=7
+    )
+
+
+def test_mnist_missing_and_corrupt(tmp_path):
+    with pytest.raises(
+        DatasetNotFoundError, match=str(tmp_path / "MNIST" / "raw" / "train-images-idx3-ubyte")
+    ):
+        load_dataset("mnist", tmp_path)
+    fx.write_mnist(tmp_path)
+    fx.truncate(tmp_path / "MNIST" / "raw" / "t10k-images-idx3-ubyte.gz")
+    with pytest.raises(DatasetCorruptError, match="t10k-images-idx3-ubyte.gz"):
+        load_dataset("mnist", tmp_path)
+    # a complete gzip whose idx header promises more bytes than follow
+    fx.write_idx(
+        tmp_path / "MNIST" / "raw" / "t10k-images-idx3-ubyte.gz", np.zeros((12, 28, 27), np.uint8)
+    )
+    path = tmp_path / "MNIST" / "raw" / "t10k-images-idx3-ubyte.gz"
+    import gzip
+
+    raw = bytearray(gzip.decompress(path.read_bytes()))
+    raw[15] = 28  # patch the last dimension to 28
+    path.write_bytes(gzip.compress(bytes(raw)))
+    with pytest.raises(DatasetCorruptError, match="header"):
+        load_dataset("mnist", tmp_path)
+
+
+def test_mnist5k():
+    a, b = load_dataset("mnist5k", seed=0), load_dataset("mnist5k", seed=1)
+    assert len(a.train) + len(a.val) + len(a.test) == 5000
+    assert (len(a.train), len(a.val), len(a.test)) == (3600, 400, 1000)
+    assert (
+        a.train.x.dtype == torch.uint8
+        and a.input_shape == (1, 28, 28)
+        and int(a.train.x.max()) > 200
+    )
+    assert torch.equal(torch.unique(a.train.y), torch.arange(10))
+    assert torch.equal(torch.bincount(a.test.y), torch.full((10,), 100))
+    assert torch.equal(a.test.x, b.test.x) and torch.equal(a.test.y, b.test.y)  # fixed test split
+    assert not torch.equal(a.val.x, b.val.x)
+    # train, val and test are disjoint parts of the 5,000 images
+    rows = {bytes(r) for s in (a.train, a.val, a.test) for r in s.x.reshape(len(s), -1).numpy()}
+    assert len(rows) > 4950
+
+
+# ----------------------------------------------------------------------------- text
+
+
+def test_agnews_parquet_word_tokenizer(tmp_path):
+    train_rows, test_rows = fx.text_rows(40, 4, seed=0), fx.text_rows(8, 4, seed=1)
+    test_rows[0] = ("Label0 unseenword", 0)
+    fx.write_text_split(tmp_path / "ag_news", "train", train_rows, "parquet")
+    fx.write_text_split(tmp_path / "ag_news", "test", test_rows, "parquet")
+    ds = load_dataset("agnews", tmp_path, seed=2, tokenizer="word", max_len=6)
+    assert (ds.kind, ds.num_classes, ds.class_names) == (
+        "text",
+        4,
+        ["World", "Sports", "Business", "Sci/Tech"],
+    )
+    assert ds.train.x.dtype == torch.int64 and ds.input_shape == (6,)
+    assert "tokenizer=word" in ds.source and str(tmp_path / "ag_news") in ds.source
+    tok = text_mod.WordTokenizer([t for t, _ in train_rows])
+    assert (
+        ds.vocab_size == tok.vocab_size == 3 + 4 + 10
+    )  # reserved ids, label0..3, the filler words
+    exp_train = tok.encode([t for t, _ in train_rows], 6)
+    assert_split(
+        ds,
+        exp_train,
+        [y for _, y in train_rows],
+        tok.encode([t for t, _ in test_rows], 6),
+        [y for _, y in test_rows],
+        seed=2,
+    )
+    assert bool((ds.train.x[:, 0] == 2).all())  # [CLS]
+    for x, y in zip(ds.train.x, ds.train.y, strict=True):  # the first word is the class word
+        assert int(x[1]) == tok.index[f"label{int(y)}"]
+    assert (
+        ds.test.x[0].tolist()[:3] == [2, tok.index["label0"], 1] and int(ds.test.x[0, 3]) == 0
+    )  # unk, pad
+
+
+def test_agnews_original_csv_and_sst5_csv(tmp_path):
+    folder = tmp_path / "ag_news"
+    folder.mkdir()
+    for split in ("train", "test"):
+        (folder / f"{split}.csv").write_text(
+            '"3","Wall St. Bears","Short-sellers see green."\n"1","Talks","Peace."\n'
+        )
+    ag = load_dataset("agnews", tmp_path, tokenizer="word", max_len=8)
+    assert ag.test.y.tolist() == [2, 0]
+    rows = fx.text_rows(30, 5, seed=3)
+    for split, part in (("train", rows), ("validation", rows[:5]), ("test", rows[:10])):
+        fx.write_text_split(tmp_path / "sst5", split, part, "csv")
+    ds = load_dataset("sst5", tmp_path, tokenizer="word", max_len=10)
+    assert (ds.num_classes, len(ds.train), len(ds.val), len(ds.test)) == (5, 27, 3, 10)
+    assert ds.test.y.tolist() == [y for _, y in rows[:10]]
+
+
+def test_text_bad_columns(tmp_path):
+    import pandas as pd
+
+    (tmp_path / "sst5").mkdir()
+    for split in ("train", "test"):
+        pd.DataFrame({"sentence": ["a"], "score": [1]}).to_csv(
+            tmp_path / "sst5" / f"{split}.csv", index=False
+        )
+    with pytest.raises(DatasetCorruptError, match="text.*label"):
+        load_dataset("sst5", tmp_path, tokenizer="word")
+
+
+def test_text_missing_does_not_touch_the_hub(tmp_path, monkeypatch):
+    calls = []
+    fake = types.SimpleNamespace(load_dataset=lambda *a, **k: calls.append((a, k)))
+    monkeypatch.setitem(sys.modules, "datasets", fake)
+    monkeypatch.delenv("FEDKD_DOWNLOAD", raising=False)
+    for name, folder in (("agnews", "ag_news"), ("sst5", "sst5")):
+        with pytest.raises(DatasetNotFoundError) as err:
+            load_dataset(name, tmp_path, tokenizer="word")
+        assert str(tmp_path / folder / "train.parquet") in str(err.value)
+    assert calls == []
+
+
+def test_text_hf_cache_is_read_offline(tmp_path, monkeypatch):
+    pytest.importorskip("datasets")
+    monkeypatch.delenv("FEDKD_DOWNLOAD", raising=False)
+    cache = tmp_path / "ag_news" / "hf_cache"
+    cache.mkdir(parents=True)
+    (cache / "unrelated.txt").write_text("not a dataset")
+    start = time.perf_counter()
+    with pytest.raises(DatasetNotFoundError, match="fancyzhx/ag_news"):
+        load_dataset("agnews", tmp_path, tokenizer="word")
+    assert time.perf_counter() - start < 8.0  # offline mode: no network retries
+
+
+def test_text_from_hub_when_allowed(tmp_path, monkeypatch):
+    rows = fx.text_rows(20, 5, seed=4)
+    split = {"text": [t for t, _ in rows], "label": [y for _, y in rows]}
+    calls = []
+
+    def fake_load(name, cache_dir=None):
+        calls.append((name, cache_dir))
+        return {"train": split, "validation": split, "test": split}
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=fake_load))
+    ds = load_dataset("sst5", tmp_path, tokenizer="word", download=True)
+    assert calls == [("SetFit/sst5", str(tmp_path / "sst5" / "hf_cache"))]
+    assert ds.source.startswith("huggingface:SetFit/sst5") and len(ds.test) == 20
+
+    def failing(name, cache_dir=None):
+        raise ConnectionError("offline")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=failing))
+    with pytest.raises(DatasetNotFoundError, match="offline"):
+        load_dataset("agnews", tmp_path, tokenizer="word", download=True)
+
+
+# ----------------------------------------------------------------------------- synthetic text
+
+
+def _bow(x: torch.Tensor, vocab: int) -> torch.Tensor:
+    counts = torch.zeros(len(x), vocab).scatter_add_(1, x, torch.ones(x.shape))
+    counts[:, :3] = 0  # pad / unk / cls carry no topic
+    return torch.nn.functional.normalize(counts, dim=1)
+
+
+def test_synthtext_is_deterministic_balanced_and_learnable():
+    start = time.perf_counter()
+    a = load_dataset("synthtext", seed=0)
+    assert time.perf_counter() - start < 1.0
+    b, c = load_dataset("synthtext", seed=0), load_dataset("synthtext", seed=1)
+    assert torch.equal(a.train.x, b.train.x) and torch.equal(a.val.y, b.val.y)
+    assert torch.equal(a.test.x, c.test.x) and torch.equal(a.test.y, c.test.y)  # fixed test split
+    assert not torch.equal(a.val.x, c.val.x)
+    assert (len(a.train), len(a.val), len(a.test)) == (2880, 320, 800)
+    assert a.kind == "text" and a.input_shape == (32,) and a.train.x.dtype == torch.int64
+    assert int(a.train.x.max()) < a.vocab_size and int(a.train.x.min()) == 0
+    counts = torch.bincount(a.train.y, minlength=4)
+    assert counts.min() > 0.85 * counts.max()
+    lengths = (a.train.x != 0).sum(1)
+    assert lengths.min() < 12 and lengths.max() == 32  # documents of varying length
+    # nearest centroid on bag-of-words: well above chance (25%) but not perfect
+    tr, te = _bow(a.train.x, a.vocab_size), _bow(a.test.x, a.vocab_size)
+    centroids = torch.nn.functional.normalize(
+        torch.stack([tr[a.train.y == k].mean(0) for k in range(4)]), dim=1
+    )
+    acc = ((te @ centroids.T).argmax(1) == a.test.y).float().mean().item()
+    assert 0.55 < acc < 0.97
+    ten = load_dataset("synthtext", num_classes=10)
+    assert ten.num_classes == 10 and set(ten.test.y.tolist()) == set(range(10))

@@ -1,0 +1,114 @@
+"""Unit tests of the engine's parts: sampling, averaging, preprocessing, evaluation, checkpoints."""
+
+import numpy as np
+import pytest
+import torch
+
+from fedkd.data.base import ArraySplit, FedDataset
+from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, save_checkpoint
+from fedkd.engine.evaluate import evaluate
+from fedkd.engine.preprocess import Preprocessor, random_crop_flip
+from fedkd.engine.seeding import derive_seed, sample_clients
+from fedkd.strategies.base import tensor_bytes, weighted_average
+
+
+def test_client_sampling_depends_only_on_seed_and_round():
+    a = sample_clients(0, 3, 20, 0.2)
+    assert a == sample_clients(0, 3, 20, 0.2)
+    assert len(a) == 4 and len(set(a)) == 4 and all(0 <= c < 20 for c in a)
+    rounds = [tuple(sample_clients(0, r, 20, 0.2)) for r in range(10)]
+    assert len(set(rounds)) > 1, "different rounds should draw different clients"
+    assert sample_clients(1, 3, 20, 0.2) != a or sample_clients(1, 4, 20, 0.2) != sample_clients(
+        0, 4, 20, 0.2
+    )
+    assert len(sample_clients(0, 0, 10, 0.4)) == 4
+    assert len(sample_clients(0, 0, 10, 1.0)) == 10
+    assert len(sample_clients(0, 0, 10, 0.01)) == 1
+
+
+def test_derive_seed_is_stable_and_key_sensitive():
+    assert derive_seed(0, "client", 1, 2) == derive_seed(0, "client", 1, 2)
+    assert derive_seed(0, "client", 1, 2) != derive_seed(0, "client", 2, 1)
+
+
+def test_weighted_average_by_hand():
+    s1 = {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(3)}
+    s2 = {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor(5)}
+    out = weighted_average([s1, s2], torch.tensor([0.25, 0.75], dtype=torch.float64))
+    assert torch.allclose(out["w"], torch.tensor([2.5, 5.0]))
+    assert out["n"].item() == 3  # integer buffers are not averaged
+
+
+def test_tensor_bytes_walks_nested_payloads():
+    payload = {
+        "a": torch.zeros(10),
+        "b": [torch.zeros(3, dtype=torch.float64), {"c": torch.zeros(2, dtype=torch.int8)}],
+        "d": 5,
+    }
+    assert tensor_bytes(payload) == 40 + 24 + 2
+
+
+def test_random_crop_flip_is_a_shifted_window():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.arange(2 * 1 * 6 * 6, dtype=torch.float32).view(2, 1, 6, 6) + 1
+    out = random_crop_flip(x, gen, pad=2)
+    assert out.shape == x.shape
+    padded = torch.nn.functional.pad(x, (2, 2, 2, 2))
+    for b in range(2):
+        windows = [padded[b, :, i : i + 6, j : j + 6] for i in range(5) for j in range(5)]
+        windows += [w.flip(-1) for w in windows]
+        assert any(torch.equal(out[b], w) for w in windows)
+    # reproducible from the generator
+    again = random_crop_flip(x, torch.Generator().manual_seed(0), pad=2)
+    assert torch.equal(out, again)
+
+
+def _toy_image_dataset(channels=3):
+    x = torch.randint(0, 256, (8, channels, 8, 8), dtype=torch.uint8)
+    y = torch.arange(8) % 2
+    split = ArraySplit(x, y)
+    return FedDataset(
+        "toy", "image", 2, split, split, split, mean=(0.5,) * channels, std=(0.25,) * channels
+    )
+
+
+def test_preprocessor_normalises_and_augments_only_colour_training_batches():
+    ds = _toy_image_dataset(3)
+    pre = Preprocessor(ds, "auto", torch.device("cpu"))
+    x = ds.train.x
+    plain = pre(x, train=False)
+    assert torch.allclose(plain, (x.float() / 255 - 0.5) / 0.25)
+    assert pre.crop_flip
+    assert not Preprocessor(_toy_image_dataset(1), "auto", torch.device("cpu")).crop_flip
+    assert Preprocessor(_toy_image_dataset(1), "crop-flip", torch.device("cpu")).crop_flip
+
+
+def test_evaluate_accuracy_loss_and_per_class():
+    class Fixed(torch.nn.Module):
+        def forward(self, x):  # predicts class 0 for every sample
+            return torch.tensor([[2.0, 0.0]]).repeat(x.shape[0], 1)
+
+    x = torch.zeros(4, 1)
+    y = torch.tensor([0, 0, 0, 1])
+    stats = evaluate(Fixed(), ArraySplit(x, y), lambda v, train: v, num_classes=3)
+    assert stats["acc"] == pytest.approx(0.75)
+    assert stats["class_acc"][:2] == [1.0, 0.0]
+    assert np.isnan(stats["class_acc"][2])  # no test sample of class 2
+    p0 = torch.softmax(torch.tensor([2.0, 0.0]), 0)
+    expected = float(-(3 * torch.log(p0[0]) + torch.log(p0[1])) / 4)
+    assert stats["loss"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_checkpoint_roundtrip_and_corruption_detected(tmp_path):
+    path = tmp_path / "ck.pt"
+    save_checkpoint(path, {"a": torch.arange(5), "round": 2})
+    assert load_checkpoint(path)["round"] == 2
+    raw = bytearray(path.read_bytes())
+    raw[-3] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointCorruptError, match=str(path)):
+        load_checkpoint(path)
+    assert path.read_bytes() == bytes(raw), "a corrupt checkpoint must be left as it is"
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointCorruptError):
+        load_checkpoint(path)
