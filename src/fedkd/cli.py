@@ -74,10 +74,12 @@ def _spec_from_args(args) -> object:
 
 
 def cmd_train(args) -> int:
+    from fedkd.config import parse_override
     from fedkd.engine.run import Run
 
     spec = _spec_from_args(args)
-    record = Run(spec, args.out).run()
+    labels = dict(parse_override(t) for t in args.label or [])
+    record = Run(spec, args.out, labels={k: str(v) for k, v in labels.items()}).run()
     summary = record.get("summary", {})
     if summary.get("rounds"):
         print(
@@ -142,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", required=True, help="output directory of the run")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any spec key")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="set a strategy parameter")
+    p.add_argument(
+        "--label", action="append", metavar="KEY=VALUE",
+        help="a tag recorded in run.json (e.g. variant=M5); not part of the run's identity",
+    )  # fmt: skip
     _add_run_flags(p)
     p.set_defaults(func=cmd_train)
 

@@ -187,6 +187,7 @@ class Run:
         spec = self.spec
         rec = {
             "status": status,
+            "labels": self.labels,
             "spec": spec.to_dict(),
             "spec_hash": spec.hash(),
             "strategy_params": vars(self.params) if hasattr(self, "params") else None,
