@@ -33,6 +33,8 @@ RUN_KEY_HELP = {
     "data_root": "directory holding real datasets (default $FEDKD_DATA or ./data)",
     "partition_file": "a partition Parquet written by `fedkd partition` (default: compute it)",
     "eval_local": "also evaluate each client's local model before aggregation",
+    "precision": "fp32, or bf16 (autocast in local training)",
+    "compile": "torch.compile the training model: none, default, reduce-overhead (CUDA graphs)",
     "model_options": "model options as a YAML mapping, e.g. '{norm: batch}'",
     "dataset_options": "dataset options as a YAML mapping",
 }

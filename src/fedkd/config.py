@@ -68,19 +68,18 @@ class RunSpec:
     momentum: float = 0.9
     weight_decay: float = 1e-5
     grad_clip: float | None = 10.0  # max gradient norm; None disables clipping
-    augment: str = (
-        "auto"  # auto: crop(pad 4)+flip on colour images, none otherwise; or "none", "crop-flip"
-    )
+    # auto: crop (pad 4) + flip on colour images, none otherwise; or "none", "crop-flip"
+    augment: str = "auto"
     seed: int = 0
     device: str = "auto"
     data_root: str | None = None  # None: $FEDKD_DATA or ./data
     partition_file: str | None = None  # a precomputed partition Parquet; None: compute it here
-    eval_local: bool = (
-        False  # also evaluate the clients' local models before aggregation (costs time)
-    )
-    model_options: dict[str, Any] = field(
-        default_factory=dict
-    )  # e.g. {"norm": "batch", "pretrained": path}
+    # also evaluate the clients' local models before aggregation (costs an evaluation per client)
+    eval_local: bool = False
+    precision: str = "fp32"  # fp32, or bf16 autocast in local training
+    # torch.compile the training model: none, default, reduce-overhead (CUDA graphs)
+    compile: str = "none"
+    model_options: dict[str, Any] = field(default_factory=dict)  # e.g. {"norm": "batch"}
     dataset_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -159,6 +158,8 @@ def spec_errors(s: RunSpec) -> list[str]:
     choice("optimizer", OPTIMIZERS)
     choice("device", DEVICES)
     choice("augment", ("auto", "none", "crop-flip"))
+    choice("precision", ("fp32", "bf16"))
+    choice("compile", ("none", "default", "reduce-overhead"))
     names = strategy_names()
     if s.strategy not in names:
         e.append(f"strategy={s.strategy!r} is unknown; choose one of: {', '.join(names)}")

@@ -30,6 +30,19 @@ class TrainEnv:
     device: torch.device
     build_model: object
     num_classes: int
+    _worker: object = None
+
+    def worker(self):
+        """The model clients train in, built (and compiled, if asked) once per run and reloaded
+        with the global weights for each client: no per-client allocation or recompilation."""
+        if self._worker is None:
+            self._worker = self.build_model()
+            mode = getattr(self.spec, "compile", "none")
+            if mode != "none":
+                self._worker.features_and_logits = torch.compile(
+                    self._worker.features_and_logits, mode=None if mode == "default" else mode
+                )
+        return self._worker
 
 
 def make_optimizer(model: torch.nn.Module, spec) -> torch.optim.Optimizer:
@@ -57,14 +70,17 @@ def local_train(client: ClientContext, strategy: Strategy, env: TrainEnv, seed: 
     n = len(client.data)
     loss_sum = torch.zeros((), device=env.device)
     steps = 0
+    # bf16 autocast is opt-in (spec.precision); its accuracy is checked against fp32 in the bench
+    autocast = torch.autocast(env.device.type, torch.bfloat16, enabled=spec.precision == "bf16")
     for _ in range(spec.local_epochs):
         order = torch.randperm(n, generator=cpu_gen).to(env.device, non_blocking=True)
         for start in range(0, n, spec.batch_size):
             idx = order[start : start + spec.batch_size]
             x = env.preprocess(client.data.x[idx], train=True, gen=dev_gen)
             y = client.data.y[idx]
-            features, logits = model.features_and_logits(x)
-            loss = strategy.local_loss(LocalBatch(x, y, features, logits), client)
+            with autocast:
+                features, logits = model.features_and_logits(x)
+                loss = strategy.local_loss(LocalBatch(x, y, features, logits), client)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if spec.grad_clip is not None:
@@ -89,7 +105,7 @@ def train_clients(
     local models' test accuracies before aggregation."""
     frozen_global = frozen_copy(global_model)
     global_state = global_model.state_dict()
-    worker = env.build_model()
+    worker = env.worker()
     updates, local_acc = [], []
     for cid in selected:
         worker.load_state_dict(global_state)

@@ -101,7 +101,9 @@ class Run:
     # ------------------------------------------------------------------ set-up
     def _setup(self) -> None:
         spec = self.spec
-        ds = load_dataset(spec.dataset, spec.data_root, seed=spec.seed, **spec.dataset_options)
+        ds = self._given_dataset or load_dataset(
+            spec.dataset, spec.data_root, seed=spec.seed, **spec.dataset_options
+        )
         self.dataset_info = ds.describe()
         ds.train, ds.val, ds.test = (s.to(self.device) for s in (ds.train, ds.val, ds.test))
         self.dataset = ds
@@ -114,7 +116,7 @@ class Run:
                 labels, spec.partition, spec.clients, spec.seed, alpha=spec.alpha,
                 shards_per_client=spec.shards, num_classes=ds.num_classes,
             )  # fmt: skip
-        parts = client_indices(assignment)
+        parts = client_indices(assignment, spec.clients)
         if len(parts) != spec.clients:
             raise ValueError(
                 f"partition has {len(parts)} clients but the spec asks for {spec.clients}"
