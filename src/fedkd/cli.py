@@ -171,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--details", action="store_true", help="also print each one's paper and summary")
     p.set_defaults(func=cmd_strategies)
 
+    # listed for --help only: main() hands everything after "bench" to fedkd.bench
+    sub.add_parser("bench", help="benchmarks: engine vs bare PyTorch loop; a table-3-shaped run")
+
     from fedkd import cli_extra
 
     cli_extra.register(sub)
@@ -178,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from fedkd.bench import main as bench_main
+
+        return bench_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     from fedkd.config import SpecError
