@@ -141,6 +141,22 @@ def bench_table3_run(args, device: torch.device) -> dict:
             "projected_s": seconds * scale}  # fmt: skip
 
 
+def precision_check(args, device: torch.device) -> list[tuple[str, int, float]]:
+    """Best-round accuracy of the same mnist5k runs in fp32 and bf16, per seed: bf16 should land
+    within the seed-to-seed spread of fp32."""
+    results = []
+    for precision in ("fp32", "bf16"):
+        for seed in range(args.check_seeds):
+            spec = RunSpec(
+                dataset="mnist5k", clients=10, participation=0.4, alpha=0.5, local_epochs=1,
+                rounds=args.check_rounds, seed=seed, device=str(device), precision=precision,
+            )  # fmt: skip
+            with tempfile.TemporaryDirectory() as out:
+                record = Run(spec, out, log=lambda msg: None).run()
+            results.append((precision, seed, record["summary"]["best_acc"]))
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="fedkd bench", description=__doc__.split("\n\n")[0])
     add_arguments(p)
@@ -158,6 +174,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-rounds", type=int, default=1, help="rounds of the table-3 run to measure")
     p.add_argument("--run-epochs", type=int, default=20, help="local epochs of the measured run")
     p.add_argument("--skip-run", action="store_true", help="only the throughput comparison")
+    p.add_argument(
+        "--precision-check", action="store_true",
+        help="also compare best accuracy of fp32 and bf16 runs on mnist5k over seeds",
+    )  # fmt: skip
+    p.add_argument("--check-seeds", type=int, default=3)
+    p.add_argument("--check-rounds", type=int, default=10)
 
 
 def run_bench(args) -> int:
@@ -180,6 +202,16 @@ def run_bench(args) -> int:
             f"{t['measured_s']:.1f} s → projected 100 rounds × 20 epochs: {t['projected_s']:.0f} s "
             f"({t['projected_s'] / 60:.1f} min)"
         )
+    if args.precision_check:
+        results = precision_check(args, device)
+        for precision in ("fp32", "bf16"):
+            accs = [a for p, _, a in results if p == precision]
+            mean = statistics.mean(accs)
+            spread = statistics.pstdev(accs)
+            per_seed = ", ".join(f"{a:.4f}" for a in accs)
+            print(
+                f"mnist5k best accuracy {precision}: {mean:.4f} ± {spread:.4f} (seeds: {per_seed})"
+            )
     return 0
 
 

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The GPU benchmarks in one command (run from the repository root on a CUDA machine with the
+# project installed): throughput engine vs bare loop, then the table-3-shaped run in fp32 eager,
+# bf16, and bf16 with CUDA graphs (torch.compile reduce-overhead); then the bf16 accuracy check.
+set -euo pipefail
+python -m fedkd.bench --device cuda --steps 300 --repeats 5 --run-rounds 2
+python -m fedkd.bench --device cuda --steps 300 --repeats 5 --run-rounds 2 --precision bf16
+python -m fedkd.bench --device cuda --steps 300 --repeats 5 --run-rounds 2 --precision bf16 \
+    --compile reduce-overhead
+python -m fedkd.bench --device cuda --skip-run --steps 50 --repeats 1 --precision-check
