@@ -90,9 +90,18 @@ class Run:
     """One federated run: set up data, partition, model and strategy; then loop over rounds."""
 
     def __init__(
-        self, spec: RunSpec, out_dir: str | Path, log: Callable[[str], None] | None = None
+        self,
+        spec: RunSpec,
+        out_dir: str | Path,
+        log: Callable[[str], None] | None = None,
+        labels: dict[str, str] | None = None,
+        dataset=None,
     ):
         self.spec = spec
+        # free-form tags from the pipeline (e.g. the table variant); recorded, not part of identity
+        self.labels = dict(labels or {})
+        # an in-memory FedDataset (benchmarks); None: load spec.dataset
+        self._given_dataset = dataset
         self.out = Path(out_dir)
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.device = resolve_device(spec.device)
