@@ -1,0 +1,277 @@
+"""FedGen (Zhu, Hong and Zhou, ICML 2021): data-free knowledge distillation with a generator.
+
+The server learns a light generator G(noise, y) of features in the classifier's input space such
+that the clients' classifier heads label G(., y) as y; clients then regularise their classifier with
+generated features: local loss = CE + alpha_t * CE(classifier(G(y_s)), y_s), alpha_t = alpha_0 *
+0.98^t (t the 0-based round), none in round 1 (the generator is still untrained; FedGen's code
+regularises only after the first round). Clients upload their label counts; the server sends G.
+
+Generator (FedGen's code, SPEC): [noise(64) ~ U[0, 1) || onehot(y)] -> Linear(hidden) ->
+BatchNorm1d -> ReLU -> Linear(feature_dim); hidden 512 (ResNet-8, CNN), 2048 (ResNet-50), 768
+(DistilBERT).
+
+Server step each round (after aggregation), following FedGen's train_generator:
+  - `gen_steps` Adam steps (lr 1e-4, weight decay 1e-2; FedGen decays this lr by 0.98 after each
+    round's training, so round t uses 1e-4 * 0.98^t) with `gen_batch_size` labels a step.
+    FedGen runs ensemble_epochs / n_teacher_iters = 50 / 5 epochs of 5 steps = 50 steps with the
+    local batch size; here 50 steps of 64 (the fedgkd local batch size).
+  - loss = teacher loss + eta * diversity loss (FedGen's ensemble_alpha = 1, ensemble_eta = 1,
+    ensemble_beta = 0: no adversarial student term). The teacher loss is, per selected client k,
+    the batch mean of w_{y,k} * CE(head_k(G(y)), y), summed over k, with w_{y,k} = n_{k,y} / sum_j
+    n_{j,y} (the clients' uploaded label counts) and head_k the classifier in client k's upload.
+    The diversity loss is FedGen's exp(-mean_ij ||eps_i - eps_j||^2_mean * |G_i - G_j|_mean).
+  - labels y are drawn in proportion to the selected clients' pooled label counts (the paper's
+    p(y); FedGen's code draws uniformly among labels some selected client holds > 1 sample of).
+Server randomness (noise, labels) comes from derive_seed(seed, "fedgen", round); the generator's
+initial weights from derive_seed(seed, "fedgen-init"), so a resumed run is identical.
+
+Client side: y_s has the batch's size (FedGen's gen_batch_size / batch_size ratio = 1) and is drawn
+uniformly among the labels the client holds (`sample_labels="client"`); FedGen's code draws
+uniformly among all labels of the federation (`sample_labels="all"`). FedGen's code also adds a
+second client term (generative_beta: KL between the model's outputs on real data and on G(y)); it is
+not in the FedGen paper's objective nor in the fedgkd description, and is left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedkd.engine.seeding import derive_seed
+from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, Strategy, Traits
+
+SAMPLE_LABELS = ("client", "all")
+
+
+@dataclass
+class FedGenParams:
+    coef: float = 1.0  # alpha_0 of the client term; fedgkd tunes it in {0.1, 1, 10}
+    coef_decay: float = 0.98  # alpha_t = coef * coef_decay^t
+    hidden_dim: int = 512  # 512 ResNet-8 / CNN, 2048 ResNet-50, 768 DistilBERT
+    noise_dim: int = 64
+    gen_lr: float = 1e-4
+    gen_lr_decay: float = 0.98  # per round, as FedGen's ExponentialLR on the generator optimizer
+    gen_weight_decay: float = 1e-2
+    gen_steps: int = 50
+    gen_batch_size: int = 64
+    diversity: float = 1.0  # eta, the weight of the diversity loss
+    sample_labels: str = "client"  # y_s on clients: "client" (labels it holds) or "all"
+
+
+class FeatureGenerator(nn.Module):
+    """G(noise, y): [noise || onehot(y)] -> Linear -> BN -> ReLU -> Linear(feature_dim)."""
+
+    def __init__(self, num_classes: int, feature_dim: int, hidden_dim: int, noise_dim: int):
+        super().__init__()
+        self.num_classes = num_classes
+        self.feature_dim = feature_dim
+        self.noise_dim = noise_dim
+        self.hidden = nn.Sequential(
+            nn.Linear(noise_dim + num_classes, hidden_dim),
+            nn.BatchNorm1d(hidden_dim),
+            nn.ReLU(),
+        )
+        self.out = nn.Linear(hidden_dim, feature_dim)
+
+    def sample_noise(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        device = self.out.weight.device
+        return torch.rand(n, self.noise_dim, generator=generator, device=device)
+
+    def forward(self, y: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        onehot = F.one_hot(y, self.num_classes).to(noise.dtype)
+        return self.out(self.hidden(torch.cat([noise, onehot], dim=1)))
+
+
+def coefficient(coef: float, round: int, decay: float = 0.98) -> float:
+    """alpha_t of the client term in 0-based round t; zero in the first round (untrained G)."""
+    return 0.0 if round == 0 else coef * decay**round
+
+
+def diversity_loss(noise: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+    """FedGen's DiversityLoss: exp(-mean_ij d2(noise_i, noise_j) * d1(feat_i, feat_j)), with d2
+    the mean squared difference and d1 the mean absolute difference over dimensions."""
+    noise_dist = (noise.unsqueeze(0) - noise.unsqueeze(1)).pow(2).mean(2)
+    # cdist(p=1) is the pairwise sum of |differences| without a (B, B, D) intermediate
+    feat_dist = torch.cdist(features, features, p=1) / features.shape[1]
+    return torch.exp(-(noise_dist * feat_dist).mean())
+
+
+def generator_teacher_loss(
+    features: torch.Tensor,
+    y: torch.Tensor,
+    head_weights: torch.Tensor,
+    head_biases: torch.Tensor,
+    label_weights: torch.Tensor,
+) -> torch.Tensor:
+    """sum_k mean_i w[y_i, k] * CE(W_k f_i + b_k, y_i).
+
+    features (B, D), y (B,), head_weights (K, C, D), head_biases (K, C), label_weights (C, K)."""
+    k = head_weights.shape[0]
+    logits = torch.einsum("bd,kcd->kbc", features, head_weights) + head_biases.unsqueeze(1)
+    ce = F.cross_entropy(logits.flatten(0, 1), y.repeat(k), reduction="none").view(k, -1)
+    return (ce * label_weights[y].T).mean(1).sum()
+
+
+def teacher_label_weights(client_counts: torch.Tensor) -> torch.Tensor:
+    """(K, C) label counts -> (C, K): each client's share of each label (zero rows if unheld)."""
+    counts = client_counts.to(torch.float64).T
+    return (counts / counts.sum(1, keepdim=True).clamp(min=1)).float()
+
+
+def classifier_key(model: nn.Module) -> str:
+    for name, module in model.named_modules():
+        if module is model.classifier:
+            return name
+    raise ValueError("the model has no classifier module")
+
+
+class FedGen(Strategy):
+    name = "fedgen"
+    paper = "Zhu, Hong and Zhou, ICML 2021"
+    summary = (
+        "The server trains a feature generator from the clients' heads and label counts; clients "
+        "add alpha_t * CE(classifier(G(y)), y), alpha_t = alpha_0 * 0.98^t."
+    )
+    Params = FedGenParams
+    traits = Traits(extra_information="label counts", proxy_data=False, modifies_model=False)
+
+    @classmethod
+    def dataset_defaults(cls, dataset, model):
+        return {"hidden_dim": {"resnet50": 2048, "distilbert": 768}.get(model, 512)}
+
+    def __init__(self, params, ctx):
+        super().__init__(params, ctx)
+        if params.sample_labels not in SAMPLE_LABELS:
+            raise ValueError(
+                f"params.sample_labels={params.sample_labels!r}; choose one of {SAMPLE_LABELS}"
+            )
+        # built at the first server step, when the classifier's input size is known
+        self.generator: FeatureGenerator | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self._client_generator: FeatureGenerator | None = None
+
+    # ---------------------------------------------------------------- generator set-up
+    def _new_generator(self, feature_dim: int) -> FeatureGenerator:
+        p = self.params
+        return FeatureGenerator(self.ctx.num_classes, feature_dim, p.hidden_dim, p.noise_dim)
+
+    def _build(self, feature_dim: int) -> None:
+        # a forked RNG: the initial weights depend on the run seed only, and the global RNG the
+        # engine saves in the checkpoint is left untouched
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(self.ctx.spec.seed, "fedgen-init"))
+            gen = self._new_generator(feature_dim)
+        self.generator = gen.to(self.ctx.device)
+        self.optimizer = torch.optim.Adam(
+            self.generator.parameters(),
+            lr=self.params.gen_lr,
+            weight_decay=self.params.gen_weight_decay,
+        )
+
+    # ---------------------------------------------------------------- hooks
+    def payload(self, round, global_model):
+        if round == 0 or self.generator is None:
+            return {}
+        return {
+            "generator": {k: v.detach().clone() for k, v in self.generator.state_dict().items()}
+        }
+
+    def client_begin(self, client: ClientContext) -> None:
+        state = client.payload.get("generator")
+        coef = coefficient(self.params.coef, client.round, self.params.coef_decay)
+        client.scratch["coef"] = 0.0 if state is None else coef
+        if client.scratch["coef"] == 0.0:
+            return
+        if self._client_generator is None:
+            feature_dim = state["out.weight"].shape[0]
+            self._client_generator = self._new_generator(feature_dim).to(client.device).eval()
+            for p in self._client_generator.parameters():
+                p.requires_grad_(False)
+        self._client_generator.load_state_dict(state)
+        if self.params.sample_labels == "client":
+            client.scratch["labels"] = torch.unique(client.data.y)
+        else:
+            client.scratch["labels"] = torch.arange(client.num_classes, device=client.device)
+
+    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
+        ce = batch.ce()
+        coef = client.scratch["coef"]
+        if coef == 0.0:
+            return ce
+        labels = client.scratch["labels"]
+        gen = self._client_generator
+        # torch's global generator is seeded per (run, round, client) by the engine
+        n = batch.y.shape[0]
+        y_s = labels[torch.randint(len(labels), (n,), device=labels.device)]
+        with torch.no_grad():  # G is fixed on the client: only the classifier learns from it
+            z = gen(y_s, gen.sample_noise(n))
+        return ce + coef * F.cross_entropy(client.model.classifier(z), y_s)
+
+    def client_end(self, client: ClientContext) -> dict:
+        return {"label_counts": torch.bincount(client.data.y, minlength=client.num_classes)}
+
+    def server_update(self, round, global_model, updates: list[ClientUpdate]) -> dict:
+        if self.generator is None:
+            self._build(global_model.feature_dim)
+        p, dev = self.params, self.ctx.device
+        key = classifier_key(global_model)
+        head_w = torch.stack([u.state[f"{key}.weight"].to(dev).float() for u in updates])
+        head_b = torch.stack([u.state[f"{key}.bias"].to(dev).float() for u in updates])
+        counts = torch.stack([u.extras["label_counts"].to(dev) for u in updates])
+        label_w = teacher_label_weights(counts)
+        label_p = counts.sum(0).to(torch.float64)
+        rng = torch.Generator(device=dev).manual_seed(
+            derive_seed(self.ctx.spec.seed, "fedgen", round)
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = p.gen_lr * p.gen_lr_decay**round
+        gen = self.generator.train()
+        teacher_sum = torch.zeros((), device=dev)
+        diversity_sum = torch.zeros((), device=dev)
+        for _ in range(p.gen_steps):
+            y = torch.multinomial(label_p, p.gen_batch_size, replacement=True, generator=rng)
+            noise = gen.sample_noise(p.gen_batch_size, generator=rng)
+            feats = gen(y, noise)
+            teacher = generator_teacher_loss(feats, y, head_w, head_b, label_w)
+            diversity = diversity_loss(noise, feats)
+            loss = teacher + p.diversity * diversity
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            teacher_sum += teacher.detach()
+            diversity_sum += diversity.detach()
+        gen.eval()
+        steps = max(p.gen_steps, 1)
+        return {
+            "gen_teacher_loss": float(teacher_sum) / steps,
+            "gen_diversity_loss": float(diversity_sum) / steps,
+        }
+
+    def state_dict(self) -> dict:
+        if self.generator is None:
+            return {}
+        return {
+            "feature_dim": self.generator.feature_dim,
+            "generator": _to_cpu(self.generator.state_dict()),
+            "optimizer": _to_cpu(self.optimizer.state_dict()),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if not state:
+            return
+        self._build(int(state["feature_dim"]))
+        self.generator.load_state_dict(state["generator"])
+        self.optimizer.load_state_dict(state["optimizer"])  # moves its tensors to the parameters
+
+
+def _to_cpu(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_cpu(v) for v in obj]
+    return obj
