@@ -1,0 +1,286 @@
+"""Collect run directories into one long table: one row per (run, round), run keys repeated.
+
+``fedkd aggregate --out FILE --run LABEL=RUN_DIR ...`` writes it as Parquet; every table and most
+figures are rendered from such a file. The columns are fixed (``AGGREGATE_COLUMNS``), followed by
+the strategies' ``server_*`` columns in name order, so the file is the same for the same runs.
+
+Beyond the pipeline contract two columns are added at the end of the run keys: ``val_size`` and
+``dataset_kind`` (image or text), which table 2 shows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+RUN_JSON = "run.json"
+METRICS = "metrics.parquet"
+
+# the run keys, one value per run, repeated on each of its rows
+RUN_KEY_COLUMNS = [
+    "label",
+    "run",
+    "strategy",
+    "variant",
+    "dataset",
+    "model",
+    "partition",
+    "alpha",
+    "shards",
+    "clients",
+    "participation",
+    "local_epochs",
+    "rounds_planned",
+    "seed",
+    "status",
+    "eval_local",
+    "params",
+    "train_size",
+    "test_size",
+    "num_classes",
+]
+ROUND_COLUMNS = [
+    "round",
+    "test_acc",
+    "test_loss",
+    "class_acc",
+    "train_loss",
+    "local_acc",
+    "bytes_sent",
+    "bytes_received",
+    "seconds",
+]
+EXTRA_COLUMNS = ["val_size", "dataset_kind"]
+AGGREGATE_COLUMNS = RUN_KEY_COLUMNS + ROUND_COLUMNS + EXTRA_COLUMNS
+
+SORT_KEYS = ["label", "dataset", "alpha", "participation", "local_epochs", "seed", "round"]
+
+# the keys that decide a run's numbers apart from its seed: runs averaged into one table cell or
+# one curve must agree on all of them
+SETTING_KEYS = [
+    "strategy",
+    "params",
+    "variant",
+    "dataset",
+    "model",
+    "partition",
+    "alpha",
+    "shards",
+    "clients",
+    "participation",
+    "local_epochs",
+    "rounds_planned",
+]
+
+# Dirichlet concentration only means something for the Dirichlet partitioners, shards per client
+# only for sharding; elsewhere the spec's default value is noise, so it is recorded as NaN
+_ALPHA_SCHEMES = ("dirichlet", "dirichlet-equal")
+_SHARD_SCHEMES = ("shards",)
+
+
+class ReportError(ValueError):
+    """Bad input to ``aggregate`` or ``render``; the message names the file, target or value."""
+
+
+# --------------------------------------------------------------------------- arguments
+def parse_run_arg(text: str) -> tuple[str, str]:
+    """``LABEL=RUN_DIR`` -> (label, run_dir).
+
+    Labels may themselves contain ``=`` (``M=3``) and so may directories, so the split is the one
+    whose right-hand side is an existing directory; if none is, the first ``=`` is used and the
+    missing directory is reported when the run is read.
+    """
+    text = text.strip()
+    cuts = [i for i, ch in enumerate(text) if ch == "="]
+    if not cuts:
+        raise ReportError(f"--run {text!r} is not LABEL=RUN_DIR (no '=')")
+    candidates = [(text[:i], text[i + 1 :]) for i in cuts if i > 0 and text[i + 1 :]]
+    if not candidates:
+        raise ReportError(f"--run {text!r} is not LABEL=RUN_DIR (empty label or directory)")
+    existing = [c for c in candidates if Path(c[1]).is_dir()]
+    if len(existing) > 1:
+        raise ReportError(
+            f"--run {text!r} is ambiguous: it splits into LABEL=RUN_DIR as "
+            + " or ".join(f"{lab!r}={d!r}" for lab, d in existing)
+            + "; rename the label or the directory"
+        )
+    return existing[0] if existing else candidates[0]
+
+
+def read_runs_file(path: str | Path) -> list[tuple[str, str]]:
+    """One ``LABEL=RUN_DIR`` per line; blank lines and lines starting with ``#`` are skipped."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ReportError(f"runs file {path} cannot be read: {exc}") from exc
+    return [parse_run_arg(line) for line in lines if line.strip() and not line.startswith("#")]
+
+
+# --------------------------------------------------------------------------- reading one run
+def _float_or_nan(v) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def _run_keys(label: str, run_dir: str, rec: dict, where: Path) -> dict:
+    spec = rec.get("spec")
+    if not isinstance(spec, dict):
+        raise ReportError(f"{where} has no 'spec' mapping; is this a fedkd run directory?")
+    ds = rec.get("dataset") or {}
+    labels = rec.get("labels") or {}
+    partition = spec.get("partition")
+    alpha = spec.get("alpha") if partition in _ALPHA_SCHEMES else None
+    shards = spec.get("shards") if partition in _SHARD_SCHEMES else None
+    try:
+        return {
+            "label": label,
+            "run": run_dir,
+            "strategy": spec["strategy"],
+            "variant": str(labels.get("variant", "")),
+            "dataset": spec["dataset"],
+            "model": rec.get("model") or spec.get("model"),
+            "partition": partition,
+            "alpha": _float_or_nan(alpha),
+            "shards": _float_or_nan(shards),
+            "clients": int(spec["clients"]),
+            "participation": float(spec["participation"]),
+            "local_epochs": int(spec["local_epochs"]),
+            "rounds_planned": int(spec["rounds"]),
+            "seed": int(spec["seed"]),
+            "status": str(rec.get("status", "")),
+            "eval_local": bool(spec.get("eval_local", False)),
+            "params": json.dumps(rec.get("strategy_params") or {}, sort_keys=True, default=str),
+            "train_size": _int_or_none(ds.get("train")),
+            "test_size": _int_or_none(ds.get("test")),
+            "num_classes": _int_or_none(ds.get("num_classes")),
+            "val_size": _int_or_none(ds.get("val")),
+            "dataset_kind": str(ds.get("kind") or ""),
+        }
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ReportError(f"{where} lacks or has a bad spec value ({exc!r})") from exc
+
+
+def _int_or_none(v):
+    return None if v is None else int(v)
+
+
+def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
+    """The rows of one run (round >= 1), or a single round-0 row when it completed no round."""
+    run_dir = str(run_dir)
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise ReportError(f"run directory {run_dir} (label {label!r}) does not exist")
+    rec_path = path / RUN_JSON
+    try:
+        rec = json.loads(rec_path.read_text())
+    except FileNotFoundError as exc:
+        raise ReportError(
+            f"run directory {run_dir} (label {label!r}) has no {RUN_JSON}; the run never started"
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{rec_path} cannot be read: {exc}") from exc
+    keys = _run_keys(label, run_dir, rec, rec_path)
+    metrics_path = path / METRICS
+    if metrics_path.exists():
+        try:
+            metrics = pd.read_parquet(metrics_path)
+        except Exception as exc:  # pyarrow raises several types for a damaged file
+            raise ReportError(f"{metrics_path} cannot be read: {exc}") from exc
+    elif keys["status"] == "complete":
+        raise ReportError(f"run {run_dir} is marked complete but has no {METRICS}")
+    else:
+        metrics = pd.DataFrame()
+    if len(metrics) and "round" not in metrics.columns:
+        raise ReportError(f"{metrics_path} has no 'round' column")
+    if len(metrics) == 0:
+        # a run that diverged (or stopped) before finishing a round still shows in the tables
+        metrics = pd.DataFrame([{"round": 0}])
+    metrics = metrics.drop(columns=[c for c in ("clients",) if c in metrics.columns])
+    metrics = metrics.sort_values("round", kind="mergesort").reset_index(drop=True)
+    for col in ROUND_COLUMNS:
+        if col not in metrics.columns:
+            metrics[col] = None if col == "class_acc" else np.nan
+    unknown = [c for c in metrics.columns if c not in ROUND_COLUMNS and not c.startswith("server_")]
+    metrics = metrics.drop(columns=unknown)
+    for k, v in keys.items():
+        metrics[k] = v
+    return metrics
+
+
+# --------------------------------------------------------------------------- the aggregate
+def aggregate_runs(runs: list[tuple[str, str]]) -> pd.DataFrame:
+    """Read every (label, run_dir) and return the long table in its deterministic row order."""
+    if not runs:
+        raise ReportError("no runs given; pass --run LABEL=RUN_DIR (or --runs-file FILE)")
+    seen: set[tuple[str, str]] = set()
+    frames = []
+    for label, run_dir in runs:
+        key = (label, str(run_dir))
+        if key in seen:
+            raise ReportError(f"run {run_dir} is given twice under label {label!r}")
+        seen.add(key)
+        frames.append(load_run(label, run_dir))
+    df = pd.concat(frames, ignore_index=True, sort=False)
+    server = sorted(c for c in df.columns if c.startswith("server_"))
+    df = df[AGGREGATE_COLUMNS + server]
+    df = _normalise_types(df)
+    df = df.sort_values(SORT_KEYS + ["run"], kind="mergesort", na_position="last")
+    return df.reset_index(drop=True)
+
+
+def _normalise_types(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    for col in ("alpha", "shards", "participation", "test_acc", "test_loss", "train_loss"):
+        df[col] = df[col].astype("float64")
+    for col in ("local_acc", "seconds"):
+        df[col] = df[col].astype("float64")
+    for col in ("clients", "local_epochs", "rounds_planned", "seed", "round"):
+        df[col] = df[col].astype("int64")
+    # nullable: a round-0 row has no byte counts, an old run.json may lack dataset sizes
+    for col in (
+        "bytes_sent",
+        "bytes_received",
+        "train_size",
+        "test_size",
+        "num_classes",
+        "val_size",
+    ):
+        df[col] = df[col].astype("Int64")
+    df["eval_local"] = df["eval_local"].astype(bool)
+    df["class_acc"] = [
+        None if v is None or (isinstance(v, float) and math.isnan(v)) else [float(x) for x in v]
+        for v in df["class_acc"]
+    ]
+    return df
+
+
+def write_aggregate(df: pd.DataFrame, out: str | Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, out)
+    return out
+
+
+def read_aggregate(path: str | Path | None) -> pd.DataFrame:
+    if path is None:
+        raise ReportError("this target needs --aggregate FILE (written by `fedkd aggregate`)")
+    path = Path(path)
+    if not path.exists():
+        raise ReportError(f"aggregate file {path} does not exist; write it with `fedkd aggregate`")
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:
+        raise ReportError(f"aggregate file {path} cannot be read: {exc}") from exc
+    missing = [c for c in RUN_KEY_COLUMNS + ["round", "test_acc"] if c not in df.columns]
+    if missing:
+        raise ReportError(
+            f"aggregate file {path} lacks column(s) {missing}; re-create it with `fedkd aggregate`"
+        )
+    return df
