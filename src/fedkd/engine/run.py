@@ -65,8 +65,17 @@ def write_json(path: Path, obj: Any) -> None:
     _atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=str) + "\n"))
 
 
+# the columns every round row has (strategies add server_* columns)
+METRIC_COLUMNS = [
+    "round", "test_acc", "test_loss", "class_acc", "train_loss", "local_acc",
+    "bytes_sent", "bytes_received", "clients", "seconds",
+]  # fmt: skip
+
+
 def write_metrics(path: Path, rows: list[dict]) -> None:
-    _atomic_write(path, lambda p: pd.DataFrame(rows).to_parquet(p, index=False))
+    # a run that diverged in round 1 still gets a readable file with the usual columns
+    frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=METRIC_COLUMNS)
+    _atomic_write(path, lambda p: frame.to_parquet(p, index=False))
 
 
 def _fmt_seconds(s: float) -> str:
