@@ -1,0 +1,61 @@
+"""FedNTD (Lee et al., NeurIPS 2022): not-true distillation from the received global model.
+
+    L = CE(y, p) + beta * KL( softmax(g_nt / tau) || softmax(s_nt / tau) )
+
+where g_nt and s_nt are the global (teacher) and local (student) logits with the true-class logit
+removed, so the client keeps the global model's view of the classes it is *not* looking at and
+learns its own classes freely. As in the authors' code (NTD_Loss): KL with batch mean, no tau^2
+factor, teacher without gradient, distillation from the first round on; tau = 1, beta = 1 (their
+shipped config/fedntd.json).
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from fedkd.losses import frozen_outputs
+from fedkd.strategies.base import ClientContext, LocalBatch, Strategy, Traits
+
+
+@dataclass
+class FedNTDParams:
+    beta: float = 1.0  # weight of the not-true distillation term
+    tau: float = 1.0  # softmax temperature of both not-true distributions
+
+
+def not_true_logits(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(B, K) logits -> (B, K-1): each row without its true-class entry, other classes in order."""
+    j = torch.arange(logits.shape[1] - 1, device=logits.device)
+    # column j of the result is class j below y and class j + 1 from y on (a gather: no host sync)
+    return logits.gather(1, j + (j >= y[:, None]).long())
+
+
+def not_true_kl(
+    student_logits: torch.Tensor, teacher_logits: torch.Tensor, y: torch.Tensor, tau: float = 1.0
+) -> torch.Tensor:
+    """Batch mean of KL(softmax(t_nt / tau) || softmax(s_nt / tau)) over the not-true classes."""
+    s = not_true_logits(student_logits, y)
+    t = not_true_logits(teacher_logits.detach(), y)
+    log_p_t = F.log_softmax(t / tau, dim=1)
+    log_p_s = F.log_softmax(s / tau, dim=1)
+    return (log_p_t.exp() * (log_p_t - log_p_s)).sum(dim=1).mean()
+
+
+class FedNTD(Strategy):
+    name = "fedntd"
+    paper = "Lee et al., NeurIPS 2022"
+    summary = "CE + beta KL over the not-true logits of the frozen global model; tau 1, beta 1."
+    Params = FedNTDParams
+    # nothing shared beyond the weights, no proxy data, same network (FedNTD Appendix C)
+    traits = Traits(extra_information="none", proxy_data=False, modifies_model=False)
+
+    def __init__(self, params, ctx):
+        if params.tau <= 0:
+            raise ValueError(f"fedntd: tau={params.tau} must be > 0")
+        super().__init__(params, ctx)
+
+    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
+        _, teacher_logits = frozen_outputs(client.global_model, batch.x)
+        ntd = not_true_kl(batch.logits, teacher_logits, batch.y, self.params.tau)
+        return batch.ce() + self.params.beta * ntd
