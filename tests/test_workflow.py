@@ -1,0 +1,490 @@
+"""The Snakemake workflow: the config's validation, run identities, dry-runs of the default and
+the paper configuration, the tiny configuration end to end, re-runs after a source edit, a killed
+pipeline, the report, and lint/format.
+
+Snakemake runs in a scratch directory (``--directory``) against a frozen copy of src/fedkd (see
+``freeze_sources``), so the repository's results/ and sources are never touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEFILE = REPO / "workflow" / "Snakefile"
+DEFAULT = REPO / "config" / "config.yaml"
+PAPER = REPO / "config" / "paper.yaml"
+TINY = REPO / "config" / "tiny.yaml"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def freeze_sources(dest: Path) -> Path:
+    """Copy src/fedkd to ``dest``/fedkd. The workflow hashes the sources each run depends on, and
+    this tree may be edited while the tests run; the copy keeps those hashes fixed, and a test may
+    edit the copy without touching the repository."""
+    shutil.copytree(
+        REPO / "src" / "fedkd", dest / "fedkd", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return dest
+
+
+def env_for(src: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def snakemake_cmd(workdir: Path, configfile: Path, *args: str) -> list[str]:
+    # targets first: --configfile takes every following word as another config file
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        *args,
+        "--snakefile",
+        str(SNAKEFILE),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(configfile),
+    ]
+
+
+def snakemake(
+    workdir: Path, configfile: Path, *args: str, src: Path, timeout: float = 900, check=True
+) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        snakemake_cmd(workdir, configfile, *args),
+        env=env_for(src),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
+            f"{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+        )
+    return proc
+
+
+def plan(workdir: Path, configfile: Path, *targets: str, src: Path) -> list[dict]:
+    """The jobs a dry-run plans, one dict per job: rule, output (list), reason.
+
+    (Not ``--summary``: it reports the outputs of an interrupted job as "ok", although
+    --rerun-incomplete re-runs that job.)"""
+    proc = snakemake(workdir, configfile, *targets, "-n", src=src, timeout=300)
+    jobs = []
+    for line in proc.stdout.splitlines():
+        head = re.fullmatch(r"(?:local)?rule (\w+):", line.strip())
+        if head and not line.startswith(" "):
+            jobs.append({"rule": head[1], "output": [], "reason": ""})
+        elif jobs and line.startswith("    output: "):
+            jobs[-1]["output"] = line.removeprefix("    output: ").split(", ")
+        elif jobs and line.startswith("    reason: "):
+            jobs[-1]["reason"] = line.removeprefix("    reason: ")
+    return jobs
+
+
+def planned_runs(jobs: list[dict]) -> set[str]:
+    """Run directories whose train job is planned."""
+    return {str(Path(j["output"][0]).parent) for j in jobs if j["rule"] == "train"}
+
+
+def planned_outputs(jobs: list[dict]) -> set[str]:
+    return {f for j in jobs for f in j["output"]}
+
+
+def planned_rules(jobs: list[dict]) -> set[str]:
+    return {j["rule"] for j in jobs}
+
+
+def nothing_to_do(workdir: Path, configfile: Path, src: Path) -> bool:
+    proc = snakemake(workdir, configfile, "-n", src=src)
+    return "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def load_helpers(config: dict) -> dict:
+    """The workflow's helper functions (workflow/rules/common.smk is plain Python) bound to
+    ``config``, for checks of the run lists that need no Snakemake process."""
+    namespace = {"config": config, "__name__": "workflow_common"}
+    path = REPO / "workflow" / "rules" / "common.smk"
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace
+
+
+def read_config(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def all_runs(helpers: dict) -> set[str]:
+    return {run for name in helpers["targets"]() for _, run in helpers["target_runs"](name)}
+
+
+class Wildcards:
+    def __init__(self, run: str):
+        _, _, self.dataset, self.variant, self.setting, seed = run.split("/")
+        self.seed = seed.removeprefix("seed")
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory) -> Path:
+    return freeze_sources(tmp_path_factory.mktemp("frozen-src"))
+
+
+# ----------------------------------------------------------------------------- run identities
+
+
+def test_setting_names_round_trip():
+    h = load_helpers(read_config(TINY))
+    for spec in [
+        dict(partition="dirichlet-equal", alpha=0.1, clients=20, participation=0.2,
+             local_epochs=20, rounds=100, eval_local=False),
+        dict(partition="dirichlet", alpha=1.0, clients=10, participation=1.0,
+             local_epochs=5, rounds=100, eval_local=True),
+        dict(partition="shards", shards=2, clients=100, participation=0.1,
+             local_epochs=5, rounds=200),
+        dict(partition="iid", clients=4, participation=0.5, local_epochs=1, rounds=2),
+        dict(partition="dirichlet-equal", alpha=0.005, clients=3, participation=0.35,
+             local_epochs=2, rounds=7),
+    ]:  # fmt: skip
+        spec = h["normalise_path_keys"]({"alpha": None, "shards": None, **spec})
+        text = h["setting_id"](spec)
+        assert "/" not in text and " " not in text
+        assert h["parse_setting"](text) == spec
+    assert (
+        h["setting_id"](
+            h["normalise_path_keys"](
+                dict(
+                    partition="dirichlet-equal",
+                    alpha=1,
+                    shards=3,
+                    clients=10,
+                    participation=0.4,
+                    local_epochs=1,
+                    rounds=5,
+                )
+            )  # fmt: skip
+        )
+        == "dirichlet-equal-a1-K10-C0.4-E1-R5"
+    ), "alpha 1 and 1.0 are one run; shards unused"
+    for bad in ["dirichlet-equal-a1.0-K10-C0.4-E1-R5", "shards-a0.1-K10-C0.4-E1-R5", "x-K1"]:
+        with pytest.raises(ValueError):
+            h["parse_setting"](bad)
+
+
+def test_flag_values_read_back_unchanged():
+    h = load_helpers(read_config(TINY))
+    for value in [1e-05, 0.05, 1.0, 3, None, True, "sgd", "yes", "1.0", "dirichlet-equal",
+                  {"buffer": 5, "lr": 1e-5, "norm": "batch"}, [1, 2e-7], "distilbert-base-uncased"]:  # fmt: skip
+        back = yaml.safe_load(h["cli_value"](value))
+        assert back == value and type(back) is type(value), (value, h["cli_value"](value))
+
+
+@pytest.mark.parametrize("configfile", [DEFAULT, PAPER, TINY], ids=lambda p: p.stem)
+def test_a_run_path_names_exactly_one_run_spec(configfile):
+    """Every key that changes a run is in its path: the full spec rebuilt from a path is the spec
+    the tables asked for, and two different paths are two different runs."""
+    from fedkd.config import RunSpec
+
+    h = load_helpers(read_config(configfile))
+    by_hash = {}
+    for name in h["targets"]():
+        t = h["entry"](name)
+        for point in h["grid_points"](t):
+            for column in (t.get("columns") or {}).values():
+                variant = h["column_variant"](column, point)
+                wanted = h["point_spec"](point, variant)
+                for seed in h["target_seeds"](name):
+                    run = h["run_dir"](wanted, variant, seed)
+                    rebuilt = h["run_spec_from_path"](Wildcards(run))
+                    rebuilt.pop("partition_file", None)
+                    assert rebuilt == {**wanted, "seed": seed}, run
+                    spec_hash = RunSpec.from_dict(rebuilt).hash()
+                    assert by_hash.setdefault(spec_hash, run) == run, (run, by_hash[spec_hash])
+
+
+def test_default_table3_shares_its_fedgkd_runs_with_table7():
+    h = load_helpers(read_config(DEFAULT))
+    table3 = dict.fromkeys(run for label, run in h["target_runs"]("table3") if label == "fedgkd")
+    table7 = {run for _, run in h["target_runs"]("table7")}
+    assert len(table3) == 3 * 2  # one per alpha and seed
+    assert set(table3) <= table7
+    assert any("/fedgkd-M1/dirichlet-equal-a0.5-" in r for r in table3), "the best M per alpha"
+    assert any("/fedgkd-M5/dirichlet-equal-a0.1-" in r for r in table3)
+
+
+# ----------------------------------------------------------------------------- dry-runs
+
+
+def expected_outputs(config: dict) -> set[str]:
+    out = {f"results/tables/{n}.{e}" for n in config["tables"] for e in ("tex", "md", "csv")}
+    return out | {f"results/figures/{n}.{e}" for n in config["figures"] for e in ("pdf", "png")}
+
+
+def test_dry_run_of_the_default_config_resolves_every_target(tmp_path, src):
+    config = read_config(DEFAULT)
+    rows = plan(tmp_path, DEFAULT, src=src)
+    assert expected_outputs(config) <= planned_outputs(rows)
+    assert len(config["tables"]) == 10 and len(config["figures"]) >= 5
+    runs = planned_runs(rows)
+    assert runs == all_runs(load_helpers(config)), "each needed run is one train job"
+    assert {Path(r).parts[2] for r in runs} == {"mnist5k", "synthtext"}, "offline data only"
+    # table 3 alone: 8 strategies x 3 alphas x 2 seeds, fedgkd's runs shared with table 7
+    table3 = plan(tmp_path, DEFAULT, "results/tables/table3.tex", src=src)
+    assert len(planned_runs(table3)) == 8 * 3 * 2
+
+
+def test_dry_run_of_the_paper_config_lists_the_full_grid(tmp_path, src):
+    config = read_config(PAPER)
+    t0 = time.perf_counter()
+    proc = snakemake(tmp_path, PAPER, "-n", "--quiet", "rules", src=src)
+    elapsed = time.perf_counter() - t0
+    counts = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    helpers = load_helpers(config)
+    runs = all_runs(helpers)
+    assert counts["train"] == len(runs)
+    assert counts["render_table"] == 10 and counts["render_figure"] == len(config["figures"])
+    # the papers' grids (SPEC): table 3 is 3 CV datasets x 3 alphas x 8 strategies x 3 seeds,
+    # rounds-to-target 2 alphas x 3 C x 3 E x 4 strategies x 3 seeds
+    assert len(helpers["target_runs"]("table3")) == 3 * 3 * 8 * 3
+    assert len(helpers["target_runs"]("rounds_to_target")) == 2 * 3 * 3 * 4 * 3
+    assert {r.split("/")[2] for r in runs} == {
+        "cifar10",
+        "cifar100",
+        "tinyimagenet",
+        "agnews",
+        "sst5",
+    }
+    assert counts["train"] == 666, "the full grid, each run once (see docs/pipeline.md)"
+    # generous: a loaded CI machine; the goal (under 10 s) is measured and reported separately
+    assert elapsed < 60
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def test_a_bad_config_is_refused_before_any_job_naming_every_bad_key(tmp_path, src):
+    config = read_config(TINY)
+    config["defaults"]["participation"] = 1.5
+    config["tables"]["table3"]["grid"]["alpha"] = [1.0, -0.1]
+    config["variants"]["fedgkd-M1"]["params"]["bufer"] = 3
+    config["variants"]["fedavg"]["strategy"] = "fedavgg"
+    config["tables"]["table4"]["columns"]["fedgkd"] = "no-such-variant"
+    config["figures"]["curves"]["grid"]["datset"] = ["mnist5k"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    proc = snakemake(tmp_path, bad, "--cores", "1", src=src, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "defaults.participation: 1.5 is greater than the maximum of 1" in out
+    assert "tables.table3.grid.alpha[1]: -0.1" in out
+    assert "figures.curves.grid: Additional properties are not allowed ('datset'" in out
+    assert not (tmp_path / "results").exists(), "nothing ran"
+    # with the schema errors fixed, the cross-references are checked, again all at once
+    config["defaults"]["participation"] = 0.2
+    config["tables"]["table3"]["grid"]["alpha"] = [1.0, 0.1]
+    del config["figures"]["curves"]["grid"]["datset"]
+    bad.write_text(yaml.safe_dump(config))
+    proc = snakemake(tmp_path, bad, "--cores", "1", src=src, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "variants.fedavg.strategy: 'fedavgg' is not a registered strategy" in out
+    assert "tables.table4.columns.fedgkd: variant 'no-such-variant' is not defined" in out
+    assert (
+        "variant fedgkd-M1 on mnist5k: params.bufer is not a parameter of strategy 'fedgkd'" in out
+    )
+    assert not (tmp_path / "results").exists()
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def run_status(run: Path) -> str | None:
+    try:
+        return json.loads((run / "run.json").read_text())["status"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def interrupt_midway(workdir: Path, configfile: Path, runs: list[str], src: Path, log: Path):
+    """Start the pipeline on one core and press Ctrl-C (SIGINT to Snakemake and its job) once a
+    run has finished and the next one is between two rounds. Returns (finished, interrupted)."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            snakemake_cmd(workdir, configfile, "--cores", "1"),
+            env=env_for(src), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 900
+            while True:
+                status = {r: run_status(workdir / r) for r in runs}
+                done = [r for r in runs if status[r] == "complete"]
+                partial = [
+                    r for r in runs
+                    if status[r] == "running" and (workdir / r / "checkpoint.pt").exists()
+                ]  # fmt: skip
+                if done and partial:
+                    break
+                assert proc.poll() is None, "the pipeline ended before it could be interrupted"
+                assert time.monotonic() < deadline, "no run finished in time"
+                time.sleep(0.05)
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return done, partial
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, src) -> dict:
+    """The tiny configuration built end to end, the way an unlucky user builds it: the first
+    attempt is interrupted while one run is half-trained (one core, so the running job is the
+    only one in flight), the second attempt finishes everything."""
+    workdir = tmp_path_factory.mktemp("tiny")
+    runs = sorted(all_runs(load_helpers(read_config(TINY))))
+    done, partial = interrupt_midway(workdir, TINY, runs, src, workdir / "first-attempt.log")
+    finished = {r: (workdir / r / "metrics.parquet").stat().st_mtime_ns for r in done}
+    replan = plan(workdir, TINY, src=src)
+    snakemake(workdir, TINY, "--cores", "2", src=src, timeout=1200)
+    return {"workdir": workdir, "runs": runs, "finished": finished, "partial": partial,
+            "replan": replan}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_tiny_config_end_to_end(tiny, src):
+    config = read_config(TINY)
+    workdir = tiny["workdir"]
+    for out in expected_outputs(config):
+        assert (workdir / out).stat().st_size > 0, out
+    tex = (workdir / "results/tables/table3.tex").read_text()
+    assert "\\toprule" in tex and "\\bottomrule" in tex
+    md = (workdir / "results/tables/table3.md").read_text()
+    assert "Produced by configuration tiny" in md and "mnist5k (for CIFAR-10)" in md
+    agg = pd.read_parquet(workdir / "results/aggregate/table3.parquet")
+    assert set(agg["label"]) == {"fedavg", "fedgkd"}
+    assert set(agg["alpha"]) == {1.0, 0.1} and set(agg["round"]) == {1, 2, 3}
+    assert (agg["status"] == "complete").all()
+    run = "results/runs/mnist5k/fedgkd-M1/dirichlet-equal-a0.1-K10-C0.2-E1-R3/seed0"
+    record = json.loads((workdir / run / "run.json").read_text())
+    assert record["labels"]["variant"] == "fedgkd-M1"
+    assert record["spec"]["params"] == {"buffer": 1} and record["spec"]["alpha"] == 0.1
+    # the partition file the run was given is the one drawn in the partition figure
+    partition = "results/partitions/mnist5k/dirichlet-equal-a0.1-K10/seed0.parquet"
+    assert record["spec"]["partition_file"] == partition
+    fedcad = pd.read_parquet(workdir / "results/aggregate/fedcad.parquet")
+    assert fedcad["eval_local"].all() and fedcad["local_acc"].notna().all()
+    assert nothing_to_do(workdir, TINY, src)
+
+
+@pytest.mark.slow
+def test_a_killed_pipeline_trains_only_what_is_missing(tiny):
+    workdir = tiny["workdir"]
+    # the plan after the interruption: every run but the finished ones (the interrupted one too)
+    assert planned_runs(tiny["replan"]) == set(tiny["runs"]) - set(tiny["finished"])
+    for run, mtime in tiny["finished"].items():
+        assert (workdir / run / "metrics.parquet").stat().st_mtime_ns == mtime, f"{run} retrained"
+    for run in tiny["partial"]:
+        log = workdir / "results/logs/train" / (run.removeprefix("results/runs/") + ".log")
+        assert "resuming" in log.read_text(), f"{run} did not resume from its checkpoint"
+    for run in tiny["runs"]:
+        assert list(pd.read_parquet(workdir / run / "metrics.parquet")["round"]) == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_rendering_is_deterministic(tiny, src):
+    workdir = tiny["workdir"]
+    outputs = ["results/tables/table3.tex", "results/tables/table3.md", "results/tables/table3.csv",
+               "results/figures/curves.pdf", "results/figures/curves.png"]  # fmt: skip
+    before = {o: (workdir / o).read_bytes() for o in outputs}
+    snakemake(workdir, TINY, "results/tables/table3.tex", "results/figures/curves.pdf",
+              "--cores", "2", "--force", src=src)  # fmt: skip
+    for o in outputs:
+        assert (workdir / o).read_bytes() == before[o], f"{o} changed between two renders"
+
+
+def strategy_depends_on(src: Path, module: str) -> dict[str, bool]:
+    """strategy → whether its runs' code includes ``module`` (per fedkd.provenance, in ``src``)."""
+    code = (
+        "import json, sys; from fedkd.provenance import PACKAGE_DIR, run_code_files, "
+        "strategy_module_files; m = PACKAGE_DIR / sys.argv[1]; "
+        "print(json.dumps({s: m in run_code_files(s) for s in strategy_module_files()}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, module],
+        env=env_for(src),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout)
+
+
+@pytest.mark.slow
+def test_editing_one_strategy_reruns_exactly_its_runs_and_a_revert_nothing(tiny, src):
+    workdir = tiny["workdir"]
+    assert nothing_to_do(workdir, TINY, src)
+    config = read_config(TINY)
+    helpers = load_helpers(config)
+    module = src / "fedkd" / "strategies" / "fedgkd.py"
+    depends = strategy_depends_on(src, "strategies/fedgkd.py")
+    expected = {
+        run for run in all_runs(helpers)
+        if depends[config["variants"][run.split("/")[3]]["strategy"]]
+    }  # fmt: skip
+    others = all_runs(helpers) - expected
+    assert expected and others and not depends["fedavg"]
+    original = module.read_text()
+    try:
+        module.write_text(original + "\n# an edit that changes the file's hash\n")
+        rows = plan(workdir, TINY, src=src)
+        assert planned_runs(rows) == expected
+        assert "partition" not in planned_rules(rows)
+    finally:
+        module.write_text(original)
+    assert nothing_to_do(workdir, TINY, src), "reverting the edit restores the previous state"
+
+
+@pytest.mark.slow
+def test_report_bundles_tables_and_figures_with_captions(tiny, src):
+    workdir = tiny["workdir"]
+    snakemake(workdir, TINY, "--report", "results/report.html", src=src, timeout=600)
+    html = (workdir / "results/report.html").read_text(errors="replace")
+    assert "table3.csv" in html and "curves.png" in html
+    assert "Produced by configuration tiny" in html
+
+
+# ----------------------------------------------------------------------------- style
+
+
+def test_snakemake_lint_is_clean(tmp_path, src):
+    proc = snakemake(tmp_path, DEFAULT, "--lint", src=src, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_snakefmt_check_is_clean():
+    snakefmt = shutil.which("snakefmt")
+    if snakefmt is None:
+        pytest.skip("snakefmt is not installed (pip install -e '.[test]')")
+    files = [SNAKEFILE, *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
+    proc = subprocess.run([snakefmt, "--check", *map(str, files)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

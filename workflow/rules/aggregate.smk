@@ -1,0 +1,21 @@
+rule aggregate:
+    """Every round of every run a table or figure needs, in one long Parquet."""
+    input:
+        aggregate_inputs,
+    output:
+        "results/aggregate/{name}.parquet",
+    log:
+        "results/logs/aggregate/{name}.log",
+    wildcard_constraints:
+        name=names_regex(aggregate_targets()),
+    conda:
+        "../../envs/fedkd.yaml"
+    threads: 1
+    resources:
+        mem_mb=rule_resources("aggregate", "mem_mb", 4000),
+        runtime=rule_resources("aggregate", "runtime", 20),
+    params:
+        runs=aggregate_args,
+        code=package_files_hash("report", "metrics.py"),
+    shell:
+        "fedkd aggregate --out {output:q} {params.runs} > {log:q} 2>&1"

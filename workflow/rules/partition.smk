@@ -1,0 +1,22 @@
+rule partition:
+    """Split a dataset's training set over clients (one Parquet: index → client)."""
+    output:
+        "results/partitions/{dataset}/{part}-K{clients}/seed{seed}.parquet",
+    log:
+        "results/logs/partition/{dataset}/{part}-K{clients}/seed{seed}.log",
+    wildcard_constraints:
+        part=r"(dirichlet-equal|dirichlet)-a[0-9.]+|shards-s[0-9]+|iid",
+        clients=r"[0-9]+",
+        seed=r"[0-9]+",
+    conda:
+        "../../envs/fedkd.yaml"
+    threads: 1
+    resources:
+        mem_mb=rule_resources("partition", "mem_mb", 2000),
+        runtime=rule_resources("partition", "runtime", 20),
+    params:
+        args=partition_args,
+        # the data and partition code: an edit re-draws the partitions (and so re-trains)
+        code=partition_code_hash(),
+    shell:
+        "fedkd partition {params.args} --force --out {output:q} > {log:q} 2>&1"
