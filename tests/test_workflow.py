@@ -188,8 +188,9 @@ def test_setting_names_round_trip():
 
 def test_flag_values_read_back_unchanged():
     h = load_helpers(read_config(TINY))
-    for value in [1e-05, 0.05, 1.0, 3, None, True, "sgd", "yes", "1.0", "dirichlet-equal",
-                  {"buffer": 5, "lr": 1e-5, "norm": "batch"}, [1, 2e-7], "distilbert-base-uncased"]:  # fmt: skip
+    values = [1e-05, 0.05, 1.0, 3, None, True, "sgd", "yes", "1.0", "dirichlet-equal",
+              {"buffer": 5, "lr": 1e-5, "norm": "batch"}, [1, 2e-7], "distilbert-base-uncased"]  # fmt: skip
+    for value in values:
         back = yaml.safe_load(h["cli_value"](value))
         assert back == value and type(back) is type(value), (value, h["cli_value"](value))
 
@@ -225,6 +226,20 @@ def test_default_table3_shares_its_fedgkd_runs_with_table7():
     assert set(table3) <= table7
     assert any("/fedgkd-M1/dirichlet-equal-a0.5-" in r for r in table3), "the best M per alpha"
     assert any("/fedgkd-M5/dirichlet-equal-a0.1-" in r for r in table3)
+
+
+def test_the_schema_knows_every_run_spec_key():
+    """A key fedkd's RunSpec gains must be settable from the config (or be one the workflow
+    sets itself), so the schema cannot silently fall behind the engine."""
+    import dataclasses
+
+    from fedkd.config import RunSpec
+
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    settable = set(schema["$defs"]["runKeys"]["properties"])
+    set_by_workflow = {"dataset", "strategy", "params", "seed", "partition_file"}
+    fields = {f.name for f in dataclasses.fields(RunSpec)}
+    assert fields - set_by_workflow == settable
 
 
 # ----------------------------------------------------------------------------- dry-runs
@@ -287,7 +302,7 @@ def test_a_bad_config_is_refused_before_any_job_naming_every_bad_key(tmp_path, s
     config["tables"]["table3"]["grid"]["alpha"] = [1.0, -0.1]
     config["variants"]["fedgkd-M1"]["params"]["bufer"] = 3
     config["variants"]["fedavg"]["strategy"] = "fedavgg"
-    config["tables"]["table4"]["columns"]["fedgkd"] = "no-such-variant"
+    config["tables"]["table5"]["columns"]["fedgkd"] = "no-such-variant"
     config["figures"]["curves"]["grid"]["datset"] = ["mnist5k"]
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(config))
@@ -307,7 +322,7 @@ def test_a_bad_config_is_refused_before_any_job_naming_every_bad_key(tmp_path, s
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "variants.fedavg.strategy: 'fedavgg' is not a registered strategy" in out
-    assert "tables.table4.columns.fedgkd: variant 'no-such-variant' is not defined" in out
+    assert "tables.table5.columns.fedgkd: variant 'no-such-variant' is not defined" in out
     assert (
         "variant fedgkd-M1 on mnist5k: params.bufer is not a parameter of strategy 'fedgkd'" in out
     )

@@ -1,7 +1,8 @@
 """Helpers shared by the rules: the config's validation, run identities, and per-target run lists.
 
 A run's identity is its path, results/runs/<dataset>/<variant>/<setting>/seed<seed>, where
-<setting> spells out every run key that a table's grid may change (the PATH_KEYS), for example
+<setting> spells out every run key that a table's grid may change (partition, alpha or shards,
+clients, participation, local epochs, rounds, eval_local), for example
 ``dirichlet-equal-a0.1-K10-C0.2-E1-R10``. Everything else in a run's spec is fixed per dataset and
 variant by the config, so two different runs never share a path and a run needed by several tables
 is trained once. The train job rebuilds the full spec from the path and the config.
@@ -21,17 +22,6 @@ import yaml
 from fedkd.provenance import PACKAGE_DIR, files_hash, run_code_hash
 
 DIRICHLET = ("dirichlet", "dirichlet-equal")
-# the run-spec keys that appear in a run's path (a grid may vary them)
-PATH_KEYS = (
-    "partition",
-    "alpha",
-    "shards",
-    "clients",
-    "participation",
-    "local_epochs",
-    "rounds",
-    "eval_local",
-)
 TABLE_TARGETS = {f"table{i}" for i in range(1, 10)} | {"rounds_to_target"}
 FIGURE_TARGETS = {
     "fig_partition",
@@ -314,11 +304,20 @@ def grid_points(t: dict) -> list[dict]:
 
 
 def column_variant(column, point: dict) -> str:
+    """The variant of a column at a grid point: the first case whose keys all match the point's
+    run keys (its grid values over the dataset's and the defaults'), else the column's default.
+    """
     if isinstance(column, str):
         return column
+    keys = {
+        **config["defaults"],
+        **config.get("datasets", {}).get(point["dataset"], {}),
+        **point,
+    }
     for case in column.get("cases", []):
-        keys = [k for k in case if k != "variant"]
-        if all(k in point and _same(point[k], case[k]) for k in keys):
+        if all(
+            k in keys and _same(keys[k], v) for k, v in case.items() if k != "variant"
+        ):
             return case["variant"]
     return column["variant"]
 
