@@ -1,0 +1,289 @@
+"""Text-classification datasets as int64 token ids (N, max_len), ``[CLS]`` first, padding 0.
+
+- AG News and SST-5 from files placed under the data root (``ag_news/`` and ``sst5/``:
+  ``{train,test}.{parquet,csv}`` with columns ``text,label``; AG News also in its original
+  headerless CSV ``class,title,description`` with classes 1-4), or from the Hugging Face hub via
+  ``datasets`` (read from ``<folder>/hf_cache`` offline; fetched only when downloads are allowed).
+- ``synthtext``: a generated topic corpus for offline runs (below).
+
+Tokenizers: ``word`` (lower-cased words of the training texts, ids 0 pad / 1 unknown / 2 [CLS])
+or a Hugging Face tokenizer name, loaded from the local cache (default ``distilbert-base-uncased``,
+the tokenizer of the papers' pretrained DistilBERT).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedkd.data.base import (
+    ArraySplit,
+    DatasetCorruptError,
+    DatasetNotFoundError,
+    FedDataset,
+    as_labels,
+    split_train_val,
+)
+
+PAD, UNK, CLS = 0, 1, 2
+RESERVED = 3
+DEFAULT_TOKENIZER = "distilbert-base-uncased"
+DEFAULT_MAX_LEN = 128
+
+TEXT_SETS = {
+    "agnews": {
+        "folder": "ag_news",
+        "hub": "fancyzhx/ag_news",
+        "class_names": ["World", "Sports", "Business", "Sci/Tech"],
+    },
+    "sst5": {
+        "folder": "sst5",
+        "hub": "SetFit/sst5",
+        "class_names": ["very negative", "negative", "neutral", "positive", "very positive"],
+    },
+}
+
+
+# ----------------------------------------------------------------------------- tokenizers
+
+
+class WordTokenizer:
+    """Words (``\\w+`` of the lower-cased text) of the training texts, most frequent first."""
+
+    _word = re.compile(r"\w+")
+
+    def __init__(self, texts: list[str], max_vocab: int | None = None):
+        counts = Counter(w for t in texts for w in self.words(t))
+        ordered = sorted(counts, key=lambda w: (-counts[w], w))
+        if max_vocab is not None:
+            ordered = ordered[: max(0, max_vocab - RESERVED)]
+        self.index = {w: i + RESERVED for i, w in enumerate(ordered)}
+        self.vocab_size = RESERVED + len(ordered)
+        self.pad_id = PAD
+
+    @classmethod
+    def words(cls, text: str) -> list[str]:
+        return cls._word.findall(text.lower())
+
+    def encode(self, texts: list[str], max_len: int) -> np.ndarray:
+        out = np.full((len(texts), max_len), PAD, dtype=np.int64)
+        for i, t in enumerate(texts):
+            ids = [CLS] + [self.index.get(w, UNK) for w in self.words(t)][: max_len - 1]
+            out[i, : len(ids)] = ids
+        return out
+
+
+class HFTokenizer:
+    """A pretrained Hugging Face tokenizer from the local cache (or the hub when allowed)."""
+
+    def __init__(self, name: str, download: bool):
+        try:
+            from transformers import AutoTokenizer
+
+            self.tok = AutoTokenizer.from_pretrained(name, local_files_only=not download)
+        except Exception as exc:
+            raise DatasetNotFoundError(
+                f"tokenizer {name!r} is not available ({type(exc).__name__}); place it in the "
+                f"Hugging Face cache (HF_HOME), allow downloads with FEDKD_DOWNLOAD=1, or use "
+                f"dataset_options {{tokenizer: word}}"
+            ) from exc
+        self.vocab_size = len(self.tok)
+        self.pad_id = int(self.tok.pad_token_id or 0)
+
+    def encode(self, texts: list[str], max_len: int) -> np.ndarray:
+        enc = self.tok(
+            list(texts), padding="max_length", truncation=True, max_length=max_len,
+            return_tensors="np",
+        )  # fmt: skip
+        return enc["input_ids"].astype(np.int64)
+
+
+# ----------------------------------------------------------------------------- files and hub
+
+
+def _read_table(path: Path, name: str):
+    import pandas as pd
+
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        df = pd.read_csv(path, header=None, dtype=str, keep_default_na=False)
+    except Exception as exc:
+        raise DatasetCorruptError(f"{path} cannot be read ({exc}); replace it") from exc
+    first = [str(v).strip().lower() for v in df.iloc[0]]
+    if "text" in first or "label" in first or not first[0].lstrip("-").isdigit():
+        df.columns = first
+        return df.iloc[1:].reset_index(drop=True)
+    if name == "agnews" and df.shape[1] == 3:
+        # the original AG News CSV: class (1-4), title, description, no header
+        return pd.DataFrame(
+            {"text": df[1] + " " + df[2], "label": df[0].astype(int) - 1}
+        )  # fmt: skip
+    df.columns = ["label", "text", *[f"c{i}" for i in range(2, df.shape[1])]][: df.shape[1]]
+    return df
+
+
+def _split_from_files(folder: Path, split: str, name: str) -> tuple[list[str], np.ndarray]:
+    for suffix in (".parquet", ".csv"):
+        path = folder / f"{split}{suffix}"
+        if path.is_file():
+            df = _read_table(path, name)
+            if not {"text", "label"} <= set(df.columns):
+                raise DatasetCorruptError(
+                    f"{path} has columns {list(df.columns)}; it needs columns text and label"
+                )
+            try:
+                labels = df["label"].astype(np.int64).to_numpy()
+            except (TypeError, ValueError) as exc:
+                raise DatasetCorruptError(f"{path}: labels must be integers ({exc})") from exc
+            return df["text"].astype(str).tolist(), labels
+    raise FileNotFoundError(folder / f"{split}.parquet")
+
+
+def _from_hub(info: dict, cache: Path, download: bool):
+    """The HF dataset's train and test splits; offline (cache only) unless downloads are allowed."""
+    if not download:  # only the local cache: no network retries
+        os.environ["HF_DATASETS_OFFLINE"] = "1"
+        os.environ["HF_HUB_OFFLINE"] = "1"
+    import datasets
+
+    if not download and hasattr(datasets, "config"):
+        datasets.config.HF_HUB_OFFLINE = True
+        if hasattr(datasets.config, "HF_DATASETS_OFFLINE"):
+            datasets.config.HF_DATASETS_OFFLINE = True
+    loaded = datasets.load_dataset(info["hub"], cache_dir=str(cache))
+    out = {}
+    for split in ("train", "test"):
+        part = loaded[split]
+        out[split] = (list(part["text"]), np.asarray(part["label"], dtype=np.int64))
+    return out
+
+
+def _load_texts(name: str, root: Path, download: bool):
+    info = TEXT_SETS[name]
+    folder = root / info["folder"]
+    cache = folder / "hf_cache"
+    try:
+        return {s: _split_from_files(folder, s, name) for s in ("train", "test")}, str(folder)
+    except FileNotFoundError as missing:
+        place = (
+            f"place {missing.args[0]} and {folder / 'test.parquet'} (or .csv) with columns "
+            f"text,label"
+        )
+        if not (download or cache.is_dir()):
+            raise DatasetNotFoundError(
+                f"{name}: {missing.args[0]} not found; {place}, or set FEDKD_DOWNLOAD=1 to fetch "
+                f"{info['hub']} from the Hugging Face hub into {cache}"
+            ) from None
+    try:
+        return _from_hub(info, cache, download), f"huggingface:{info['hub']} ({cache})"
+    except Exception as exc:
+        mode = "download" if download else f"offline read of the cache {cache}"
+        raise DatasetNotFoundError(
+            f"{name}: no files under {folder} and the {mode} of {info['hub']} failed "
+            f"({type(exc).__name__}: {exc}); {place}"
+        ) from exc
+
+
+def _load_text_set(
+    name: str, root: Path, seed: int, download: bool, tokenizer: str, max_len: int,
+    max_vocab: int | None,
+) -> FedDataset:  # fmt: skip
+    if int(max_len) < 2:
+        raise ValueError(f"max_len={max_len} must be at least 2 ([CLS] and one token)")
+    splits, where = _load_texts(name, root, download)
+    (train_texts, train_y), (test_texts, test_y) = splits["train"], splits["test"]
+    k = len(TEXT_SETS[name]["class_names"])
+    for split, y in (("train", train_y), ("test", test_y)):
+        if len(y) and (y.min() < 0 or y.max() >= k):
+            raise DatasetCorruptError(
+                f"{name} {split} labels span {y.min()}..{y.max()}, expected 0..{k - 1}"
+            )
+    tok = (
+        WordTokenizer(train_texts, max_vocab)
+        if tokenizer == "word"
+        else HFTokenizer(tokenizer, download)
+    )
+    full = ArraySplit(torch.from_numpy(tok.encode(train_texts, max_len)), as_labels(train_y))
+    test = ArraySplit(torch.from_numpy(tok.encode(test_texts, max_len)), as_labels(test_y))
+    train, val = split_train_val(full, seed)
+    return FedDataset(
+        name, "text", k, train, val, test, class_names=list(TEXT_SETS[name]["class_names"]),
+        source=f"{where} (tokenizer={tokenizer}, max_len={max_len})",
+        vocab_size=tok.vocab_size, pad_id=tok.pad_id,
+    )  # fmt: skip
+
+
+def load_agnews(
+    root: Path, seed: int, download: bool, *, tokenizer: str = DEFAULT_TOKENIZER,
+    max_len: int = DEFAULT_MAX_LEN, max_vocab: int | None = None,
+) -> FedDataset:  # fmt: skip
+    return _load_text_set("agnews", root, seed, download, tokenizer, max_len, max_vocab)
+
+
+def load_sst5(
+    root: Path, seed: int, download: bool, *, tokenizer: str = DEFAULT_TOKENIZER,
+    max_len: int = DEFAULT_MAX_LEN, max_vocab: int | None = None,
+) -> FedDataset:  # fmt: skip
+    return _load_text_set("sst5", root, seed, download, tokenizer, max_len, max_vocab)
+
+
+# ----------------------------------------------------------------------------- synthetic corpus
+
+
+def load_synthtext(
+    root: Path, seed: int, download: bool, *, num_classes: int = 4, num_docs: int = 4000,
+    seq_len: int = 32, vocab: int = 1000, topic_words: int = 40, topic_rate: float = 0.2,
+    corpus_seed: int = 0,
+) -> FedDataset:  # fmt: skip
+    """A topic corpus: every document mixes words of its class's topic (``topic_rate`` of its
+    tokens) with background words drawn Zipf-like from the whole vocabulary. Neighbouring topics
+    share a quarter of their words, so classes overlap in vocabulary as real topics do. The corpus
+    and its 20% test split are fixed by ``corpus_seed``; the run ``seed`` only draws the 90/10
+    train/validation split of the rest, as for the real datasets."""
+    if num_classes < 2 or num_docs < 10 * num_classes or seq_len < 8:
+        raise ValueError(
+            f"synthtext needs num_classes >= 2 (got {num_classes}), num_docs >= 10 per class "
+            f"(got {num_docs}) and seq_len >= 8 (got {seq_len})"
+        )
+    step = topic_words - topic_words // 4  # consecutive topics overlap by a quarter
+    if vocab < step * num_classes + topic_words:
+        raise ValueError(
+            f"synthtext vocab={vocab} is too small for {num_classes} topics of {topic_words} "
+            f"words; use vocab >= {step * num_classes + topic_words}"
+        )
+    rng = np.random.default_rng(corpus_seed)
+    words = rng.permutation(vocab)  # topic k owns words[k*step : k*step + topic_words]
+    zipf = 1.0 / np.arange(1, vocab + 1)
+    background = zipf / zipf.sum()
+    topic_p = zipf[:topic_words] / zipf[:topic_words].sum()
+
+    y = rng.permutation(np.arange(num_docs) % num_classes)
+    lengths = rng.integers(6, 2 * seq_len, size=num_docs).clip(max=seq_len - 1)
+    from_topic = rng.random((num_docs, seq_len - 1)) < topic_rate
+    topic_tok = words[
+        y[:, None] * step + rng.choice(topic_words, (num_docs, seq_len - 1), p=topic_p)
+    ]
+    back_tok = rng.choice(vocab, (num_docs, seq_len - 1), p=background)
+    tokens = np.where(from_topic, topic_tok, back_tok) + RESERVED
+    tokens[np.arange(seq_len - 1)[None, :] >= lengths[:, None]] = PAD
+    x = np.concatenate([np.full((num_docs, 1), CLS), tokens], axis=1).astype(np.int64)
+
+    test_mask = np.zeros(num_docs, dtype=bool)
+    for c in range(num_classes):  # a fixed, balanced 20% test split
+        members = np.flatnonzero(y == c)
+        test_mask[rng.permutation(members)[: len(members) // 5]] = True
+    xs, ys = torch.from_numpy(x), as_labels(y)
+    keep, test = torch.from_numpy(~test_mask), torch.from_numpy(test_mask)
+    train, val = split_train_val(ArraySplit(xs[keep], ys[keep]), seed)
+    return FedDataset(
+        "synthtext", "text", num_classes, train, val, ArraySplit(xs[test], ys[test]),
+        class_names=[f"topic {c}" for c in range(num_classes)],
+        source=f"generated (corpus_seed={corpus_seed}, {num_docs} documents, vocab {vocab})",
+        vocab_size=vocab + RESERVED, pad_id=PAD,
+    )  # fmt: skip
