@@ -305,9 +305,10 @@ def test_registered_traits_and_defaults():
 
 # ---------------------------------------------------------------------------- real runs
 
-# two clients of 450 samples a round: the smallest setting where every strategy still learns
+# two clients of 720 samples a round (the baselines' setting): with 360-sample clients the
+# projection-head model of fedgkd+ is still at chance after 3 rounds
 SMALL = dict(
-    dataset="mnist5k", clients=10, participation=0.2, alpha=1.0, local_epochs=1, rounds=3,
+    dataset="mnist5k", clients=5, participation=0.4, alpha=1.0, local_epochs=1, rounds=3,
     device="cpu",
 )  # fmt: skip
 EXACT = ["round", "test_acc", "test_loss", "train_loss", "bytes_sent", "bytes_received"]
