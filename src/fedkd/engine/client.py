@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from fedkd.engine.evaluate import evaluate
+from fedkd.engine.optim import ForeachSGD
 from fedkd.engine.seeding import derive_seed
 from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, Strategy, frozen_copy
 
@@ -45,12 +46,12 @@ class TrainEnv:
         return self._worker
 
 
-def make_optimizer(model: torch.nn.Module, spec) -> torch.optim.Optimizer:
+def make_optimizer(model: torch.nn.Module, spec):
     params = [p for p in model.parameters() if p.requires_grad]
     # foreach keeps the optimizer to a handful of kernels per step
     if spec.optimizer == "sgd":
-        return torch.optim.SGD(
-            params, lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay, foreach=True
+        return ForeachSGD(
+            params, lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay
         )
     return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay, foreach=True)
 
