@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -442,3 +443,17 @@ def test_synthtext_is_deterministic_balanced_and_learnable():
     assert 0.55 < acc < 0.97
     ten = load_dataset("synthtext", num_classes=10)
     assert ten.num_classes == 10 and set(ten.test.y.tolist()) == set(range(10))
+
+
+def test_offline_mode_is_restored_after_a_cache_read(tmp_path, monkeypatch):
+    pytest.importorskip("datasets")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    import datasets
+
+    before = datasets.config.HF_HUB_OFFLINE
+    (tmp_path / "sst5" / "hf_cache").mkdir(parents=True)
+    with pytest.raises(DatasetNotFoundError):
+        load_dataset("sst5", tmp_path, tokenizer="word", download=False)
+    assert datasets.config.HF_HUB_OFFLINE == before  # a later download=True can still fetch
+    assert "HF_HUB_OFFLINE" not in os.environ and "HF_DATASETS_OFFLINE" not in os.environ

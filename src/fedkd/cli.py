@@ -36,7 +36,7 @@ RUN_KEY_HELP = {
     "precision": "fp32, or bf16 (autocast in local training)",
     "compile": "torch.compile the training model: none, default, reduce-overhead (CUDA graphs)",
     "model_options": "model options as a YAML mapping, e.g. '{norm: batch}'",
-    "dataset_options": "dataset options as a YAML mapping",
+    "dataset_options": "dataset loader options as a YAML mapping, e.g. '{tokenizer: word, max_len: 64}'",
 }
 
 

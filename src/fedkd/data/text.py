@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -145,18 +147,44 @@ def _split_from_files(folder: Path, split: str, name: str) -> tuple[list[str], n
     raise FileNotFoundError(folder / f"{split}.parquet")
 
 
-def _from_hub(info: dict, cache: Path, download: bool):
-    """The HF dataset's train and test splits; offline (cache only) unless downloads are allowed."""
-    if not download:  # only the local cache: no network retries
-        os.environ["HF_DATASETS_OFFLINE"] = "1"
-        os.environ["HF_HUB_OFFLINE"] = "1"
+@contextmanager
+def _hf_offline():
+    """Hugging Face libraries in offline mode (cache only, no network retries), restored after:
+    they read the switch from the environment at import and keep it in module constants."""
+    saved_env = {k: os.environ.get(k) for k in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")}
+    os.environ.update(dict.fromkeys(saved_env, "1"))
     import datasets
 
-    if not download and hasattr(datasets, "config"):
-        datasets.config.HF_HUB_OFFLINE = True
-        if hasattr(datasets.config, "HF_DATASETS_OFFLINE"):
-            datasets.config.HF_DATASETS_OFFLINE = True
-    loaded = datasets.load_dataset(info["hub"], cache_dir=str(cache))
+    switches = [
+        (module, attr)
+        for module in (datasets.config, sys.modules.get("huggingface_hub.constants"))
+        for attr in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+        if module is not None and hasattr(module, attr)
+    ]
+    saved = [getattr(m, a) for m, a in switches]
+    for m, a in switches:
+        setattr(m, a, True)
+    try:
+        yield datasets
+    finally:
+        for (m, a), value in zip(switches, saved, strict=True):
+            setattr(m, a, value)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _from_hub(info: dict, cache: Path, download: bool):
+    """The HF dataset's train and test splits; offline (cache only) unless downloads are allowed."""
+    if download:
+        import datasets
+
+        loaded = datasets.load_dataset(info["hub"], cache_dir=str(cache))
+    else:
+        with _hf_offline() as datasets:
+            loaded = datasets.load_dataset(info["hub"], cache_dir=str(cache))
     out = {}
     for split in ("train", "test"):
         part = loaded[split]
