@@ -29,6 +29,7 @@ from fedkd.data.partition import client_indices, partition_labels, read_partitio
 from fedkd.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedkd.engine.client import DivergedError, TrainEnv, train_clients
 from fedkd.engine.evaluate import evaluate
+from fedkd.engine.gpu import claim_gpu
 from fedkd.engine.preprocess import Preprocessor
 from fedkd.engine.seeding import derive_seed, sample_clients
 from fedkd.models import build_model
@@ -46,13 +47,18 @@ class RunConflictError(RuntimeError):
 
 
 def resolve_device(name: str) -> torch.device:
+    """auto: CUDA when present, else CPU. A process that sees several GPUs takes a free one
+    (``fedkd.engine.gpu``), so parallel jobs on one machine spread over its GPUs."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name != "cuda":
+        return torch.device(name)
+    if not torch.cuda.is_available():
         raise RuntimeError(
             "device='cuda' was asked for but CUDA is not available; use device=auto or cpu"
         )
-    return torch.device(name)
+    count = torch.cuda.device_count()
+    return torch.device("cuda", claim_gpu(count) if count > 1 else 0)
 
 
 def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -221,7 +227,12 @@ class Run:
             "code_hash": run_code_hash(spec.strategy),
             "package_hash": package_hash(),
             "versions": library_versions(),
-            "device": {"type": self.device.type, "name": _device_name(self.device)},
+            "device": {
+                "type": self.device.type,
+                "index": self.device.index,
+                "name": _device_name(self.device),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            },
             "dataset": getattr(self, "dataset_info", None),
             "command": " ".join(sys.argv),
             "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),

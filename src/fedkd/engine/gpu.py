@@ -1,0 +1,63 @@
+"""Which GPU a training process uses when it sees several.
+
+Under SLURM every job sees only the GPU it was given (``CUDA_VISIBLE_DEVICES``). On a machine
+with several GPUs and no scheduler, Snakemake runs as many training jobs at once as
+``--resources gpu=N`` allows, but tells none of them which GPU to use: they would all pile onto
+the first one. So a process that sees several GPUs claims a *slot*: a lock file it holds for its
+lifetime (the operating system releases it when the process ends, killed or not). Slot ``s`` is
+GPU ``s % n``, so ``FEDKD_RUNS_PER_GPU=k`` packs up to ``k`` runs onto each GPU (run Snakemake
+with ``--resources gpu=<k × GPUs>``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+
+_held: list = []  # open lock files: a claim lasts as long as the process
+
+
+def lock_dir() -> Path:
+    default = Path(tempfile.gettempdir()) / f"fedkd-gpu-slots-{os.getuid()}"
+    return Path(os.environ.get("FEDKD_GPU_LOCK_DIR") or default)
+
+
+def runs_per_gpu() -> int:
+    raw = os.environ.get("FEDKD_RUNS_PER_GPU", "1")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"FEDKD_RUNS_PER_GPU={raw!r} must be a positive integer (runs per GPU)")
+    return value
+
+
+def claim_gpu(num_gpus: int, per_gpu: int | None = None, directory: Path | None = None) -> int:
+    """Index of the GPU this process should use, holding a free slot's lock; when every slot is
+    taken (more jobs than slots), the GPU of the slot ``pid`` maps to, unlocked."""
+    per_gpu = runs_per_gpu() if per_gpu is None else per_gpu
+    directory = lock_dir() if directory is None else directory
+    directory.mkdir(parents=True, exist_ok=True)
+    slots = num_gpus * per_gpu
+    # fill every GPU's first slot before any second one: slot order is GPU-major per round
+    for slot in range(slots):
+        handle = open(directory / f"slot{slot}.lock", "w")  # kept open: the claim
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        _held.append(handle)
+        return slot % num_gpus
+    return os.getpid() % num_gpus
+
+
+def release_all() -> None:
+    """Give back this process's slots (tests; a process's slots are released when it exits)."""
+    while _held:
+        _held.pop().close()
