@@ -175,6 +175,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-epochs", type=int, default=20, help="local epochs of the measured run")
     p.add_argument("--skip-run", action="store_true", help="only the throughput comparison")
     p.add_argument(
+        "--skip-throughput", action="store_true", help="only the table-3-shaped run (and checks)"
+    )
+    p.add_argument(
         "--precision-check", action="store_true",
         help="also compare best accuracy of fp32 and bf16 runs on mnist5k over seeds",
     )  # fmt: skip
@@ -186,14 +189,15 @@ def run_bench(args) -> int:
     device = resolve_device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"device: {name}; torch {torch.__version__}; {torch.get_num_threads()} CPU threads")
-    r = bench_local_training(args, device)
-    print(
-        f"local training ({args.model}, batch {args.batch_size}, {args.steps} steps, "
-        f"median of {args.repeats}, {args.precision}):\n"
-        f"  engine {r['engine_img_s']:9.1f} images/s\n"
-        f"  bare   {r['bare_img_s']:9.1f} images/s\n"
-        f"  ratio  {r['ratio']:9.3f}   (identical final weights: {r['identical_weights']})"
-    )
+    if not args.skip_throughput:
+        r = bench_local_training(args, device)
+        print(
+            f"local training ({args.model}, batch {args.batch_size}, {args.steps} steps, "
+            f"median of {args.repeats}, {args.precision}):\n"
+            f"  engine {r['engine_img_s']:9.1f} images/s\n"
+            f"  bare   {r['bare_img_s']:9.1f} images/s\n"
+            f"  ratio  {r['ratio']:9.3f}   (identical final weights: {r['identical_weights']})"
+        )
     if not args.skip_run:
         t = bench_table3_run(args, device)
         print(
