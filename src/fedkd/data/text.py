@@ -109,24 +109,23 @@ class HFTokenizer:
 
 
 def _read_table(path: Path, name: str):
+    """A split file as a DataFrame with lower-case column names; the original AG News CSV
+    (no header; class 1-4, title, description) becomes columns text and label."""
     import pandas as pd
 
     try:
         if path.suffix == ".parquet":
-            return pd.read_parquet(path)
-        df = pd.read_csv(path, header=None, dtype=str, keep_default_na=False)
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_csv(path, header=None, dtype=str, keep_default_na=False)
+            first = [str(v).strip() for v in df.iloc[0]]
+            if name == "agnews" and df.shape[1] == 3 and first[0].isdigit():
+                return pd.DataFrame({"text": df[1] + " " + df[2], "label": df[0].astype(int) - 1})
+            df = df.iloc[1:].reset_index(drop=True)
+            df.columns = first  # the header row
     except Exception as exc:
         raise DatasetCorruptError(f"{path} cannot be read ({exc}); replace it") from exc
-    first = [str(v).strip().lower() for v in df.iloc[0]]
-    if "text" in first or "label" in first or not first[0].lstrip("-").isdigit():
-        df.columns = first
-        return df.iloc[1:].reset_index(drop=True)
-    if name == "agnews" and df.shape[1] == 3:
-        # the original AG News CSV: class (1-4), title, description, no header
-        return pd.DataFrame(
-            {"text": df[1] + " " + df[2], "label": df[0].astype(int) - 1}
-        )  # fmt: skip
-    df.columns = ["label", "text", *[f"c{i}" for i in range(2, df.shape[1])]][: df.shape[1]]
+    df.columns = [str(c).strip().lower() for c in df.columns]
     return df
 
 
