@@ -101,8 +101,8 @@ def split_train_val(full: ArraySplit, seed: int) -> tuple[ArraySplit, ArraySplit
 
 
 def default_root() -> Path:
-    """``$FEDKD_DATA``, else ``./data``."""
-    return Path(os.environ.get("FEDKD_DATA") or "data")
+    """``$FEDKD_DATA``, else ``./data`` (absolute, so messages say exactly where to look)."""
+    return Path(os.environ.get("FEDKD_DATA") or "data").expanduser().resolve()
 
 
 def download_allowed(download: bool | None) -> bool:
