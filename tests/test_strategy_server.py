@@ -386,6 +386,20 @@ def test_nan_loss_stops_the_run_as_diverged_and_keeps_earlier_rounds(tmp_path, m
 
 
 @pytest.mark.slow
+def test_a_strategys_non_finite_server_value_is_a_divergence(tmp_path, monkeypatch):
+    # e.g. fedgkd-vote refuses a buffer whose validation losses are not finite
+    def non_finite_in_round_2(self, round, global_model):
+        if round == 1:
+            raise FloatingPointError("non-finite validation loss in the buffer: [nan]")
+        return {}
+
+    monkeypatch.setattr(FedAvg, "payload", non_finite_in_round_2)
+    record = Run(RunSpec(strategy="fedavg", rounds=3, **ONE), tmp_path / "r", **QUIET).run()
+    assert record["status"] == "diverged" and "non-finite validation loss" in record["error"]
+    assert list(metrics(tmp_path / "r")["round"]) == [1]
+
+
+@pytest.mark.slow
 def test_huge_learning_rate_diverges_in_round_one(tmp_path):
     out = tmp_path / "r"
     record = Run(RunSpec(rounds=2, lr=1e6, grad_clip=None, **ONE), out, **QUIET).run()

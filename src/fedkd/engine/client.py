@@ -16,8 +16,9 @@ from fedkd.engine.seeding import derive_seed
 from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, Strategy, frozen_copy
 
 
-class DivergedError(RuntimeError):
-    """Training produced a non-finite loss; the run stops and is recorded as diverged."""
+class DivergedError(FloatingPointError):
+    """Training produced a non-finite loss; the run stops and is recorded as diverged. Any
+    FloatingPointError raised in a round (e.g. by a strategy's server step) counts the same."""
 
 
 @dataclass

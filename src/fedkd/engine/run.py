@@ -309,7 +309,7 @@ class Run:
             t0 = time.perf_counter()
             try:
                 row = self._round(r)
-            except DivergedError as exc:
+            except FloatingPointError as exc:  # DivergedError, or a strategy's non-finite value
                 status, error = "diverged", str(exc)
                 self.log(f"[fedkd] round {r + 1}: diverged ({exc}); stopping, metrics so far kept")
                 break
