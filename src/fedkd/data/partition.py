@@ -17,11 +17,11 @@ JSON metadata under the schema-metadata key ``b"fedkd"``.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from fedkd.data.base import atomic_write
 
 SCHEMES = ("dirichlet-equal", "dirichlet", "shards", "iid")
 _MAX_ATTEMPTS = 10_000  # Dirichlet resampling limit before giving up with advice
@@ -199,14 +199,7 @@ def write_partition(path, assignment, labels, meta: dict) -> None:
     raw = json.dumps(meta, default=_json_default).encode()
     table = table.replace_schema_metadata({b"fedkd": raw})
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def read_partition(path) -> tuple[np.ndarray, dict]:

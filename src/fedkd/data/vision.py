@@ -34,6 +34,7 @@ from fedkd.data.base import (
     DatasetNotFoundError,
     FedDataset,
     as_labels,
+    atomic_write,
     split_train_val,
 )
 from fedkd.data.base import (
@@ -345,9 +346,7 @@ def load_tinyimagenet(
             ) from exc
         source = str(tree.path)
         if cache:  # decoding 110,000 JPEGs takes minutes; later runs read the tensors
-            tmp = cache_file.with_name(cache_file.name + ".tmp")
-            torch.save(arrays, tmp)
-            tmp.replace(cache_file)
+            atomic_write(cache_file, lambda tmp: torch.save(arrays, tmp))
     train, val = split_train_val(ArraySplit(arrays["train_x"], arrays["train_y"]), seed)
     return FedDataset(
         "tinyimagenet", "image", 200, train, val,

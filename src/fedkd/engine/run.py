@@ -25,6 +25,7 @@ import torch
 
 from fedkd.config import RunSpec
 from fedkd.data import load_dataset
+from fedkd.data.base import atomic_write
 from fedkd.data.partition import client_indices, partition_labels, read_partition
 from fedkd.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedkd.engine.client import DivergedError, TrainEnv, train_clients
@@ -61,14 +62,8 @@ def resolve_device(name: str) -> torch.device:
     return torch.device("cuda", claim_gpu(count) if count > 1 else 0)
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def write_json(path: Path, obj: Any) -> None:
-    _atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=str) + "\n"))
+    atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=str) + "\n"))
 
 
 # the columns every round row has (strategies add server_* columns)
@@ -81,7 +76,7 @@ METRIC_COLUMNS = [
 def write_metrics(path: Path, rows: list[dict]) -> None:
     # a run that diverged in round 1 still gets a readable file with the usual columns
     frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=METRIC_COLUMNS)
-    _atomic_write(path, lambda p: frame.to_parquet(p, index=False))
+    atomic_write(path, lambda p: frame.to_parquet(p, index=False))
 
 
 def _fmt_seconds(s: float) -> str:
