@@ -19,6 +19,7 @@ from fedkd.data import (
     DatasetCorruptError,
     DatasetNotFoundError,
     FedDataset,
+    dataset_kind,
     dataset_names,
     load_dataset,
     vision,
@@ -62,6 +63,19 @@ def test_registry_names_and_unknown_name():
         load_dataset("imagenet1k", root="/nonexistent")
     msg = str(err.value)
     assert "imagenet1k" in msg and all(name in msg for name in expected)
+
+
+def test_dataset_kind_without_loading():
+    kinds = {name: dataset_kind(name) for name in dataset_names()}
+    assert {n for n, k in kinds.items() if k == "text"} == {"agnews", "sst5", "synthtext"}
+    assert {n for n, k in kinds.items() if k == "image"} == set(dataset_names()) - {
+        "agnews", "sst5", "synthtext",
+    }  # fmt: skip
+    # the same answer as the loaded dataset's own kind
+    assert dataset_kind("SynthText") == load_dataset("synthtext").kind == "text"
+    assert dataset_kind("mnist5k") == load_dataset("mnist5k").kind == "image"
+    with pytest.raises(ValueError, match="imagenet1k.*cifar10"):
+        dataset_kind("imagenet1k")
 
 
 def test_default_root_comes_from_env(tmp_path, monkeypatch):

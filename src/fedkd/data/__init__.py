@@ -40,6 +40,7 @@ __all__ = [
     "DatasetCorruptError",
     "DatasetNotFoundError",
     "FedDataset",
+    "dataset_kind",
     "dataset_names",
     "load_dataset",
 ]
@@ -47,6 +48,19 @@ __all__ = [
 
 def dataset_names() -> tuple[str, ...]:
     return tuple(DATASETS)
+
+
+# the loader's module says what its datasets hold (``FedDataset.kind``)
+KIND_OF_MODULE = {"vision": "image", "text": "text"}
+
+
+def dataset_kind(name: str) -> str:
+    """``"image"`` or ``"text"``: the ``kind`` that ``load_dataset(name)`` returns, known without
+    loading anything (strategies pick their image or text defaults from it)."""
+    key = str(name).lower()
+    if key not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}")
+    return KIND_OF_MODULE[DATASETS[key].split(":")[0]]
 
 
 def _loader(name: str):
