@@ -35,6 +35,8 @@ RUN_KEY_HELP = {
     "eval_local": "also evaluate each client's local model before aggregation",
     "precision": "fp32, or bf16 (autocast in local training)",
     "compile": "torch.compile the training model: none, default, reduce-overhead (CUDA graphs)",
+    "deterministic": "true: deterministic GPU kernels, so repeated GPU runs end bit-identical "
+    "(CPU runs are bit-identical either way)",
     "model_options": "model options as a YAML mapping, e.g. '{norm: batch}'",
     "dataset_options": "dataset loader options as a YAML mapping, e.g. '{tokenizer: word, max_len: 64}'",
 }

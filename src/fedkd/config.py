@@ -43,6 +43,11 @@ DEFAULT_MODEL = {
 }
 
 
+# keys that decide where or how exactly a run executes, not its numbers' configuration: a run
+# moved to another device or data root, or switched to deterministic kernels, still resumes
+NOT_IN_IDENTITY = ("device", "data_root", "partition_file", "deterministic")
+
+
 class SpecError(ValueError):
     """A run spec value is invalid; the message names the key, the value and the fix."""
 
@@ -79,6 +84,9 @@ class RunSpec:
     precision: str = "fp32"  # fp32, or bf16 autocast in local training
     # torch.compile the training model: none, default, reduce-overhead (CUDA graphs)
     compile: str = "none"
+    # bit-identical repeats on GPUs: deterministic kernels, cuBLAS workspace, no cuDNN autotuning
+    # (CPU runs repeat exactly without it); a how-exactly switch like device, so not in identity()
+    deterministic: bool = False
     model_options: dict[str, Any] = field(default_factory=dict)  # e.g. {"norm": "batch"}
     dataset_options: dict[str, Any] = field(default_factory=dict)
 
@@ -105,7 +113,7 @@ class RunSpec:
     def identity(self) -> dict[str, Any]:
         """The fields that decide the numbers (device and paths excluded: a moved run still resumes)."""
         d = self.to_dict()
-        for key in ("device", "data_root", "partition_file"):
+        for key in NOT_IN_IDENTITY:
             d.pop(key)
         return d
 
@@ -190,6 +198,8 @@ def spec_errors(s: RunSpec) -> list[str]:
         e.append(f"grad_clip={s.grad_clip!r} must be > 0, or null to disable clipping")
     if not isinstance(s.seed, int) or isinstance(s.seed, bool) or s.seed < 0:
         e.append(f"seed={s.seed!r} must be a non-negative integer")
+    if not isinstance(s.deterministic, bool):
+        e.append(f"deterministic={s.deterministic!r} must be true or false")
     for key in ("params", "model_options", "dataset_options"):
         if not isinstance(getattr(s, key), dict):
             e.append(f"{key}={getattr(s, key)!r} must be a mapping")

@@ -31,7 +31,9 @@ def save_checkpoint(path: str | Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> Any:
+def load_checkpoint(path: str | Path) -> Any:
+    """Read a checkpoint onto the CPU. Always the CPU: RNG states must stay CPU byte tensors,
+    and model and strategy state are moved to the run's device by their owners on restore."""
     path = Path(path)
     raw = path.read_bytes()
     head, digest, data = (
@@ -44,4 +46,4 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> Any:
             f"checkpoint {path} is corrupt (bad header or checksum); it was not used. "
             f"Delete it to restart this run from round 0, or restore it from a backup."
         )
-    return torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from fedkd.engine.client import DivergedError, TrainEnv, train_clients
 from fedkd.engine.evaluate import evaluate
 from fedkd.engine.gpu import claim_gpu
 from fedkd.engine.preprocess import Preprocessor
+from fedkd.engine.reproducibility import capture_rng, configure_determinism, restore_rng
 from fedkd.engine.seeding import derive_seed, sample_clients
 from fedkd.models import build_model
 from fedkd.provenance import library_versions, package_hash, run_code_hash
@@ -229,6 +229,7 @@ class Run:
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             },
             "dataset": getattr(self, "dataset_info", None),
+            "determinism": getattr(self, "determinism", None),
             "command": " ".join(sys.argv),
             "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
@@ -243,12 +244,7 @@ class Run:
             "global": self.global_model.state_dict(),
             "strategy": self.strategy.state_dict(),
             "rows": rows,
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "numpy": np.random.get_state(),
-                "python": random.getstate(),
-                "cuda": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None,
-            },
+            "rng": capture_rng(self.device),
         }
 
     def _restore(self, state: dict) -> tuple[int, list[dict]]:
@@ -260,12 +256,7 @@ class Run:
             )
         self.global_model.load_state_dict(state["global"])
         self.strategy.load_state_dict(state["strategy"])
-        rng = state["rng"]
-        torch.set_rng_state(rng["torch"])
-        np.random.set_state(rng["numpy"])
-        random.setstate(rng["python"])
-        if rng.get("cuda") is not None and self.device.type == "cuda":
-            torch.cuda.set_rng_state_all(rng["cuda"])
+        restore_rng(state["rng"], self.device)
         return state["round_done"], list(state["rows"])
 
     # ------------------------------------------------------------------ main loop
@@ -286,10 +277,12 @@ class Run:
             if prev.get("status") in ("complete", "diverged") and (self.out / METRICS).exists():
                 self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")
                 return prev
+        # before _setup: the cuBLAS workspace must be fixed before the first CUDA operation
+        self.determinism = configure_determinism(spec.deterministic, self.device)
         self._setup()
         start, rows = 0, []
         if ckpt_path.exists():
-            start, rows = self._restore(load_checkpoint(ckpt_path, map_location=self.device))
+            start, rows = self._restore(load_checkpoint(ckpt_path))
             self.log(f"[fedkd] resuming {self.out} after round {start}/{spec.rounds}")
         write_json(run_json, self._run_record("running", {"rounds_done": start}))
         self.log(

@@ -108,7 +108,6 @@ class ResNet(FedModel):
                 ch = planes * block.expansion
             stages.append(nn.Sequential(*layers))
         self.stages = nn.Sequential(*stages)
-        self.pool = nn.AdaptiveAvgPool2d(1)
         self._attach_head(ch, num_classes, projection_head)
         self._init_weights()
 
@@ -124,7 +123,9 @@ class ResNet(FedModel):
         nn.init.zeros_(self.classifier.bias)
 
     def backbone_features(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.flatten(self.pool(self.stages(self.stem(x))), 1)
+        # global average pooling as a mean: adaptive_avg_pool2d's CUDA backward has no
+        # deterministic kernel, so it would fail a run with deterministic: true
+        return self.stages(self.stem(x)).mean(dim=(2, 3))
 
 
 def resnet8(num_classes: int, input_shape: tuple[int, ...], **kwargs) -> ResNet:

@@ -421,7 +421,7 @@ def tsne_features(run_dir: str | Path, opts: Options) -> dict:
 
     run = Run(spec, path, log=lambda msg: None)
     run._setup()
-    state = load_checkpoint(ckpt_path, map_location=run.device)
+    state = load_checkpoint(ckpt_path)
     run.global_model.load_state_dict(state["global"])
     run.strategy.load_state_dict(state["strategy"])
     r = int(state["round_done"])  # the next round (0-based): fresh, reproducible client seeds

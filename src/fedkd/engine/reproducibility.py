@@ -1,0 +1,78 @@
+"""Random-number state in checkpoints, and deterministic kernels on GPUs.
+
+A checkpoint is always read onto the CPU (``load_checkpoint``): RNG states are CPU byte tensors
+whatever device the run uses, and each generator is put back where it lives here. Model and
+strategy state are placed by their owners (``load_state_dict`` copies into the device's
+parameters; strategies move their state to ``ctx.device``), so a run saved on one device type
+resumes on another.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+# cuBLAS needs a fixed workspace for reproducible GEMMs; it reads the variable when its handle is
+# created, so it is set before the run's first CUDA operation
+CUBLAS_WORKSPACE = ":4096:8"
+
+
+def capture_rng(device: torch.device) -> dict[str, Any]:
+    """Every generator a run draws from: Python, NumPy, torch's CPU generator and the default
+    generator of the run's accelerator (only that one: a retried job may see other GPUs)."""
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+        "cuda": None,
+        "mps": None,
+    }
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    elif device.type == "mps":
+        state["mps"] = torch.mps.get_rng_state()
+    return state
+
+
+def _byte_tensor(t: torch.Tensor) -> torch.Tensor:
+    # the setters accept only CPU uint8 tensors; a checkpoint read with another map_location
+    # (or written by an older version) may hold them elsewhere
+    return t.detach().to("cpu", torch.uint8)
+
+
+def restore_rng(state: dict[str, Any], device: torch.device) -> None:
+    """Put the generators back. Accelerator state is restored only on the same device type (a
+    run moved between CPU and GPU continues with the CPU-side generators, which drive client
+    sampling, shuffling and initialisation)."""
+    torch.set_rng_state(_byte_tensor(state["torch"]))
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    cuda = state.get("cuda")
+    if cuda is not None and device.type == "cuda":
+        if isinstance(cuda, (list, tuple)):  # older checkpoints saved every visible GPU's state
+            cuda = cuda[device.index or 0] if len(cuda) > (device.index or 0) else None
+        if cuda is not None:
+            torch.cuda.set_rng_state(_byte_tensor(cuda), device)
+    mps = state.get("mps")
+    if mps is not None and device.type == "mps":
+        torch.mps.set_rng_state(_byte_tensor(mps))
+
+
+def configure_determinism(enabled: bool, device: torch.device) -> dict[str, Any]:
+    """Switch deterministic kernels on or off for this process; returns what was set (recorded
+    in run.json). On the CPU the engine's kernels repeat bit for bit either way."""
+    if enabled and device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    torch.use_deterministic_algorithms(enabled)
+    torch.backends.cudnn.deterministic = enabled
+    torch.backends.cudnn.benchmark = False
+    return {
+        "deterministic": enabled,
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+    }
