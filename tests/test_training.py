@@ -130,3 +130,21 @@ def test_other_spec_in_same_directory_is_refused(tmp_path):
 def test_more_clients_than_samples_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="5000|clients"):
         Run(RunSpec(**{**SMALL, "clients": 100000, "participation": 0.1}), tmp_path / "r").run()
+    assert not (tmp_path / "r").exists(), "a run that fails its checks leaves no folder"
+
+
+def test_clients_with_less_than_a_batch_each_are_refused_before_training(tmp_path):
+    # mnist5k trains on 3,600 images: 2,000 clients would hold 1.8 each
+    spec = RunSpec(**{**SMALL, "clients": 2000, "participation": 0.01})
+    with pytest.raises(ValueError, match=r"clients=2000 leaves 1\.8 training samples.*at most 56"):
+        Run(spec, tmp_path / "r").run()
+    assert not (tmp_path / "r").exists()
+
+
+def test_missing_dataset_leaves_no_output_folder(tmp_path):
+    from fedkd.data.base import DatasetNotFoundError
+
+    spec = RunSpec(**{**SMALL, "dataset": "cifar10", "data_root": str(tmp_path / "nodata")})
+    with pytest.raises(DatasetNotFoundError):
+        Run(spec, tmp_path / "r").run()
+    assert not (tmp_path / "r").exists()

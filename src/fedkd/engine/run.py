@@ -43,6 +43,17 @@ RUN_JSON = "run.json"
 CHECKPOINT = "checkpoint.pt"
 
 
+def check_client_capacity(n_train: int, clients: int, batch_size: int) -> None:
+    """Refuse, before any training, a client count the data cannot serve: clients holding on
+    average less than one batch would each take a single tiny step a round."""
+    if n_train < clients * batch_size:
+        raise ValueError(
+            f"clients={clients} leaves {n_train / clients:.1f} training samples per client on "
+            f"average ({n_train} in all), less than one batch (batch_size={batch_size}); use at "
+            f"most {max(1, n_train // batch_size)} clients, or a smaller batch_size"
+        )
+
+
 class RunConflictError(RuntimeError):
     """The output directory holds a different run; nothing there is touched."""
 
@@ -127,6 +138,7 @@ class Run:
         ds.train, ds.val, ds.test = (s.to(self.device) for s in (ds.train, ds.val, ds.test))
         self.dataset = ds
         labels = ds.train.y.cpu().numpy()
+        check_client_capacity(len(labels), spec.clients, spec.batch_size)
         if spec.partition_file:
             assignment, meta = read_partition(spec.partition_file)
             self._check_partition(meta, len(labels))
@@ -264,7 +276,6 @@ class Run:
         """Train to the last round (or stop after ``stop_after_round`` rounds, for tests).
         Resumes from the checkpoint in the output directory if there is one."""
         spec = self.spec
-        self.out.mkdir(parents=True, exist_ok=True)
         ckpt_path = self.out / CHECKPOINT
         run_json = self.out / RUN_JSON
         if run_json.exists():
@@ -280,6 +291,9 @@ class Run:
         # before _setup: the cuBLAS workspace must be fixed before the first CUDA operation
         self.determinism = configure_determinism(spec.deterministic, self.device)
         self._setup()
+        # only now, with the data, partition, model and strategy checked: a run that fails its
+        # checks leaves no output folder behind
+        self.out.mkdir(parents=True, exist_ok=True)
         start, rows = 0, []
         if ckpt_path.exists():
             start, rows = self._restore(load_checkpoint(ckpt_path))
