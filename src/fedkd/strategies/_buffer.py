@@ -15,12 +15,6 @@ import torch
 from fedkd.models.base import FedModel
 from fedkd.strategies.base import ClientContext, ClientUpdate, Strategy, state_mean
 
-NLP_DATASETS = ("agnews", "sst5", "synthtext")
-
-
-def is_nlp(dataset: str, model: str) -> bool:
-    return dataset in NLP_DATASETS or model == "distilbert"
-
 
 class ModelBuffer:
     """FIFO of at most ``size`` state dicts (oldest first), each with a small ``info`` dict."""

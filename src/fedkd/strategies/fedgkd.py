@@ -17,7 +17,8 @@ import torch
 
 from fedkd.losses import frozen_outputs, kd_kl
 from fedkd.models.base import FedModel
-from fedkd.strategies._buffer import BufferedStrategy, is_nlp
+from fedkd.strategies._buffer import BufferedStrategy
+from fedkd.strategies._paper_setting import is_text
 from fedkd.strategies.base import ClientContext, LocalBatch, Traits
 
 REGULARIZERS = ("kl", "mse")
@@ -81,7 +82,7 @@ class FedGKD(BufferedStrategy):
     def dataset_defaults(cls, dataset, model):
         return {
             "gamma": 0.1 if model == "resnet50" else 0.2,
-            "buffer": 1 if is_nlp(dataset, model) else 5,
+            "buffer": 1 if is_text(dataset) else 5,
         }
 
     @property

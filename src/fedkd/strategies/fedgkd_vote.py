@@ -23,7 +23,8 @@ from fedkd.engine.evaluate import evaluate
 from fedkd.engine.preprocess import Preprocessor
 from fedkd.losses import frozen_outputs, kd_kl
 from fedkd.models.base import FedModel
-from fedkd.strategies._buffer import BufferedStrategy, is_nlp
+from fedkd.strategies._buffer import BufferedStrategy
+from fedkd.strategies._paper_setting import is_text
 from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, Traits
 
 
@@ -75,7 +76,7 @@ class FedGKDVote(BufferedStrategy):
 
     @classmethod
     def dataset_defaults(cls, dataset, model):
-        return {"buffer": 3 if is_nlp(dataset, model) else 5}
+        return {"buffer": 3 if is_text(dataset) else 5}
 
     def buffer_info(self, global_model: FedModel) -> dict[str, Any]:
         # each model's validation loss is computed once, when it enters the buffer

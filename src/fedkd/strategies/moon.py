@@ -24,7 +24,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from fedkd.strategies._paper_setting import paper_setting
 from fedkd.strategies.base import ClientContext, LocalBatch, Strategy, Traits
+
+# fedgkd Sec. 5.1: mu 5 on CIFAR-10 and CIFAR-100, 1 on Tiny-ImageNet, 0.1 on the text sets
+MU = {"tinyimagenet": 1.0, "text": 0.1}
 
 
 @dataclass
@@ -67,12 +71,7 @@ class Moon(Strategy):
 
     @classmethod
     def dataset_defaults(cls, dataset, model):
-        # fedgkd Sec. 5.1; mnist/mnist5k stand in for CIFAR-10
-        if dataset == "tinyimagenet":
-            return {"mu": 1.0}
-        if dataset in ("agnews", "sst5", "synthtext"):
-            return {"mu": 0.1}
-        return {"mu": 5.0}
+        return {"mu": MU.get(paper_setting(dataset), 5.0)}
 
     def __init__(self, params, ctx):
         super().__init__(params, ctx)
