@@ -45,7 +45,13 @@ DEFAULT_MODEL = {
 
 # keys that decide where or how exactly a run executes, not its numbers' configuration: a run
 # moved to another device or data root, or switched to deterministic kernels, still resumes
-NOT_IN_IDENTITY = ("device", "data_root", "partition_file", "deterministic")
+# engine: the batched client engine (fedkd.engine.batched) trains the same model on the same batches
+# as the sequential one, equal to 1e-4 (tested) like a change of device, so it is a how, not a what
+NOT_IN_IDENTITY = ("device", "data_root", "partition_file", "deterministic", "engine")
+# keys left out of identity() while they hold their default, so adding them kept every existing
+# spec's hash (and with it every finished run and checkpoint)
+IDENTITY_UNLESS_DEFAULT = {"stop_at_acc": None}
+ENGINES = ("sequential", "batched")
 
 
 class SpecError(ValueError):
@@ -87,6 +93,11 @@ class RunSpec:
     # bit-identical repeats on GPUs: deterministic kernels, cuBLAS workspace, no cuDNN autotuning
     # (CPU runs repeat exactly without it); a how-exactly switch like device, so not in identity()
     deterministic: bool = False
+    # local training: "batched" trains a round's clients side by side where the strategy and model
+    # support it (else sequentially, with the reason in run.json); "sequential" one after another
+    engine: str = "batched"
+    # end the run once the global test accuracy reaches this (rounds-to-target tables); None: never
+    stop_at_acc: float | None = None
     model_options: dict[str, Any] = field(default_factory=dict)  # e.g. {"norm": "batch"}
     dataset_options: dict[str, Any] = field(default_factory=dict)
 
@@ -115,6 +126,9 @@ class RunSpec:
         d = self.to_dict()
         for key in NOT_IN_IDENTITY:
             d.pop(key)
+        for key, default in IDENTITY_UNLESS_DEFAULT.items():
+            if d[key] == default:
+                d.pop(key)
         return d
 
     def hash(self) -> str:
@@ -168,6 +182,9 @@ def spec_errors(s: RunSpec) -> list[str]:
     choice("augment", ("auto", "none", "crop-flip"))
     choice("precision", ("fp32", "bf16"))
     choice("compile", ("none", "default", "reduce-overhead"))
+    choice("engine", ENGINES)
+    if s.stop_at_acc is not None and (not _is_number(s.stop_at_acc) or not 0 < s.stop_at_acc <= 1):
+        e.append(f"stop_at_acc={s.stop_at_acc!r} must lie in (0, 1] (an accuracy), or null")
     names = strategy_names()
     if s.strategy not in names:
         e.append(f"strategy={s.strategy!r} is unknown; choose one of: {', '.join(names)}")

@@ -1,7 +1,8 @@
 """Local training: one function trains the round's clients and returns their updates.
 
-``train_clients`` is the only place that loops over clients, so a faster backend can replace it
-without touching any strategy.
+``train_clients`` is the only place that loops over clients: it trains them one after another
+here, or side by side in ``fedkd.engine.batched`` (the spec's ``engine``), without touching any
+strategy.
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ class TrainEnv:
     build_model: object
     num_classes: int
     _worker: object = None
+    _engine: dict | None = None
+
+    def engine(self, strategy: Strategy) -> dict:
+        """Which local-training path this run uses and why (recorded in run.json)."""
+        if self._engine is None:
+            from fedkd.engine.batched import engine_choice
+
+            self._engine = engine_choice(self.spec, strategy, self.worker(), self.device)
+        return self._engine
 
     def worker(self):
         """The model clients train in, built (and compiled, if asked) once per run and reloaded
@@ -103,8 +113,15 @@ def train_clients(
     env: TrainEnv,
     eval_local: bool = False,
 ) -> tuple[list[ClientUpdate], list[float]]:
-    """Train the selected clients one after another; returns updates and (optionally) the
-    local models' test accuracies before aggregation."""
+    """Train the selected clients; returns updates and (optionally) the local models' test
+    accuracies before aggregation. Side by side (``fedkd.engine.batched``) where the spec asks for
+    it and the strategy and model support it, else one after another."""
+    if env.engine(strategy)["used"] == "batched":
+        from fedkd.engine.batched import train_clients_batched
+
+        return train_clients_batched(
+            round, selected, global_model, payload, strategy, env, eval_local
+        )
     frozen_global = frozen_copy(global_model)
     global_state = global_model.state_dict()
     worker = env.worker()

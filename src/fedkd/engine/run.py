@@ -242,6 +242,8 @@ class Run:
             },
             "dataset": getattr(self, "dataset_info", None),
             "determinism": getattr(self, "determinism", None),
+            # which local-training path ran (batched or sequential) and why
+            "engine": self.env.engine(self.strategy) if hasattr(self, "env") else None,
             "command": " ".join(sys.argv),
             "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
@@ -307,7 +309,10 @@ class Run:
         status, error = "running", None
         last = spec.rounds if stop_after_round is None else min(spec.rounds, stop_after_round)
         t_run = time.perf_counter()
+        reached = target_reached(spec, rows)  # a resumed run may have reached it already
         for r in range(start, last):
+            if reached:
+                break
             t0 = time.perf_counter()
             try:
                 row = self._round(r)
@@ -319,19 +324,29 @@ class Run:
             rows.append(row)
             write_metrics(self.out / METRICS, rows)
             save_checkpoint(ckpt_path, self._checkpoint_state(r + 1, rows))
+            reached = target_reached(spec, rows)
             done = r + 1 - start
             eta = (time.perf_counter() - t_run) / done * (spec.rounds - r - 1)
             self.log(
                 f"[fedkd] round {r + 1}/{spec.rounds}  acc {row['test_acc']:.4f}  "
                 f"loss {row['test_loss']:.4f}  {row['seconds']:.1f}s  ETA {_fmt_seconds(eta)}"
             )
-        if status == "running" and len(rows) == spec.rounds:
+        if status == "running" and (len(rows) == spec.rounds or reached):
             status = "complete"
+        if reached:
+            self.log(f"[fedkd] reached stop_at_acc {spec.stop_at_acc} in round {len(rows)}")
         if status == "diverged":
             write_metrics(self.out / METRICS, rows)
         summary = summarize(rows)
         record = self._run_record(
-            status, {"rounds_done": len(rows), "summary": summary, "error": error}
+            status,
+            {
+                "rounds_done": len(rows),
+                # rounds not trained because stop_at_acc was reached
+                "rounds_saved": spec.rounds - len(rows) if reached else 0,
+                "summary": summary,
+                "error": error,
+            },
         )
         write_json(run_json, record)
         return record
@@ -369,6 +384,12 @@ class Run:
         for key, value in server_metrics.items():
             row[f"server_{key}"] = value
         return row
+
+
+def target_reached(spec: RunSpec, rows: list[dict]) -> bool:
+    """Whether the run's stop_at_acc (if any) is reached by the global test accuracy so far."""
+    target = spec.stop_at_acc
+    return target is not None and any(r["test_acc"] >= target for r in rows)
 
 
 def summarize(rows: list[dict]) -> dict:

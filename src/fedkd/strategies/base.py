@@ -103,6 +103,11 @@ class Strategy:
     Params: ClassVar[type] = NoParams
     traits: ClassVar[Traits] = Traits()
     uses_projection_head: ClassVar[bool] = False
+    # whether the batched client engine (fedkd.engine.batched) may train this strategy's clients
+    # side by side; tests/test_batched.py holds every strategy that says so to the sequential
+    # path's numbers. False, with a reason, where local_loss does what vmap cannot reproduce.
+    batched: ClassVar[bool] = True
+    batched_reason: ClassVar[str] = ""
 
     def __init__(self, params: Any, ctx: ServerContext):
         self.params = params
