@@ -604,19 +604,14 @@ def test_real_run_aggregate_and_table(tmp_path, real_run):
 
 @pytest.mark.slow
 def test_real_run_tsne(tmp_path, real_run):
-    from fedkd.report.common import Options
-    from fedkd.report.figures import fig_tsne, save_figure
-    from fedkd.report.render import DEFAULT_FIGURE_CAPTIONS
+    from fedkd.engine.features import FeaturesError, read_features, tsne_features
 
     opts = {"samples": 120, "client": 1}
-    paths = render("fig_tsne", tmp_path / "a" / "tsne", run=str(real_run), options=opts)
-    assert [p.suffix for p in paths] == [".pdf", ".png"]
-    # a second, independent rendering (local training included) gives the same bytes
-    fig, data = fig_tsne(real_run, Options("fig_tsne", opts, ["samples", "client"]))
-    caption = DEFAULT_FIGURE_CAPTIONS["fig_tsne"]
-    again = save_figure(fig, tmp_path / "b" / "tsne", caption, "fig:fig_tsne")
-    for a, b in zip(paths, again, strict=True):
-        assert a.read_bytes() == b.read_bytes()
+    # the features step trains the local model; computed twice, it gives the same file
+    a = tsne_features(real_run, tmp_path / "a.npz", **opts)
+    b = tsne_features(real_run, tmp_path / "b.npz", **opts)
+    assert a.read_bytes() == b.read_bytes()
+    data = read_features(a)
     (_, g_feats, g_acc), (_, l_feats, l_acc) = data["models"]
     assert g_feats.shape == l_feats.shape and g_feats.shape[0] == 120
     assert g_feats.shape[1] == 512  # the CNN's penultimate layer
@@ -625,9 +620,20 @@ def test_real_run_tsne(tmp_path, real_run):
     assert g_acc == pytest.approx(final)
     assert not np.allclose(g_feats, l_feats)  # local training moved the features
     assert data["client"] == 1 and data["strategy"] == "fedavg"
+    # the figure only draws the file; `render --run` (features computed on the way) draws the same
+    drawn = render("tsne", tmp_path / "f" / "tsne", features=a)
+    assert [p.suffix for p in drawn] == [".pdf", ".png"]
+    via_run = render("fig_tsne", tmp_path / "r" / "tsne", run=str(real_run), options=opts,
+                     name="tsne")  # fmt: skip
+    for x, y in zip(drawn, via_run, strict=True):
+        assert x.read_bytes() == y.read_bytes()
+    with pytest.raises(ReportError, match="unknown option"):
+        render("tsne", tmp_path / "x", features=a, options={"samples": 10})
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "run.json").write_text(json.dumps({"status": "diverged"}))
     (bad / "checkpoint.pt").write_bytes(b"")
     with pytest.raises(ReportError, match="'diverged'"):
         render("fig_tsne", tmp_path / "x", run=str(bad))
+    with pytest.raises(FeaturesError, match="client must be an integer in \\[0, 3\\]"):
+        tsne_features(real_run, tmp_path / "c.npz", client=4)

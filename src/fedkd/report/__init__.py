@@ -1,5 +1,8 @@
 """Reports: collect finished runs into one long table (``aggregate``) and turn it into the papers'
 tables and figures (``render``). Every output is deterministic: the same inputs give the same bytes.
+
+Modules: aggregate (runs → Parquet), targets (the registry of layouts), render (dispatch),
+tables/ and figures/ (one layout each), writers (files), cells, keys, options, text (shared).
 """
 
 from __future__ import annotations
@@ -13,11 +16,17 @@ from fedkd.report.aggregate import (
     read_runs_file,
     write_aggregate,
 )
-from fedkd.report.render import FIGURES, TABLES, TARGETS, load_options, render
+from fedkd.report.options import load_options
+from fedkd.report.render import TARGETS, render
+from fedkd.report.targets import LAYOUTS, layout_names
+
+TABLES = tuple(layout_names("table"))
+FIGURES = tuple(layout_names("figure"))
 
 __all__ = [
     "AGGREGATE_COLUMNS",
     "FIGURES",
+    "LAYOUTS",
     "TABLES",
     "TARGETS",
     "ReportError",

@@ -1,35 +1,16 @@
-"""``fedkd render TARGET --out PREFIX``: one table or figure from an aggregate (or partition files,
-or one run directory). Tables write PREFIX.tex/.md/.csv, figures PREFIX.pdf/.png."""
+"""``fedkd render LAYOUT --out PREFIX``: one table or figure from an aggregate (or partition files,
+or a run's features file). Tables write PREFIX.tex/.md/.csv, figures PREFIX.pdf/.png. The layouts
+and what each needs are in fedkd.report.targets."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from fedkd.report.aggregate import ReportError, read_aggregate
-from fedkd.report.common import Options, load_options
+from fedkd.report.options import Options, load_options
+from fedkd.report.targets import ALIASES, LAYOUTS, get_layout
 
-TABLES = (
-    "table1", "table2", "table3", "table4", "table5", "table6", "table7", "table8", "table9",
-    "rounds_to_target",
-)  # fmt: skip
-FIGURES = ("fig_partition", "fig_curves", "fig_tsne", "fig_forgetting", "fig_fedcad")
-TARGETS = TABLES + FIGURES
-
-FIGURE_OPTIONS = {
-    "fig_partition": ("titles", "ncols"),
-    "fig_curves": ("panels", "columns", "row_names", "column_names", "order", "ddof", "ncols"),
-    "fig_tsne": ("samples", "client", "perplexity", "device", "local_objective"),
-    "fig_forgetting": ("panels", "columns", "row_names", "column_names", "order", "ddof", "stat"),
-    "fig_fedcad": ("panels", "columns", "row_names", "column_names", "order", "ddof"),
-}
-
-DEFAULT_FIGURE_CAPTIONS = {
-    "fig_partition": "Samples per class on each client (bubble area proportional to the count).",
-    "fig_curves": "Top-1 test accuracy per communication round: mean over seeds, band = ± std.",
-    "fig_tsne": "t-SNE of penultimate features on test samples: final global model and a local model.",
-    "fig_forgetting": "Accuracy and forgetting (fedntd eq. 5) of the global model, mean ± std over seeds.",
-    "fig_fedcad": "Global test accuracy and clients' local-average test accuracy per round.",
-}
+TARGETS = tuple(LAYOUTS) + tuple(ALIASES)  # every name `fedkd render` accepts
 
 
 def render(
@@ -39,37 +20,56 @@ def render(
     partitions: list[str] | None = None,
     run: str | Path | None = None,
     options: dict | str | None = None,
+    features: str | Path | None = None,
+    name: str | None = None,
 ) -> list[Path]:
-    """Render ``target``; returns the files written."""
-    if target not in TARGETS:
-        raise ReportError(f"unknown target {target!r}; targets are: {', '.join(TARGETS)}")
-    if isinstance(options, str) or options is None:
-        options = load_options(options)
-    if target in TABLES:
-        from fedkd.report import tables
+    """Render layout ``target`` (or its earlier name); returns the files written.
 
-        opts = Options(target, options, tables.table_options(target))
-        if target == "table1":
-            doc = tables.table1(opts)
-        else:
-            doc = tables.TABLE_BUILDERS[target](read_aggregate(aggregate), opts)
-        return tables.write_table(doc, out, target)
+    ``name`` names the output in messages, the LaTeX comment and the default label (default: the
+    target as given). ``run``: a completed run directory, for the t-SNE figure without a features
+    file; its features are computed first (this trains a local model)."""
+    try:
+        layout = get_layout(target)
+    except KeyError:
+        raise ReportError(f"unknown target {target!r}; targets are: {', '.join(TARGETS)}") from None
+    name = name or target
+    values = load_options(options) if isinstance(options, str) or options is None else options
+    allowed = layout.options + (layout.run_options if features is None else ())
+    opts = Options(name, values, allowed)
+    opts.values.setdefault("caption", layout.default_caption(opts.values))
+    opts.values.setdefault("label", f"{layout.label_prefix}:{name}")
 
-    from fedkd.report import figures
-
-    opts = Options(target, options, FIGURE_OPTIONS[target])
-    caption = opts.text("caption", DEFAULT_FIGURE_CAPTIONS[target])
-    label = opts.text("label", f"fig:{target}")
-    if target == "fig_partition":
-        fig = figures.fig_partition(list(partitions or []), opts)
-    elif target == "fig_tsne":
-        fig, _ = figures.fig_tsne(run, opts)
+    if layout.input == "none":
+        source = None
+    elif layout.input == "partitions":
+        source = list(partitions or [])
+    elif layout.input == "run":
+        source = features if features is not None else _features_of(run, out, opts, layout)
     else:
-        df = read_aggregate(aggregate)
-        build = {
-            "fig_curves": figures.fig_curves,
-            "fig_forgetting": figures.fig_forgetting,
-            "fig_fedcad": figures.fig_fedcad,
-        }[target]
-        fig = build(df, opts)
-    return figures.save_figure(fig, out, caption, label)
+        source = read_aggregate(aggregate)
+    doc = layout.build()(source, opts)
+    if layout.output == "table":
+        from fedkd.report.writers import write_table
+
+        return write_table(doc, out, name)
+    from fedkd.report.writers import save_figure
+
+    return save_figure(doc, out, opts.text("caption", ""), opts.text("label", ""))
+
+
+def _features_of(run, out, opts: Options, layout) -> Path:
+    """A run's features, computed next to the output (PREFIX.features.npz)."""
+    from fedkd.engine.features import FeaturesError, tsne_features
+
+    if run is None:
+        raise ReportError(
+            f"target {opts.target!r} needs --features FILE (from `fedkd features`) or --run DIR"
+        )
+    kwargs = {k: opts.values[k] for k in layout.run_options if k in opts.values}
+    if "device" not in kwargs:
+        kwargs["device"] = "cpu"
+    out = Path(out)
+    try:
+        return tsne_features(run, out.with_name(out.name + ".features.npz"), **kwargs)
+    except FeaturesError as exc:
+        raise ReportError(str(exc)) from exc

@@ -1,0 +1,157 @@
+"""t-SNE features of a finished run: the penultimate features of its final global model and of one
+client's local model trained from it, on a fixed sample of the test set.
+
+``tsne_features(run_dir, out, ...)`` (``fedkd features``) writes them to one ``.npz`` file that the
+t-SNE figure only draws; the training a local model needs stays here, in the engine."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from fedkd.data.base import atomic_write
+
+OBJECTIVES = ("strategy", "fedavg")
+
+
+class FeaturesError(ValueError):
+    """The run cannot give features (not a run, not complete) or an option is out of range."""
+
+
+def tsne_features(
+    run_dir: str | Path,
+    out: str | Path,
+    *,
+    samples: int = 1000,
+    client: int = 0,
+    device: str = "cpu",
+    local_objective: str = "strategy",
+) -> Path:
+    """Compute the features of ``run_dir`` (see the module doc) and write them to ``out``.
+
+    ``local_objective`` "strategy" trains the local model with the run's own local loss, "fedavg"
+    with plain cross-entropy. The local model trains in round ``round_done`` of the checkpoint,
+    so its client seeds are the run's own next ones: the file is reproducible."""
+    data = _compute(run_dir, samples, client, device, local_objective)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {
+        "labels": data.pop("labels"),
+        "global_features": data["models"][0].pop("features"),
+        "local_features": data["models"][1].pop("features"),
+    }
+    blob = _npz_bytes(arrays, json.dumps(data, sort_keys=True))
+    atomic_write(out, lambda tmp: tmp.write_bytes(blob))
+    return out
+
+
+def read_features(path: str | Path) -> dict:
+    """The contents of a features file: labels, class_names, num_classes, client, strategy,
+    objective and models, a list of (title, features, test accuracy)."""
+    with np.load(Path(path), allow_pickle=False) as z:
+        meta = json.loads(z["meta"].item())
+        feats = [z["global_features"], z["local_features"]]
+        labels = z["labels"]
+    meta["labels"] = labels
+    meta["models"] = [(m["title"], f, m["acc"]) for m, f in zip(meta["models"], feats, strict=True)]
+    return meta
+
+
+def _npz_bytes(arrays: dict[str, np.ndarray], meta: str) -> bytes:
+    """An ``.npz`` (what np.load reads) with a fixed timestamp, so equal features give equal
+    bytes (np.savez stamps the current time)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for name, arr in {**arrays, "meta": np.array(meta)}.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
+            z.writestr(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)),
+                       member.getvalue())  # fmt: skip
+    return buf.getvalue()
+
+
+def _compute(run_dir, samples: int, client: int, device: str, objective: str) -> dict:
+    import torch
+
+    from fedkd.config import RunSpec
+    from fedkd.engine.checkpoint import load_checkpoint
+    from fedkd.engine.client import train_clients
+    from fedkd.engine.evaluate import evaluate
+    from fedkd.engine.run import Run
+    from fedkd.strategies.base import Strategy
+
+    path = Path(run_dir)
+    rec_path, ckpt_path = path / "run.json", path / "checkpoint.pt"
+    if not rec_path.exists() or not ckpt_path.exists():
+        raise FeaturesError(
+            f"run directory {run_dir} has no run.json and checkpoint.pt; is it a fedkd run?"
+        )
+    rec = json.loads(rec_path.read_text())
+    if rec.get("status") != "complete":
+        raise FeaturesError(
+            f"run {run_dir} is {rec.get('status')!r}; t-SNE features need a complete run"
+        )
+    _check_int("samples", samples, 10, 5000)
+    if objective not in OBJECTIVES:
+        raise FeaturesError(f"local_objective must be one of {OBJECTIVES}, got {objective!r}")
+    if device not in ("cpu", "cuda", "auto"):
+        raise FeaturesError(f"device must be 'cpu', 'cuda' or 'auto', got {device!r}")
+    spec_dict = dict(rec["spec"])
+    spec_dict["device"] = device
+    spec = RunSpec.from_dict(spec_dict)
+    _check_int("client", client, 0, spec.clients - 1)
+
+    run = Run(spec, path, log=lambda msg: None)
+    run._setup()
+    state = load_checkpoint(ckpt_path)
+    run.global_model.load_state_dict(state["global"])
+    run.strategy.load_state_dict(state["strategy"])
+    r = int(state["round_done"])  # the next round (0-based): fresh, reproducible client seeds
+    strategy = run.strategy if objective == "strategy" else Strategy(None, run.strategy.ctx)
+    payload = strategy.payload(r, run.global_model)
+    updates, _ = train_clients(r, [client], run.global_model, payload, strategy, run.env)
+    local = run.build_model()
+    local.load_state_dict(updates[0].state)
+
+    test = run.dataset.test
+    n = len(test)
+    pick = np.sort(np.random.RandomState(0).choice(n, min(samples, n), replace=False))
+    idx = torch.as_tensor(pick, device=run.device)
+    sub = test.subset(idx)
+
+    @torch.no_grad()
+    def feats(model):
+        model.eval()
+        out = [
+            model.features(run.preprocess(sub.x[i : i + 500], train=False)).float().cpu()
+            for i in range(0, len(sub), 500)
+        ]
+        return torch.cat(out).numpy()
+
+    ds = run.dataset
+    models = []
+    for title, model in (
+        ("Global model", run.global_model),
+        (f"Local model (client {client})", local),
+    ):
+        features = feats(model)
+        acc = float(evaluate(model, test, run.preprocess, ds.num_classes)["acc"])
+        models.append({"title": title, "features": features, "acc": acc})
+    return {
+        "labels": sub.y.cpu().numpy(),
+        "class_names": list(ds.class_names),
+        "num_classes": ds.num_classes,
+        "client": client,
+        "strategy": spec.strategy,
+        "objective": objective,
+        "models": models,
+    }
+
+
+def _check_int(name: str, value, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise FeaturesError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")

@@ -1,0 +1,112 @@
+"""Table cells: the mean and spread over seeds of one quantity, or why there is none; its text
+and its highlight among the cells it is compared with."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fedkd.report.options import DEFAULT_DDOF
+from fedkd.report.text import DASH, Text
+
+
+@dataclass
+class Cell:
+    """One table cell: a mean over seeds, or why there is none."""
+
+    kind: str  # "value", "missing", "diverged", "incomplete", "not reached"
+    values: list[float] = field(default_factory=list)  # one per run
+    seeds: list[int] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+    ddof: int = DEFAULT_DDOF
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.values)) if self.values else float("nan")
+
+    @property
+    def std(self) -> float:
+        # undefined for one seed with ddof=1: NaN, and the cell shows the mean alone
+        if len(self.values) <= self.ddof:
+            return float("nan")
+        return float(np.std(self.values, ddof=self.ddof))
+
+    def text(self) -> str:
+        """Display text of a non-value cell."""
+        return DASH if self.kind == "missing" else self.kind
+
+
+def make_cell(
+    runs: dict[str, pd.DataFrame] | None,
+    value_of: Callable[[pd.DataFrame, str], float | None],
+    ddof: int,
+    *,
+    partial_ok: bool = False,
+    none_means: str = "missing",
+) -> Cell:
+    """Evaluate ``value_of(rows, status)`` on every run of a cell.
+
+    A diverged or unfinished run makes the cell "diverged" / "incomplete", unless ``partial_ok``
+    (the quantity only needs rounds the run did complete, e.g. accuracy at round 10 of a run that
+    diverged in round 60); then only a missing value turns the cell into that status. A run whose
+    value is None makes the cell ``none_means`` ("missing" or "not reached").
+    """
+    if not runs:
+        return Cell("missing", ddof=ddof)
+    values, seeds, names = [], [], []
+    failed: set[str] = set()
+    for run in sorted(runs, key=lambda r: (int(runs[r]["seed"].iloc[0]), r)):
+        rows = runs[run]
+        status = str(rows["status"].iloc[0])
+        bad = None if status == "complete" else "diverged" if status == "diverged" else "incomplete"
+        if bad and not partial_ok:
+            failed.add(bad)
+            continue
+        played = rows[rows["round"] >= 1]
+        v = value_of(played, status) if len(played) else None
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            failed.add(bad or none_means)
+            continue
+        values.append(float(v))
+        seeds.append(int(rows["seed"].iloc[0]))
+        names.append(run)
+    for kind in ("diverged", "incomplete", none_means):
+        if kind in failed:
+            return Cell(kind, ddof=ddof, runs=sorted(runs))
+    return Cell("value", values, seeds, names, ddof)
+
+
+def fmt_mean_std(mean: float, std: float, decimals: int) -> tuple[str, str]:
+    m, s = f"{mean:.{decimals}f}", f"{std:.{decimals}f}"
+    return f"{m}$\\pm${s}", f"{m} ± {s}"
+
+
+def cell_text(cell: Cell, scale: float, decimals: int) -> Text:
+    if cell.kind != "value":
+        return Text.plain(cell.text())
+    if math.isnan(cell.std):
+        return Text.plain(f"{cell.mean * scale:.{decimals}f}")
+    tex, md = fmt_mean_std(cell.mean * scale, cell.std * scale, decimals)
+    return Text(tex, md)
+
+
+def highlight(cells: list[tuple[Any, Cell]], scale: float, decimals: int, higher_better=True):
+    """{key: "best" | "second"} among value cells, ranked by the mean as displayed (so equal
+    shown values share a rank); nothing is marked when fewer than two cells have values."""
+    shown = {k: round(c.mean * scale, decimals) for k, c in cells if c.kind == "value"}
+    if len(shown) < 2:
+        return {}
+    ranks = sorted(set(shown.values()), reverse=higher_better)
+    out = {k: "best" for k, v in shown.items() if v == ranks[0]}
+    if len(ranks) > 1:
+        out.update({k: "second" for k, v in shown.items() if v == ranks[1]})
+    return out

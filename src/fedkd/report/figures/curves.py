@@ -1,0 +1,65 @@
+"""Figure ``curves``: test accuracy per communication round, mean ± std over seeds, one panel per
+setting."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from fedkd.report.figures.draw import (
+    curve,
+    hide_unused,
+    integer_rounds,
+    legend,
+    new_figure,
+    palette,
+    panel_grid,
+    panel_title,
+    status_note,
+    style,
+)
+from fedkd.report.keys import (
+    check_keys,
+    check_same_setting,
+    group_runs,
+    order_rows,
+    selected_labels,
+)
+from fedkd.report.options import Options
+from fedkd.report.text import label_text
+
+
+def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
+    panels = opts.str_list("panels", ["dataset", "alpha"])
+    check_keys(df, panels, "panels", opts.target)
+    labels = selected_labels(df, opts)
+    names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
+    ddof = opts.ddof()
+    groups = group_runs(df[df["label"].isin(labels)], panels)
+    pids = order_rows(panels, groups, opts.mapping("order"))
+    nrows, ncols = panel_grid(len(pids), opts.integer("ncols", 3, 1))
+    colors = dict(zip(labels, palette(len(labels)), strict=True))
+    with style():
+        fig, axes = new_figure(nrows, ncols)
+        handles = {}
+        for ax, pid in zip(axes.flat, pids, strict=False):
+            for label in labels:
+                runs = groups[pid].get(label)
+                if not runs:
+                    continue
+                check_same_setting(runs, f"{opts.target} panel {pid} label {label!r}", "panels")
+                x, mean, std = curve(runs, column, ddof)
+                if len(x) == 0:
+                    continue
+                name = label_text(label, col_names).md
+                (line,) = ax.plot(x, mean * 100, color=colors[label], lw=1.2)
+                ax.fill_between(
+                    x, (mean - std) * 100, (mean + std) * 100, color=colors[label], alpha=0.2, lw=0
+                )
+                handles.setdefault(label, (line, name + status_note(runs)))
+            ax.set_title(panel_title(panels, pid, names))
+            ax.set_xlabel("Communication round")
+            ax.set_ylabel("Test accuracy (%)")
+            integer_rounds(ax)
+        hide_unused(axes, len(pids))
+        legend(fig, [handles[lab] for lab in labels if lab in handles])
+    return fig

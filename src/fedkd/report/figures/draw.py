@@ -1,0 +1,101 @@
+"""What the figures share: the Agg canvas, the style, colours, panel layout and titles, and the
+mean ± std curve over seeds."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from fedkd.report.text import key_value, setting_text
+
+STYLE = {
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "svg.hashsalt": "fedkd",
+}
+
+
+def new_figure(nrows: int, ncols: int, width: float = 3.4, height: float = 2.6):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def style():
+    import matplotlib
+
+    return matplotlib.rc_context(STYLE)
+
+
+def palette(n: int) -> list:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def panel_grid(n: int, ncols: int) -> tuple[int, int]:
+    ncols = max(1, min(ncols, n))
+    return math.ceil(n / ncols), ncols
+
+
+def hide_unused(axes, used: int) -> None:
+    for ax in axes.flat[used:]:
+        ax.set_visible(False)
+
+
+def panel_title(keys: list[str], pid: tuple, names: dict) -> str:
+    parts = [
+        setting_text(k, v, names).md
+        for k, v in zip(keys, pid, strict=True)
+        if key_value(v) is not None
+    ]
+    return ", ".join(parts) or "all runs"
+
+
+def curve(runs: dict[str, pd.DataFrame], column: str, ddof: int):
+    """Rounds, mean and std over seeds of one per-round column (runs that stopped early simply
+    contribute fewer rounds)."""
+    series = []
+    for rows in runs.values():
+        played = rows[rows["round"] >= 1]
+        series.append(pd.Series(played[column].to_numpy(float), index=played["round"].to_numpy()))
+    mat = pd.concat(series, axis=1)
+    mat = mat.loc[mat.notna().any(axis=1)]
+    count = mat.notna().sum(axis=1)
+    std = mat.std(axis=1, ddof=ddof).where(count > ddof, 0.0)
+    return mat.index.to_numpy(), mat.mean(axis=1).to_numpy(), std.fillna(0.0).to_numpy()
+
+
+def status_note(runs: dict[str, pd.DataFrame]) -> str:
+    statuses = [str(rows["status"].iloc[0]) for rows in runs.values()]
+    bad = sum(s != "complete" for s in statuses)
+    if not bad:
+        return ""
+    kind = "diverged" if "diverged" in statuses else "incomplete"
+    return f" ({bad}/{len(statuses)} {kind})"
+
+
+def integer_rounds(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def legend(fig, items) -> None:
+    if items:
+        fig.legend(
+            [h for h, _ in items], [t for _, t in items], loc="outside lower center",
+            ncols=min(len(items), 4), frameon=False,
+        )  # fmt: skip

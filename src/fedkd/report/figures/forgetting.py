@@ -1,0 +1,88 @@
+"""Figure ``forgetting`` (FedNTD Table 1 as bars): accuracy and forgetting per partition setting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fedkd.report.figures.draw import (
+    new_figure,
+    palette,
+    panel_title,
+    style,
+)
+from fedkd.report.keys import (
+    check_keys,
+    check_same_setting,
+    group_runs,
+    order_rows,
+    selected_labels,
+)
+from fedkd.report.options import Options
+from fedkd.report.text import label_text
+
+
+def build(df: pd.DataFrame, opts: Options):
+    """Per panel (partition setting): accuracy (top) and forgetting (bottom) of each label as
+    bars with the seed spread; fedntd Table 1 reports both side by side."""
+    from fedkd import metrics
+
+    panels = opts.str_list("panels", ["partition", "alpha", "shards"])
+    check_keys(df, panels, "panels", opts.target)
+    labels = selected_labels(df, opts)
+    names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
+    stat = opts.choice("stat", ("best", "final"), "final")
+    ddof = opts.ddof()
+    groups = group_runs(df[df["label"].isin(labels)], panels)
+    pids = order_rows(panels, groups, opts.mapping("order"))
+    colors = palette(len(labels))
+    acc_fn = metrics.best_accuracy if stat == "best" else metrics.final_accuracy
+    with style():
+        fig, axes = new_figure(2, len(pids), width=max(2.6, 0.45 * len(labels) + 1.2))
+        for j, pid in enumerate(pids):
+            values = {"acc": [], "fgt": []}
+            notes = []
+            for label in labels:
+                runs = groups[pid].get(label) or {}
+                if runs:
+                    check_same_setting(runs, f"{opts.target} panel {pid} label {label!r}", "panels")
+                statuses = {str(r["status"].iloc[0]) for r in runs.values()}
+                if not runs or statuses != {"complete"}:
+                    notes.append(
+                        "–"
+                        if not runs
+                        else ("diverged" if "diverged" in statuses else "incomplete")
+                    )
+                    values["acc"].append((np.nan, 0.0))
+                    values["fgt"].append((np.nan, 0.0))
+                    continue
+                notes.append("")
+                played = [r[r["round"] >= 1] for r in runs.values()]
+                acc = [acc_fn(p) * 100 for p in played]
+                fgt = [metrics.forgetting_from_rows(p) for p in played]
+                values["acc"].append((float(np.mean(acc)), _std(acc, ddof)))
+                values["fgt"].append((float(np.mean(fgt)), _std(fgt, ddof)))
+            x = np.arange(len(labels))
+            for i, (key, ylabel) in enumerate(
+                (("acc", f"Accuracy (%, {stat} round)"), ("fgt", "Forgetting $\\mathcal{F}$"))
+            ):
+                ax = axes[i, j]
+                means = np.array([m for m, _ in values[key]])
+                stds = np.array([s for _, s in values[key]])
+                ax.bar(x, np.nan_to_num(means), yerr=stds, color=colors, capsize=2)
+                for xi, (m, sd, note) in enumerate(zip(means, stds, notes, strict=True)):
+                    text = note or (f"{m:.1f}" if key == "acc" else f"{m:.2f}")
+                    top = 0 if np.isnan(m) else m + sd
+                    ax.annotate(text, (xi, top), ha="center", va="bottom", fontsize=6,
+                                xytext=(0, 2), textcoords="offset points")  # fmt: skip
+                ax.set_xticks(
+                    x, [label_text(lab, col_names).md for lab in labels], rotation=45, ha="right"
+                )
+                ax.set_ylabel(ylabel)
+                if i == 0:
+                    ax.set_title(panel_title(panels, pid, names))
+    return fig
+
+
+def _std(values: list[float], ddof: int) -> float:
+    return float(np.std(values, ddof=ddof)) if len(values) > ddof else 0.0

@@ -1,0 +1,86 @@
+"""Figure ``partition``: samples per class on each client, one panel per partition file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from fedkd.report.aggregate import ReportError
+from fedkd.report.figures.draw import (
+    hide_unused,
+    new_figure,
+    panel_grid,
+    style,
+)
+from fedkd.report.options import Options
+
+
+def read_partition_counts(path: str | Path) -> tuple[np.ndarray, dict]:
+    """(clients x classes sample counts, meta) of a partition Parquet from `fedkd partition`."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.exists():
+        raise ReportError(f"partition file {path} does not exist; write it with `fedkd partition`")
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:
+        raise ReportError(f"partition file {path} cannot be read: {exc}") from exc
+    raw = (table.schema.metadata or {}).get(b"fedkd")
+    if raw is None or not {"client", "label"} <= set(table.column_names):
+        raise ReportError(
+            f"partition file {path} is not a `fedkd partition` file (columns or metadata missing)"
+        )
+    meta = json.loads(raw)
+    client = table.column("client").to_numpy()
+    label = table.column("label").to_numpy()
+    keep = client >= 0  # -1: the remainder no client trains on
+    n_clients = int(meta.get("clients") or (client.max() + 1))
+    n_classes = int(meta.get("num_classes") or (label.max() + 1))
+    counts = np.zeros((n_clients, n_classes), dtype=np.int64)
+    np.add.at(counts, (client[keep], label[keep]), 1)
+    return counts, meta
+
+
+def _partition_title(meta: dict) -> str:
+    scheme = meta.get("scheme")
+    ds = meta.get("dataset", "")
+    if scheme in ("dirichlet", "dirichlet-equal"):
+        return f"{ds}, α = {float(meta.get('alpha')):g}"
+    if scheme == "shards":
+        return f"{ds}, {meta.get('shards')} shards per client"
+    return f"{ds}, {scheme}"
+
+
+def build(files: list[str], opts: Options):
+    if not files:
+        raise ReportError(f"target {opts.target!r} needs --partitions FILE [FILE ...]")
+    titles = opts.str_list("titles")
+    if titles is not None and len(titles) != len(files):
+        raise ReportError(
+            f"option 'titles' has {len(titles)} entries for {len(files)} partition files"
+        )
+    data = [read_partition_counts(f) for f in files]
+    nrows, ncols = panel_grid(len(files), opts.integer("ncols", 3, 1))
+    with style():
+        fig, axes = new_figure(nrows, ncols, width=3.2, height=3.0)
+        for k, (ax, (counts, meta)) in enumerate(zip(axes.flat, data, strict=False)):
+            n_clients, n_classes = counts.shape
+            cc, yy = np.meshgrid(np.arange(n_clients), np.arange(n_classes), indexing="ij")
+            nz = counts > 0
+            # bubble area proportional to the count; the largest cell of a panel gets a fixed size
+            size = 120.0 * counts[nz] / counts.max() * (10 / max(n_classes, 10))
+            ax.scatter(cc[nz], yy[nz], s=size, color="tab:red", alpha=0.7, lw=0)
+            ax.set_title(titles[k] if titles else _partition_title(meta))
+            ax.set_xlabel("Client")
+            ax.set_ylabel("Class")
+            ax.set_xlim(-0.8, n_clients - 0.2)
+            ax.set_ylim(-0.8, n_classes - 0.2)
+            step = max(1, n_classes // 10)
+            ax.set_yticks(np.arange(0, n_classes, step))
+            ax.set_xticks(np.arange(0, n_clients, max(1, n_clients // 10)))
+            ax.grid(alpha=0.2)
+        hide_unused(axes, len(files))
+    return fig

@@ -1,0 +1,114 @@
+"""Run keys: the aggregate's columns that place a run in a table, their grouping and row order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from fedkd.report.aggregate import SETTING_KEYS, ReportError
+from fedkd.report.options import Options
+from fedkd.report.text import format_key_value, key_value
+
+# Default row order of a key: the papers list alpha from mild to strong heterogeneity (1, 0.5,
+# 0.1); other numbers ascend; datasets follow the order of the dataset registry (fedkd.data).
+DESCENDING_KEYS = ("alpha",)
+
+
+def check_keys(df: pd.DataFrame, keys: list[str], option: str, target: str) -> None:
+    bad = [k for k in keys if k not in df.columns]
+    if bad:
+        cols = [c for c in df.columns if c not in ("class_acc",)]
+        raise ReportError(
+            f"option {option!r} of target {target!r} names column(s) {bad} that the aggregate "
+            f"does not have; run keys are: {', '.join(cols)}"
+        )
+
+
+def order_rows(keys: list[str], tuples: Iterable[tuple], order: dict) -> list[tuple]:
+    """Sort row-key tuples: values listed in option ``order`` (per key) first, in that order;
+    then datasets in registry order, alpha descending, everything else ascending."""
+    from fedkd.data import DATASETS
+
+    def rank(key: str, v: Any):
+        listed = order.get(key)
+        if listed is not None:
+            texts = [_order_text(x) for x in listed]
+            t = _order_text(v)
+            if t in texts:
+                return (0, texts.index(t), 0.0, "")
+        if v is None:
+            return (3, 0, 0.0, "")
+        if key == "dataset" and v in DATASETS:
+            return (1, list(DATASETS).index(v), 0.0, "")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return (1, 0, -float(v) if key in DESCENDING_KEYS else float(v), "")
+        return (2, 0, 0.0, str(v))
+
+    return sorted(
+        set(tuples), key=lambda t: tuple(rank(k, v) for k, v in zip(keys, t, strict=True))
+    )
+
+
+def _order_text(v: Any) -> str:
+    """Values in option ``order`` may be given as numbers or strings ("1.0", 1, 1.0 all match)."""
+    v = key_value(v)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{float(v):g}"
+    if isinstance(v, str):
+        try:
+            return f"{float(v):g}"
+        except ValueError:
+            return v
+    return str(v)
+
+
+def group_runs(
+    df: pd.DataFrame, keys: list[str]
+) -> dict[tuple, dict[str, dict[str, pd.DataFrame]]]:
+    """{row-key tuple: {label: {run dir: that run's rows sorted by round}}}."""
+    out: dict[tuple, dict[str, dict[str, pd.DataFrame]]] = {}
+    if df.empty:
+        return out
+    key_tuples = list(zip(*(df[k].map(key_value) for k in keys), strict=True)) if keys else None
+    work = df.assign(_row=key_tuples if keys else [()] * len(df))
+    for (row, label, run), rows in work.groupby(["_row", "label", "run"], sort=False, dropna=False):
+        rows = rows.drop(columns="_row").sort_values("round", kind="mergesort")
+        out.setdefault(row, {}).setdefault(label, {})[run] = rows.reset_index(drop=True)
+    return out
+
+
+def check_same_setting(runs: dict[str, pd.DataFrame], where: str, keys_hint: str) -> None:
+    """Runs averaged together must differ only in their seed (and be distinct seeds)."""
+    if len(runs) < 2:
+        return
+    first = {run: rows.iloc[0] for run, rows in runs.items()}
+    for key in SETTING_KEYS:
+        values = {format_key_value(key, r[key], None) for r in first.values()}
+        if len(values) > 1:
+            raise ReportError(
+                f"{where} averages runs whose {key!r} differ ({sorted(values)}): "
+                f"{', '.join(sorted(runs))}; add {key!r} to option {keys_hint!r} or give the runs "
+                f"different labels"
+            )
+    seeds = [int(r["seed"]) for r in first.values()]
+    dup = sorted({s for s in seeds if seeds.count(s) > 1})
+    if dup:
+        raise ReportError(
+            f"{where} has several runs with seed(s) {dup}: {', '.join(sorted(runs))}; "
+            f"each seed must appear once per cell"
+        )
+
+
+def selected_labels(df: pd.DataFrame, opts: Options) -> list[str]:
+    """The labels (columns of a table, lines of a figure) to show, in order: option ``columns``,
+    or every label of the aggregate; at least one must be in the aggregate."""
+    present = sorted(df["label"].unique())
+    labels = opts.str_list("columns", present)
+    if not set(labels) & set(present):
+        raise ReportError(
+            f"none of the labels {labels} (option 'columns' of target {opts.target!r}) is in the "
+            f"aggregate; its labels are: {', '.join(present)}"
+        )
+    return labels

@@ -1,0 +1,128 @@
+"""Render options: ``--options`` parsing and typed, checked access to one output's options."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from fedkd.report.aggregate import ReportError
+
+# Standard deviation over seeds: population (ddof=0), as numpy's default, which is what the FL
+# codebases these papers come from print; option "ddof": 1 gives the sample standard deviation.
+DEFAULT_DDOF = 0
+
+
+def load_options(text: str | None) -> dict:
+    """``--options``: a JSON object, or ``@path`` to a file holding one."""
+    if text is None or text == "":
+        return {}
+    source = "--options"
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ReportError(f"options file {path} cannot be read: {exc}") from exc
+        source = f"options file {path}"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{source} is not valid JSON ({exc}): {text!r}") from exc
+    if not isinstance(value, dict):
+        raise ReportError(f"{source} must be a JSON object, got {text!r}")
+    return value
+
+
+class Options:
+    """Typed access to one target's options; unknown names and bad values raise ReportError."""
+
+    def __init__(self, target: str, values: dict, allowed: Iterable[str]):
+        self.target = target
+        self.values = dict(values)
+        allowed = set(allowed) | {"caption", "label"}
+        unknown = sorted(set(self.values) - allowed)
+        if unknown:
+            raise ReportError(
+                f"unknown option(s) {unknown} for target {target!r}; "
+                f"its options are: {', '.join(sorted(allowed))}"
+            )
+
+    def _bad(self, name: str, want: str) -> ReportError:
+        return ReportError(
+            f"option {name!r} of target {self.target!r} must be {want}, got {self.values[name]!r}"
+        )
+
+    def has(self, name: str) -> bool:
+        return name in self.values and self.values[name] is not None
+
+    def str_list(self, name: str, default: list[str] | None = None) -> list[str] | None:
+        if not self.has(name):
+            return default
+        v = self.values[name]
+        if isinstance(v, str) or not isinstance(v, list) or not v:
+            raise self._bad(name, "a non-empty list of strings")
+        if not all(isinstance(x, str) for x in v):
+            raise self._bad(name, "a non-empty list of strings")
+        if len(set(v)) != len(v):
+            raise self._bad(name, "a list without repeated entries")
+        return list(v)
+
+    def num_list(self, name: str, default: list[float] | None = None, integer=False):
+        if not self.has(name):
+            return default
+        v = self.values[name]
+        ok = isinstance(v, list) and v and all(_is_number(x) for x in v)
+        if ok and integer:
+            ok = all(float(x).is_integer() and x >= 1 for x in v)
+        if not ok:
+            raise self._bad(
+                name, "a non-empty list of positive integers" if integer else "a list of numbers"
+            )
+        return [int(x) for x in v] if integer else [float(x) for x in v]
+
+    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
+        v = self.values.get(name, default)
+        if v not in choices:
+            raise self._bad(name, "one of " + ", ".join(repr(c) for c in choices))
+        return v
+
+    def boolean(self, name: str, default: bool) -> bool:
+        v = self.values.get(name, default)
+        if not isinstance(v, bool):
+            raise self._bad(name, "true or false")
+        return v
+
+    def integer(self, name: str, default: int, lo: int = 0, hi: int | None = None) -> int:
+        v = self.values.get(name, default)
+        if not _is_number(v) or not float(v).is_integer() or v < lo or (hi is not None and v > hi):
+            rng = f"an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
+            raise self._bad(name, rng)
+        return int(v)
+
+    def number(self, name: str, default: float, lo: float = 0.0) -> float:
+        v = self.values.get(name, default)
+        if not _is_number(v) or v <= lo:
+            raise self._bad(name, f"a number > {lo}")
+        return float(v)
+
+    def mapping(self, name: str) -> dict:
+        v = self.values.get(name) or {}
+        if not isinstance(v, dict):
+            raise self._bad(name, "a JSON object")
+        return dict(v)
+
+    def text(self, name: str, default: str) -> str:
+        v = self.values.get(name, default)
+        if not isinstance(v, str):
+            raise self._bad(name, "a string")
+        return v
+
+    def ddof(self) -> int:
+        return self.integer("ddof", DEFAULT_DDOF, 0, 1)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

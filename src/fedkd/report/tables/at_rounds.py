@@ -1,0 +1,89 @@
+"""Layout ``at_rounds`` (FedGKD Table 6): the accuracy at given communication rounds, one row per
+label."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from fedkd.report.cells import Cell, cell_text, highlight, make_cell
+from fedkd.report.keys import check_keys, order_rows, selected_labels
+from fedkd.report.options import Options
+from fedkd.report.tables.common import caption_and_label, csv_record, table_cells
+from fedkd.report.text import (
+    Text,
+    format_key_value,
+    key_header,
+    label_text,
+)
+from fedkd.report.writers import TableDoc
+
+
+def build(df: pd.DataFrame, opts: Options) -> TableDoc:
+    labels = selected_labels(df, opts)
+    rounds = opts.num_list("rounds", [10, 20, 50, 100], integer=True)
+    keys = opts.str_list("rows", [])
+    check_keys(df, keys, "rows", opts.target)
+    names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
+    ddof, decimals, marks = (
+        opts.ddof(),
+        opts.integer("decimals", 2, 0, 6),
+        opts.boolean("highlight", True),
+    )
+
+    # accuracy at round r only needs rounds 1..r, so a run that diverged later still counts
+    per_round = {}
+    rows: list[tuple] = []
+    for r in rounds:
+        per_round[r], rows = table_cells(
+            df, keys, labels, lambda runs, r=r: _at_round_cell(runs, r, ddof), opts.target, "rows",
+        )  # fmt: skip
+    rows = order_rows(keys, rows, opts.mapping("order"))
+    body, recs = [], []
+    styles = {}
+    if marks:
+        for row in rows:
+            for r in rounds:
+                for label, s in highlight(list(per_round[r][row].items()), 100, decimals).items():
+                    styles[(row, r, label)] = s
+    for row in rows:
+        for label in labels:
+            line = [
+                Text.plain(format_key_value(k, v, names)) for k, v in zip(keys, row, strict=True)
+            ]
+            line.append(label_text(label, col_names))
+            for r in rounds:
+                cell = per_round[r][row][label]
+                t = cell_text(cell, 100, decimals)
+                t.style = styles.get((row, r, label), "")
+                line.append(t)
+                recs.append(
+                    csv_record(
+                        keys, row, label, cell, {"round": r, "metric": "acc_at_round_pct"}, 100
+                    )
+                )
+            body.append(line)
+    header = [key_header(k) for k in keys] + [Text("Method", "Method")]
+    header += [Text(str(r), str(r)) for r in rounds]
+    groups = [(Text("", ""), len(keys) + 1), (Text.plain("Test accuracy at round"), len(rounds))]
+    caption, label = caption_and_label(opts)
+    return TableDoc(caption, label, header, body, len(keys) + 1, pd.DataFrame(recs), groups=groups)
+
+
+def _at_round_cell(runs: dict | None, r: int, ddof: int) -> Cell:
+    if runs and all(int(rows["rounds_planned"].iloc[0]) < r for rows in runs.values()):
+        return Cell("missing", ddof=ddof)  # shorter runs: "–" even if one diverged
+    return make_cell(runs, _at_round(r), ddof, partial_ok=True)
+
+
+def _at_round(r: int) -> Callable:
+    def value(rows: pd.DataFrame, status: str):
+        from fedkd import metrics
+
+        # a run shorter than r has no value there: the cell shows "–"
+        if not (rows["round"] == r).any():
+            return None
+        return metrics.accuracy_at_round(rows, r)
+
+    return value

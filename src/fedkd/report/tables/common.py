@@ -1,0 +1,70 @@
+"""What the table layouts share: cells over (row keys, label), the statistic of a run, and the
+long-form CSV record of a cell."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from fedkd.report.cells import Cell
+from fedkd.report.keys import check_same_setting, group_runs
+from fedkd.report.options import Options
+from fedkd.report.text import format_key_value, key_value
+
+
+def caption_and_label(opts: Options) -> tuple[str, str]:
+    """The caption and label that render() resolved (the registry's default caption unless the
+    options give one)."""
+    return opts.text("caption", ""), opts.text("label", f"tab:{opts.target}")
+
+
+def stat_fn(stat: str) -> Callable:
+    def value(rows: pd.DataFrame, status: str):
+        from fedkd import metrics
+
+        return metrics.best_accuracy(rows) if stat == "best" else metrics.final_accuracy(rows)
+
+    return value
+
+
+def table_cells(
+    df: pd.DataFrame,
+    keys: list[str],
+    labels: list[str],
+    make: Callable[[dict | None], Cell],
+    target: str,
+    keys_option: str,
+) -> tuple[dict[tuple, dict[str, Cell]], list[tuple]]:
+    groups = group_runs(df[df["label"].isin(labels)], keys)
+    cells: dict[tuple, dict[str, Cell]] = {}
+    for row, by_label in groups.items():
+        for label in labels:
+            runs = by_label.get(label)
+            if runs:
+                where = f"{target} cell ({row_desc(keys, row)}, label {label!r})"
+                check_same_setting(runs, where, keys_option)
+            cells.setdefault(row, {})[label] = make(runs)
+    return cells, list(groups)
+
+
+def row_desc(keys: list[str], row: tuple) -> str:
+    return (
+        ", ".join(f"{k}={format_key_value(k, v, None)}" for k, v in zip(keys, row, strict=True))
+        or "all runs"
+    )
+
+
+def csv_record(keys: list[str], row: tuple, label: str, cell: Cell, extra: dict, scale: float):
+    rec = {k: key_value(v) for k, v in zip(keys, row, strict=True)}
+    rec["label"] = label
+    rec.update(extra)
+    ok = cell.kind == "value"
+    rec.update(
+        mean=cell.mean * scale if ok else float("nan"),
+        std=cell.std * scale if ok else float("nan"),
+        n_seeds=cell.n if ok else 0,
+        seeds=";".join(str(s) for s in cell.seeds),
+        status="ok" if ok else cell.kind,
+    )
+    return rec

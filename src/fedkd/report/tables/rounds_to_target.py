@@ -1,0 +1,141 @@
+"""Layout ``rounds_to_target``: communication rounds until the target accuracy of the row's alpha."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from fedkd.report.aggregate import ReportError
+from fedkd.report.cells import cell_text, highlight, make_cell
+from fedkd.report.keys import check_keys, order_rows, selected_labels
+from fedkd.report.options import Options
+from fedkd.report.tables.common import caption_and_label, csv_record, table_cells
+from fedkd.report.text import (
+    Text,
+    format_key_value,
+    key_header,
+    key_value,
+    label_text,
+)
+from fedkd.report.writers import TableDoc
+
+
+def build(df: pd.DataFrame, opts: Options) -> TableDoc:
+    keys = opts.str_list("rows", ["alpha", "participation", "local_epochs"])
+    check_keys(df, keys, "rows", opts.target)
+    labels = selected_labels(df, opts)
+    targets = _targets(opts)
+    names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
+    ddof, decimals, marks = (
+        opts.ddof(),
+        opts.integer("decimals", 0, 0, 6),
+        opts.boolean("highlight", True),
+    )
+
+    def make(runs):
+        if not runs:
+            return make_cell(runs, None, ddof)
+        target = _target_for(next(iter(runs.values())), targets)
+
+        def value(rows, status):
+            from fedkd import metrics
+
+            r = metrics.rounds_to_target(rows, target)
+            return None if r is None else float(r)
+
+        # reaching the target needs only the rounds up to it: a run that diverged later counts
+        return make_cell(runs, value, ddof, partial_ok=True, none_means="not reached")
+
+    cells, rows = table_cells(df, keys, labels, make, opts.target, "rows")
+    rows = order_rows(keys, rows, opts.mapping("order"))
+    show_target = "alpha" in keys
+    body, recs = [], []
+    for row in rows:
+        line = [Text.plain(format_key_value(k, v, names)) for k, v in zip(keys, row, strict=True)]
+        target = None
+        if show_target:
+            alpha = dict(zip(keys, row, strict=True))["alpha"]
+            target = _lookup_target(alpha, targets)
+            line.append(Text(f"{target * 100:g}\\%", f"{target * 100:g}%"))
+        styles = (
+            highlight(list(cells[row].items()), 1, decimals, higher_better=False) if marks else {}
+        )
+        for label in labels:
+            cell = cells[row][label]
+            t = cell_text(cell, 1, decimals)
+            t.style = styles.get(label, "")
+            line.append(t)
+            extra = {"metric": "rounds_to_target", "target": target}
+            if target is None and cell.runs:
+                extra["target"] = _target_for(_first_rows(df, cell.runs[0], label), targets)
+            recs.append(csv_record(keys, row, label, cell, extra, 1))
+        body.append(line)
+    header = [key_header(k) for k in keys] + ([Text("$T$", "T")] if show_target else [])
+    header += [label_text(lab, col_names) for lab in labels]
+    caption, label = caption_and_label(opts)
+    n_stub = len(keys) + int(show_target)
+    return TableDoc(caption, label, header, body, n_stub, pd.DataFrame(recs))
+
+
+def _first_rows(df: pd.DataFrame, run: str, label: str) -> pd.DataFrame:
+    return df[(df["run"] == run) & (df["label"] == label)]
+
+
+def _targets(opts: Options) -> dict[float, float]:
+    """Option ``targets``: alpha → target accuracy. Given as the config writes it, a list of
+    {"alpha": a, "accuracy": t}, or as a mapping {"1.0": 0.8} (the command line's short form)."""
+    raw = opts.values.get("targets")
+    if not raw:
+        raise ReportError(
+            f"target {opts.target!r} needs option 'targets': a list of "
+            '{"alpha": a, "accuracy": t} (t in 0-1), or a mapping such as {"1.0": 0.8, "0.1": 0.75}'
+        )
+    if isinstance(raw, dict):
+        pairs = list(raw.items())
+    elif isinstance(raw, list) and all(
+        isinstance(x, dict) and set(x) == {"alpha", "accuracy"} for x in raw
+    ):
+        pairs = [(x["alpha"], x["accuracy"]) for x in raw]
+    else:
+        raise ReportError(
+            f"option 'targets' of target {opts.target!r} must be a list of "
+            f'{{"alpha": a, "accuracy": t}} or a mapping alpha → t, got {raw!r}'
+        )
+    out = {}
+    for k, v in pairs:
+        try:
+            alpha = float(k)
+        except (TypeError, ValueError):
+            raise ReportError(f"option 'targets' has alpha {k!r}, which is not a number") from None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+            raise ReportError(
+                f"option 'targets' maps alpha {k!r} to {v!r}; targets are accuracies in (0, 1], "
+                f"e.g. 0.8 for 80%"
+            )
+        out[alpha] = float(v)
+    return out
+
+
+def _lookup_target(alpha, targets: dict[float, float]) -> float:
+    # run keys and targets are both floats parsed from the same decimal text: equal exactly
+    alpha = key_value(alpha)
+    if alpha is not None and float(alpha) in targets:
+        return targets[float(alpha)]
+    raise ReportError(
+        f"option 'targets' has no target for alpha {format_key_value('alpha', alpha, None)}; "
+        f"it covers alpha {', '.join(f'{a:g}' for a in targets)}"
+    )
+
+
+def check_entry(where: str, entry: dict, points: list[dict]) -> list[str]:
+    """Config check: a target accuracy for the alpha of every grid point (``points`` hold each
+    point's resolved run keys)."""
+    given = {float(x["alpha"]) for x in (entry.get("options") or {}).get("targets", [])}
+    for point in points:
+        alpha = point.get("alpha")
+        if alpha is not None and float(alpha) not in given:
+            return [f"{where}.options.targets: no target accuracy for alpha {alpha} of the grid"]
+    return []
+
+
+def _target_for(rows: pd.DataFrame, targets: dict[float, float]) -> float:
+    return _lookup_target(rows["alpha"].iloc[0], targets)

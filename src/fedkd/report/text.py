@@ -1,0 +1,141 @@
+"""Text of tables and figures: run-key values and headers, labels, and escaping for LaTeX and
+Markdown."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fedkd.report.aggregate import ReportError
+
+DASH = "–"  # a cell with no runs
+SETTING_STYLE_KEYS = ("alpha", "participation", "local_epochs", "shards", "clients")
+
+# Row-key columns: how their header reads in LaTeX and Markdown.
+KEY_HEADERS = {
+    "dataset": ("Dataset", "Dataset"),
+    "alpha": (r"$\alpha$", "α"),
+    "participation": ("$C$", "C"),
+    "local_epochs": ("$E$", "E"),
+    "clients": ("Clients", "Clients"),
+    "partition": ("Partition", "Partition"),
+    "shards": ("$s$", "s"),  # shards per client, fedntd's notation
+    "model": ("Model", "Model"),
+    "strategy": ("Strategy", "Strategy"),
+    "variant": ("Variant", "Variant"),
+    "rounds_planned": ("Rounds", "Rounds"),
+    "label": ("Method", "Method"),
+}
+
+
+def key_value(v: Any) -> Any:
+    """A hashable, NaN-safe form of a run-key value (NaN and None become None)."""
+    if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    return v
+
+
+# Partition schemes as the papers name them (fedntd: "Sharding" and "LDA"); option row_names
+# overrides these like any other value.
+DEFAULT_VALUE_NAMES = {
+    "partition": {
+        "dirichlet-equal": "Dirichlet (equal sizes)",
+        "dirichlet": "LDA",
+        "shards": "Sharding",
+        "iid": "IID",
+    }
+}
+
+
+def format_key_value(key: str, v: Any, names: dict | None) -> str:
+    """Display text of a run-key value, through the ``row_names`` option when it maps it
+    (``names`` None: the raw value, for machine-readable output and comparisons)."""
+    v = key_value(v)
+    text = DASH if v is None else (f"{v:g}" if isinstance(v, float) else str(v))
+    if names is None:
+        return text
+    per_key = names.get(key)
+    if isinstance(per_key, dict) and text in per_key:
+        return str(per_key[text])
+    if text in names and not isinstance(names[text], dict):
+        return str(names[text])
+    return DEFAULT_VALUE_NAMES.get(key, {}).get(text, text)
+
+
+_TEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "–": "--",
+    "α": r"$\alpha$",
+    "±": r"$\pm$",
+    "✓": r"$\checkmark$",
+    "✗": r"$\times$",
+}
+
+
+def tex_escape(text: str) -> str:
+    """Plain text -> LaTeX (captions, names and labels given in options are plain text)."""
+    return "".join(_TEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def md_escape(text: str) -> str:
+    return str(text).replace("|", r"\|")
+
+
+@dataclass
+class Text:
+    """One rendered table entry in both output languages, with its highlight."""
+
+    tex: str
+    md: str
+    style: str = ""  # "", "best", "second"
+
+    @classmethod
+    def plain(cls, text: str) -> Text:
+        return cls(tex_escape(text), md_escape(text))
+
+
+def key_header(key: str) -> Text:
+    tex, md = KEY_HEADERS.get(key, (tex_escape(key), key))
+    return Text(tex, md)
+
+
+def setting_text(key: str, value, names: dict) -> Text:
+    """A run-key value as a column header: "α=0.1", "C=0.2", or just the value (dataset names)."""
+    text = format_key_value(key, value, names)
+    if key in SETTING_STYLE_KEYS and text == format_key_value(key, value, None):
+        head = key_header(key)
+        return Text(f"{head.tex}={tex_escape(text)}", f"{head.md}={text}")
+    return Text.plain(text)
+
+
+def label_text(label: str, names: dict) -> Text:
+    """A label's shown name: plain text (escaped for LaTeX), or {"tex": ..., "md": ...} to give
+    LaTeX markup such as "FedGKD$^{+}$" verbatim."""
+    name = names.get(label, label)
+    if isinstance(name, dict):
+        if not {"tex", "md"} <= set(name) or not all(isinstance(v, str) for v in name.values()):
+            raise ReportError(
+                f"the name given for {label!r} must be a string or an object with string 'tex' "
+                f"and 'md' entries, got {name!r}"
+            )
+        return Text(name["tex"], md_escape(name["md"]))
+    return Text.plain(str(name))
