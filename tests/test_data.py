@@ -96,7 +96,8 @@ def test_cifar10_folder_round_trip(tmp_path):
     assert ds.train.x.shape == (36, 3, 32, 32) and ds.train.x.dtype == torch.uint8
     assert ds.input_shape == (3, 32, 32)
     assert ds.class_names == exp["class_names"]
-    assert ds.mean == (0.4914, 0.4822, 0.4465) and ds.std == (0.2470, 0.2435, 0.2616)
+    # the FedGKD authors' constants (pcode/datasets/prepare_data.py)
+    assert ds.mean == (0.4914, 0.4822, 0.4465) and ds.std == (0.2023, 0.1994, 0.2010)
     assert_split(ds, exp["train_x"], exp["train_y"], exp["test_x"], exp["test_y"], seed=0)
 
 
@@ -168,7 +169,7 @@ def test_cifar100_fine_labels(tmp_path):
     exp = fx.write_cifar100(tmp_path)
     ds = load_dataset("cifar100", tmp_path, seed=2)
     assert ds.num_classes == 100 and ds.class_names == exp["class_names"]
-    assert ds.mean == (0.5071, 0.4865, 0.4409)
+    assert ds.mean == (0.5071, 0.4867, 0.4408) and ds.std == (0.2675, 0.2565, 0.2761)
     assert (len(ds.train), len(ds.val), len(ds.test)) == (27, 3, 10)
     assert_split(ds, exp["train_x"], exp["train_y"], exp["test_x"], exp["test_y"], seed=2)
 
@@ -211,6 +212,7 @@ def test_tinyimagenet_zip_and_folder(tmp_path):
     assert ds.class_names == exp["class_names"]
     assert ds.source == str(tmp_path / "tiny-imagenet-200.zip")
     assert (len(ds.train), len(ds.val), len(ds.test)) == (11, 1, 6)
+    assert (ds.mean, ds.std) == ((0.5,) * 3, (0.5,) * 3)  # the authors' [-1, 1] scaling
     assert_split(ds, exp["train_x"], exp["train_y"], exp["test_x"], exp["test_y"], seed=4)
 
     import zipfile
@@ -359,11 +361,76 @@ def test_agnews_original_csv_and_sst5_csv(tmp_path):
     ag = load_dataset("agnews", tmp_path, tokenizer="word", max_len=8)
     assert ag.test.y.tolist() == [2, 0]
     rows = fx.text_rows(30, 5, seed=3)
-    for split, part in (("train", rows), ("validation", rows[:5]), ("test", rows[:10])):
+    dev = fx.text_rows(7, 5, seed=5)
+    for split, part in (("train", rows), ("validation", dev), ("test", rows[:10])):
         fx.write_text_split(tmp_path / "sst5", split, part, "csv")
     ds = load_dataset("sst5", tmp_path, tokenizer="word", max_len=10)
-    assert (ds.num_classes, len(ds.train), len(ds.val), len(ds.test)) == (5, 27, 3, 10)
+    # all training texts train; the dev set validates (nothing cut from the training set)
+    assert (ds.num_classes, len(ds.train), len(ds.val), len(ds.test)) == (5, 30, 7, 10)
+    tok = text_mod.WordTokenizer([t for t, _ in rows])
+    assert torch.equal(ds.train.x, torch.from_numpy(tok.encode([t for t, _ in rows], 10)))
+    assert torch.equal(ds.val.x, torch.from_numpy(tok.encode([t for t, _ in dev], 10)))
+    assert ds.val.y.tolist() == [y for _, y in dev]
     assert ds.test.y.tolist() == [y for _, y in rows[:10]]
+    # the same with SST's own name for the file, and for every seed
+    (tmp_path / "sst5" / "validation.csv").rename(tmp_path / "sst5" / "dev.csv")
+    other = load_dataset("sst5", tmp_path, seed=4, tokenizer="word", max_len=10)
+    assert torch.equal(other.val.x, ds.val.x) and torch.equal(other.train.x, ds.train.x)
+
+
+def test_sst5_without_its_dev_set_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("FEDKD_DOWNLOAD", raising=False)
+    rows = fx.text_rows(10, 5, seed=3)
+    for split in ("train", "test"):
+        fx.write_text_split(tmp_path / "sst5", split, rows, "csv")
+    with pytest.raises(DatasetNotFoundError, match="validation.parquet.*validation.parquet"):
+        load_dataset("sst5", tmp_path, tokenizer="word")
+
+
+def _write_agnews_csv(path, n, seed=0):
+    """The original headerless AG News CSV: "class","title","description", classes 1-4; every
+    title is a distinct word, so a sample's row can be read back from its tokens."""
+    rng = np.random.default_rng(seed)
+    classes = rng.integers(1, 5, size=n)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "".join(f'"{c}","doc{i}","text of class {c}."\n' for i, c in enumerate(classes))
+    )
+
+
+def test_agnews_trains_on_60000_texts_drawn_by_seed(tmp_path):
+    folder = tmp_path / "ag_news"
+    _write_agnews_csv(folder / "train.csv", 120_000)  # the official training set's size
+    _write_agnews_csv(folder / "test.csv", 10, seed=1)
+    a = load_dataset("agnews", tmp_path, seed=0, tokenizer="word", max_len=3)
+    assert (len(a.train), len(a.val), len(a.test)) == (60_000, 12_000, 10)  # fedgkd Table 2
+    assert "train_size=60000" in a.source
+    docs = {
+        name: set(split.x[:, 1].tolist()) for name, split in (("train", a.train), ("val", a.val))
+    }
+    assert len(docs["train"]) == 60_000 and not docs["train"] & docs["val"]
+    # the 60,000 are drawn from the 108,000 left after the seed's 90/10 split, in file order
+    full = ArraySplit(a.train.x.new_zeros(120_000, 1), torch.arange(120_000))
+    rest, held_out = split_train_val(full, seed=0)
+    drawn = text_mod.draw_subset(rest, 60_000, seed=0)
+    assert len(held_out) == 12_000 and drawn.y.diff().min() > 0
+    assert torch.equal(text_mod.draw_subset(rest, 60_000, seed=0).y, drawn.y)  # by seed
+    assert not torch.equal(text_mod.draw_subset(rest, 60_000, seed=1).y, drawn.y)
+    b = load_dataset("agnews", tmp_path, seed=1, tokenizer="word", max_len=3)
+    assert len(b.train) == 60_000 and not torch.equal(a.train.x, b.train.x)
+    with pytest.raises(ValueError, match="train_size=0"):
+        load_dataset("agnews", tmp_path, tokenizer="word", train_size=0)
+
+
+def test_agnews_train_size_none_keeps_the_whole_split(tmp_path):
+    rows = fx.text_rows(50, 4, seed=0)
+    for split in ("train", "test"):
+        fx.write_text_split(tmp_path / "ag_news", split, rows, "parquet")
+    every = load_dataset("agnews", tmp_path, seed=3, tokenizer="word", train_size=None)
+    some = load_dataset("agnews", tmp_path, seed=3, tokenizer="word", train_size=20)
+    assert (len(every.train), len(every.val), len(some.train), len(some.val)) == (45, 5, 20, 5)
+    assert torch.equal(every.val.x, some.val.x)  # the validation split does not depend on it
+    assert set(map(tuple, some.train.x.tolist())) <= set(map(tuple, every.train.x.tolist()))
 
 
 def test_text_bad_columns(tmp_path):
@@ -415,6 +482,7 @@ def test_text_from_hub_when_allowed(tmp_path, monkeypatch):
     ds = load_dataset("sst5", tmp_path, tokenizer="word", download=True)
     assert calls == [("SetFit/sst5", str(tmp_path / "sst5" / "hf_cache"))]
     assert ds.source.startswith("huggingface:SetFit/sst5") and len(ds.test) == 20
+    assert (len(ds.train), len(ds.val)) == (20, 20)  # the hub's validation split is the dev set
 
     def failing(name, cache_dir=None):
         raise ConnectionError("offline")

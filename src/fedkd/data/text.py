@@ -1,10 +1,19 @@
 """Text-classification datasets as int64 token ids (N, max_len), ``[CLS]`` first, padding 0.
 
 - AG News and SST-5 from files placed under the data root (``ag_news/`` and ``sst5/``:
-  ``{train,test}.{parquet,csv}`` with columns ``text,label``; AG News also in its original
-  headerless CSV ``class,title,description`` with classes 1-4), or from the Hugging Face hub via
-  ``datasets`` (read from ``<folder>/hf_cache`` offline; fetched only when downloads are allowed).
+  ``{train,test}.{parquet,csv}`` with columns ``text,label``, and SST-5's dev set as
+  ``validation`` (or ``dev``); AG News also in its original headerless CSV
+  ``class,title,description`` with classes 1-4), or from the Hugging Face hub via ``datasets``
+  (read from ``<folder>/hf_cache`` offline; fetched only when downloads are allowed).
 - ``synthtext``: a generated topic corpus for offline runs (below).
+
+Splits, as in the FedGKD paper (Table 2) and the authors' code:
+- AG News trains on 60,000 texts (``train_size``): 10% of the official 120,000 are held out for
+  validation by ``seed`` as for every dataset (12,000), then 60,000 of the remaining 108,000 are
+  drawn without replacement from an independent stream of the same seed and kept in file order.
+  ``train_size=None`` keeps all 108,000.
+- SST-5 trains on all 8,544 training texts and validates on its 1,101-text dev set (the authors'
+  loader reads SST's ``dev`` split for validation); nothing is cut from the training set.
 
 Tokenizers: ``word`` (lower-cased words of the training texts, ids 0 pad / 1 unknown / 2 [CLS])
 or a Hugging Face tokenizer name, loaded from the local cache (default ``distilbert-base-uncased``,
@@ -37,6 +46,11 @@ RESERVED = 3
 DEFAULT_TOKENIZER = "distilbert-base-uncased"
 DEFAULT_MAX_LEN = 128
 
+AGNEWS_TRAIN_SIZE = 60_000  # fedgkd Table 2
+SUBSET_STREAM = (
+    1  # numpy SeedSequence (seed, 1): the training-subset draw, apart from the 90/10 split
+)
+
 TEXT_SETS = {
     "agnews": {
         "folder": "ag_news",
@@ -47,6 +61,9 @@ TEXT_SETS = {
         "folder": "sst5",
         "hub": "SetFit/sst5",
         "class_names": ["very negative", "negative", "neutral", "positive", "very positive"],
+        # the validation split is the dataset's own dev set: file names, and the hub's split
+        "dev_files": ("validation", "dev"),
+        "dev_hub": "validation",
     },
 }
 
@@ -129,9 +146,14 @@ def _read_table(path: Path, name: str):
     return df
 
 
-def _split_from_files(folder: Path, split: str, name: str) -> tuple[list[str], np.ndarray]:
-    for suffix in (".parquet", ".csv"):
-        path = folder / f"{split}{suffix}"
+def _split_from_files(
+    folder: Path, split: str, name: str, aliases: tuple[str, ...] = ()
+) -> tuple[list[str], np.ndarray]:
+    """``split`` read from ``<split>.parquet`` or ``.csv`` (or an alias's file); FileNotFoundError
+    names the first file looked for."""
+    for path in (
+        folder / f"{n}{suffix}" for n in (split, *aliases) for suffix in (".parquet", ".csv")
+    ):
         if path.is_file():
             df = _read_table(path, name)
             if not {"text", "label"} <= set(df.columns):
@@ -176,7 +198,8 @@ def _hf_offline():
 
 
 def _from_hub(info: dict, cache: Path, download: bool):
-    """The HF dataset's train and test splits; offline (cache only) unless downloads are allowed."""
+    """The HF dataset's train and test splits (and SST-5's dev split, as ``"dev"``); offline
+    (cache only) unless downloads are allowed."""
     if download:
         import datasets
 
@@ -185,8 +208,11 @@ def _from_hub(info: dict, cache: Path, download: bool):
         with _hf_offline() as datasets:
             loaded = datasets.load_dataset(info["hub"], cache_dir=str(cache))
     out = {}
-    for split in ("train", "test"):
-        part = loaded[split]
+    wanted = {"train": "train", "test": "test"}
+    if "dev_hub" in info:
+        wanted["dev"] = info["dev_hub"]
+    for split, hub_split in wanted.items():
+        part = loaded[hub_split]
         out[split] = (list(part["text"]), np.asarray(part["label"], dtype=np.int64))
     return out
 
@@ -195,13 +221,15 @@ def _load_texts(name: str, root: Path, download: bool):
     info = TEXT_SETS[name]
     folder = root / info["folder"]
     cache = folder / "hf_cache"
+    dev_files = info.get("dev_files", ())
     try:
-        return {s: _split_from_files(folder, s, name) for s in ("train", "test")}, str(folder)
+        splits = {s: _split_from_files(folder, s, name) for s in ("train", "test")}
+        if dev_files:
+            splits["dev"] = _split_from_files(folder, dev_files[0], name, dev_files[1:])
+        return splits, str(folder)
     except FileNotFoundError as missing:
-        place = (
-            f"place {missing.args[0]} and {folder / 'test.parquet'} (or .csv) with columns "
-            f"text,label"
-        )
+        needed = ", ".join(f"{n}.parquet" for n in ("train", "test", *dev_files[:1]))
+        place = f"place {needed} (or .csv) with columns text,label in {folder}"
         if not (download or cache.is_dir()):
             raise DatasetNotFoundError(
                 f"{name}: {missing.args[0]} not found; {place}, or set FEDKD_DOWNLOAD=1 to fetch "
@@ -217,16 +245,29 @@ def _load_texts(name: str, root: Path, download: bool):
         ) from exc
 
 
+def draw_subset(split: ArraySplit, size: int | None, seed: int) -> ArraySplit:
+    """``size`` samples of ``split`` drawn without replacement by ``seed`` (its own stream, so the
+    draw does not repeat the 90/10 split's permutation), kept in their original order; the whole
+    split when ``size`` is None or not smaller."""
+    if size is None or size >= len(split):
+        return split
+    rng = np.random.default_rng((int(seed), SUBSET_STREAM))
+    index = np.sort(rng.choice(len(split), size=int(size), replace=False))
+    return split.subset(torch.from_numpy(index))
+
+
 def _load_text_set(
     name: str, root: Path, seed: int, download: bool, tokenizer: str, max_len: int,
-    max_vocab: int | None,
+    max_vocab: int | None, train_size: int | None = None,
 ) -> FedDataset:  # fmt: skip
     if int(max_len) < 2:
         raise ValueError(f"max_len={max_len} must be at least 2 ([CLS] and one token)")
+    if train_size is not None and (int(train_size) != train_size or train_size < 1):
+        raise ValueError(f"train_size={train_size!r} must be a positive integer, or null for all")
     splits, where = _load_texts(name, root, download)
     (train_texts, train_y), (test_texts, test_y) = splits["train"], splits["test"]
     k = len(TEXT_SETS[name]["class_names"])
-    for split, y in (("train", train_y), ("test", test_y)):
+    for split, (_, y) in splits.items():
         if len(y) and (y.min() < 0 or y.max() >= k):
             raise DatasetCorruptError(
                 f"{name} {split} labels span {y.min()}..{y.max()}, expected 0..{k - 1}"
@@ -236,12 +277,20 @@ def _load_text_set(
         if tokenizer == "word"
         else HFTokenizer(tokenizer, download)
     )
-    full = ArraySplit(torch.from_numpy(tok.encode(train_texts, max_len)), as_labels(train_y))
-    test = ArraySplit(torch.from_numpy(tok.encode(test_texts, max_len)), as_labels(test_y))
-    train, val = split_train_val(full, seed)
+
+    def encode(texts, y):
+        return ArraySplit(torch.from_numpy(tok.encode(texts, max_len)), as_labels(y))
+
+    full, test = encode(train_texts, train_y), encode(test_texts, test_y)
+    if "dev" in splits:  # the dataset's own dev set validates; all training texts train
+        train, val = full, encode(*splits["dev"])
+    else:
+        train, val = split_train_val(full, seed)
+    train = draw_subset(train, train_size, seed)
+    drawn = "" if train_size is None else f", train_size={train_size}"
     return FedDataset(
         name, "text", k, train, val, test, class_names=list(TEXT_SETS[name]["class_names"]),
-        source=f"{where} (tokenizer={tokenizer}, max_len={max_len})",
+        source=f"{where} (tokenizer={tokenizer}, max_len={max_len}{drawn})",
         vocab_size=tok.vocab_size, pad_id=tok.pad_id,
     )  # fmt: skip
 
@@ -249,8 +298,9 @@ def _load_text_set(
 def load_agnews(
     root: Path, seed: int, download: bool, *, tokenizer: str = DEFAULT_TOKENIZER,
     max_len: int = DEFAULT_MAX_LEN, max_vocab: int | None = None,
+    train_size: int | None = AGNEWS_TRAIN_SIZE,
 ) -> FedDataset:  # fmt: skip
-    return _load_text_set("agnews", root, seed, download, tokenizer, max_len, max_vocab)
+    return _load_text_set("agnews", root, seed, download, tokenizer, max_len, max_vocab, train_size)
 
 
 def load_sst5(
