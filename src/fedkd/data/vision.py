@@ -53,8 +53,9 @@ CIFAR = {
         "names_key": "label_names",
         "labels_key": "labels",
         "num_classes": 10,
+        # normalisation constants of the FedGKD (and FedDF) code's CIFAR loader
         "mean": (0.4914, 0.4822, 0.4465),
-        "std": (0.2470, 0.2435, 0.2616),
+        "std": (0.2023, 0.1994, 0.2010),
     },
     "cifar100": {
         "folder": "cifar-100-python",
@@ -66,14 +67,15 @@ CIFAR = {
         "names_key": "fine_label_names",
         "labels_key": "fine_labels",
         "num_classes": 100,
-        "mean": (0.5071, 0.4865, 0.4409),
-        "std": (0.2673, 0.2564, 0.2762),
+        "mean": (0.5071, 0.4867, 0.4408),
+        "std": (0.2675, 0.2565, 0.2761),
     },
 }
 TINY_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
 TINY_MD5 = "90528d7ca1a48142e341f4ef8d21d0de"
-TINY_MEAN = (0.4802, 0.4481, 0.3975)
-TINY_STD = (0.2770, 0.2691, 0.2821)
+# the FedGKD code normalises its downsampled ImageNet loader (Tiny-ImageNet included) to [-1, 1]
+TINY_MEAN = (0.5, 0.5, 0.5)
+TINY_STD = (0.5, 0.5, 0.5)
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
 MNIST5K_TEST_PER_CLASS = 100  # a fixed, balanced 1,000-image test split of the 5,000 images
