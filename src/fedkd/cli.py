@@ -1,4 +1,10 @@
-"""Command line: ``fedkd <command>`` (also ``python -m fedkd <command>``)."""
+"""Command line: ``fedkd <command>`` (also ``python -m fedkd <command>``), by topic:
+
+- runs: ``partition`` (split a dataset over clients), ``train`` (one federated run),
+  ``strategies`` (the registered strategies), ``features`` (a run's t-SNE features);
+- reports: ``aggregate`` (runs → one Parquet), ``render`` (a table or figure);
+- ``bench``: benchmarks (fedkd.bench).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,6 @@ from pathlib import Path
 import yaml
 
 RUN_KEY_HELP = {
-    "dataset": "dataset name (cifar10, cifar100, tinyimagenet, mnist, mnist5k, agnews, sst5, synthtext)",
     "model": "auto (the paper's model for the dataset), resnet8, resnet50, cnn or distilbert",
     "strategy": "strategy name (see `fedkd strategies`)",
     "params": "strategy hyperparameters as a YAML mapping, e.g. '{gamma: 0.2, buffer: 5}'",
@@ -42,9 +47,12 @@ RUN_KEY_HELP = {
 }
 
 
+# --------------------------------------------------------------------------- runs
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     from fedkd.config import RunSpec
+    from fedkd.data import dataset_names
 
+    helps = {**RUN_KEY_HELP, "dataset": f"dataset name ({', '.join(dataset_names())})"}
     group = p.add_argument_group("run spec keys (override the spec file)")
     for f in dataclasses.fields(RunSpec):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
@@ -53,7 +61,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
             dest=f"spec_{f.name}",
             type=yaml.safe_load,
             metavar="V",
-            help=f"{RUN_KEY_HELP.get(f.name, f.name)} [default: {default!r}]",
+            help=f"{helps.get(f.name, f.name)} [default: {default!r}]",
         )
 
 
@@ -135,6 +143,67 @@ def cmd_strategies(args) -> int:
     return 0
 
 
+def cmd_features(args) -> int:
+    from fedkd.engine.features import tsne_features
+
+    path = tsne_features(
+        args.run, args.out, samples=args.samples, client=args.client, device=args.device,
+        local_objective=args.local_objective,
+    )  # fmt: skip
+    print(path, file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------- reports
+AGGREGATE_DESCRIPTION = """\
+Collect run directories into one long Parquet table, one row per (run, round), with the run's
+keys repeated on each row (label, strategy, variant, dataset, model, partition, alpha, shards,
+clients, participation, local_epochs, rounds_planned, seed, status, eval_local, params, dataset
+sizes) and its per-round metrics (round, test_acc, test_loss, class_acc, train_loss, local_acc,
+bytes_sent, bytes_received, seconds, then val_size, dataset_kind and the strategies' server_*
+columns). alpha is NaN unless the partition is Dirichlet, shards NaN unless it is sharding.
+A run that completed no round appears as one row with round 0 and NaN metrics, so a run that
+diverged in round 1 still shows as diverged.
+Rows are sorted by (label, dataset, alpha, participation, local_epochs, seed, round)."""
+
+
+def cmd_aggregate(args) -> int:
+    from fedkd.report import aggregate_runs, parse_run_arg, read_runs_file, write_aggregate
+
+    runs = [parse_run_arg(text) for text in args.run or []]
+    for path in args.runs_file or []:
+        runs += read_runs_file(path)
+    df = aggregate_runs(runs)
+    write_aggregate(df, args.out)
+    n_runs = df[["label", "run"]].drop_duplicates().shape[0]
+    bad = (
+        df.drop_duplicates(["label", "run"])["status"]
+        .value_counts()
+        .drop("complete", errors="ignore")
+    )
+    extra = "".join(f", {n} {s}" for s, n in bad.items())
+    print(f"{args.out}: {n_runs} runs, {len(df)} rows{extra}", file=sys.stderr)
+    return 0
+
+
+def cmd_render(args) -> int:
+    from fedkd.report import render
+
+    paths = render(
+        args.target,
+        args.out,
+        aggregate=args.aggregate,
+        partitions=args.partitions,
+        run=args.run,
+        options=args.options,
+        features=args.features,
+        name=args.name,
+    )
+    print(" ".join(str(p) for p in paths), file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedkd",
@@ -173,12 +242,82 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--details", action="store_true", help="also print each one's paper and summary")
     p.set_defaults(func=cmd_strategies)
 
+    p = sub.add_parser(
+        "features",
+        help="t-SNE features of a completed run: its global model and a local model (.npz)",
+        description="Penultimate features of a completed run's final global model and of one "
+        "client's local model trained from it, on a fixed sample of the test set, for the t-SNE "
+        "figure (`fedkd render tsne --features FILE`). Same run and options, same file.",
+    )
+    p.add_argument("--run", required=True, metavar="DIR", help="a completed run directory")
+    p.add_argument("--out", "-o", required=True, help="output .npz file")
+    p.add_argument("--samples", type=int, default=1000, help="test samples (10-5000) [1000]")
+    p.add_argument("--client", type=int, default=0, help="the client whose local model [0]")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto [cpu]")
+    p.add_argument(
+        "--local-objective", default="strategy", choices=("strategy", "fedavg"),
+        help="strategy: the run's own local loss [default]; fedavg: plain cross-entropy",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_features)
+
+    p = sub.add_parser(
+        "aggregate",
+        help="collect run directories into one Parquet table (one row per run and round)",
+        description=AGGREGATE_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", "-o", required=True, help="output Parquet file")
+    p.add_argument(
+        "--run", action="append", metavar="LABEL=RUN_DIR",
+        help="a run and the table column (label) it belongs to, e.g. fedgkd=results/runs/x or "
+        "M=3=results/runs/y; repeat for every run",
+    )  # fmt: skip
+    p.add_argument(
+        "--runs-file", action="append", metavar="FILE",
+        help="a file with one LABEL=RUN_DIR per line (# comments and blank lines skipped), for "
+        "long lists; may be repeated and combined with --run",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_aggregate)
+
+    from fedkd.report.render import TARGETS, render_description
+
+    p = sub.add_parser(
+        "render",
+        help="render a table (.tex/.md/.csv) or figure (.pdf/.png) of the papers",
+        description=render_description(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("target", metavar="LAYOUT", help="one of: " + ", ".join(TARGETS))
+    p.add_argument(
+        "--out", "-o", required=True, metavar="PREFIX",
+        help="output path without suffix (PREFIX.tex/.md/.csv or PREFIX.pdf/.png)",
+    )  # fmt: skip
+    p.add_argument("--aggregate", metavar="FILE", help="aggregate Parquet from `fedkd aggregate`")
+    p.add_argument(
+        "--partitions", nargs="+", metavar="FILE",
+        help="partition Parquet files from `fedkd partition` (partition), one panel each",
+    )  # fmt: skip
+    p.add_argument(
+        "--features", metavar="FILE", help="a features file from `fedkd features` (tsne)"
+    )
+    p.add_argument(
+        "--run", metavar="DIR",
+        help="a completed run directory (tsne without --features: its features are computed first)",
+    )  # fmt: skip
+    p.add_argument(
+        "--name", metavar="NAME",
+        help="the output's name in messages, the LaTeX comment and the default label "
+        "[default: LAYOUT as given]",
+    )  # fmt: skip
+    p.add_argument(
+        "--options", metavar="JSON",
+        help="target options as a JSON object, or @FILE holding one (see the list above)",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_render)
+
     # listed for --help only: main() hands everything after "bench" to fedkd.bench
     sub.add_parser("bench", help="benchmarks: engine vs bare PyTorch loop; a table-3-shaped run")
 
-    from fedkd import cli_extra
-
-    cli_extra.register(sub)
     return parser
 
 

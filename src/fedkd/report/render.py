@@ -57,6 +57,84 @@ def render(
     return save_figure(doc, out, opts.text("caption", ""), opts.text("label", ""))
 
 
+# --------------------------------------------------------------------------- `fedkd render --help`
+RENDER_INTRO = """\
+Render one of the papers' tables or figures. Tables write PREFIX.tex (booktabs), PREFIX.md and
+PREFIX.csv (one line per cell: the row keys, label, mean, std, n_seeds, seeds, status);
+figures write PREFIX.pdf and PREFIX.png. Output bytes depend only on the inputs.
+
+Accuracies are percent, mean ± std over the seeds of a cell (population std, ddof=0, unless
+option ddof is 1). Best in bold, second underlined, among the labels compared for one setting
+(ranked on the printed value; fewest rounds wins in rounds_to_target). A cell shows "diverged"
+when one of its runs diverged ("incomplete" when one never finished), "–" when it has no runs;
+at_rounds and rounds_to_target only need the rounds up to the one asked for, so a run that
+diverged later still counts there. Runs averaged into one cell must differ only in their seed;
+otherwise rendering stops and names the run key to add to option rows.
+
+"""
+
+# what each layout option means; which layout takes which comes from fedkd.report.targets
+RENDER_OPTION_HELP = {
+    "strategies": "the strategies, one a row (default all registered)",
+    "names": "{strategy: shown name}",
+    "datasets": "row order of the datasets (others follow)",
+    "rows": "run keys forming a row",
+    "columns": "the labels, in order",
+    "stat": '"best" | "final" (default best; forgetting: final)',
+    "stats": 'default ["best", "final"]',
+    "across": '["label"] (default) or run keys among rows that become the columns',
+    "rounds": "rounds whose accuracy is shown (default [10, 20, 50, 100])",
+    "targets": '[{"alpha": 1.0, "accuracy": 0.8}, ...] or {"1.0": 0.8}: target accuracy (0-1)',
+    "titles": "one panel title per partition file",
+    "panels": "run keys forming a panel",
+    "ncols": "panels per row",
+    "perplexity": "t-SNE perplexity (30)",
+    "samples": "test samples (1000)",
+    "client": "the client whose local model (0)",
+    "device": '"cpu" (default), "cuda" or "auto"',
+    "local_objective": '"strategy" (the run\'s own local loss, default) or "fedavg" (CE)',
+}
+RENDER_INPUTS = {
+    "none": "",
+    "aggregate": "--aggregate FILE",
+    "partitions": "--partitions FILE...",
+    "run": "--features FILE (or --run DIR)",
+}
+RENDER_SHARED = ("row_names", "column_names", "order", "ddof", "decimals", "highlight")
+
+
+def render_description() -> str:
+    """`fedkd render --help`: the layouts, their inputs and options, from the registry."""
+    lines = [
+        RENDER_INTRO,
+        "",
+        'layouts, their input and options (all accept "caption" and "label"):',
+    ]
+    for lay in LAYOUTS.values():
+        earlier = f" (earlier names: {' '.join(lay.aliases)})" if lay.aliases else ""
+        lines.append(f"  {lay.name} [{lay.output}]{earlier}")
+        if RENDER_INPUTS[lay.input]:
+            lines.append(f"      input: {RENDER_INPUTS[lay.input]}")
+        for opt in lay.options + lay.run_options:
+            if opt not in RENDER_SHARED:
+                lines.append(f"      {opt}: {RENDER_OPTION_HELP[opt]}")
+    return "\n".join(lines) + "\n\n" + RENDER_SHARED_HELP
+
+
+RENDER_SHARED_HELP = """\
+options shared by the accuracy tables and figures:
+  row_names         {value: shown text} or {run key: {value: shown text}},
+                    e.g. {"mnist5k": "mnist5k (for CIFAR-10)"}
+  column_names      {label: shown text}; a shown text may be {"tex": LaTeX, "md": text}
+  order             {run key: [values in order]}; default: datasets as in `fedkd train --help`,
+                    alpha descending, other numbers ascending
+  ddof (0 | 1), decimals (2; 0 for rounds), highlight (true)
+
+example:
+  fedkd render grid --aggregate results/aggregate/table3.parquet --out results/table3 \\
+      --options '{"columns": ["fedavg", "fedprox", "fedgkd"], "rows": ["dataset", "alpha"]}'"""
+
+
 def _features_of(run, out, opts: Options, layout) -> Path:
     """A run's features, computed next to the output (PREFIX.features.npz)."""
     from fedkd.engine.features import FeaturesError, tsne_features
