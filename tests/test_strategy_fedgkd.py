@@ -217,6 +217,50 @@ def test_fedgkd_with_one_model_sends_nothing_and_distils_the_global_model():
     assert client.scratch["teacher"] is m1
 
 
+def test_fedgkd_m1_released_teacher_stays_the_initial_model():
+    params = FedGKD.make_params({"buffer": 1, "m1_teacher": "initial"}, "mnist5k", "cnn")
+    strategy = FedGKD(params, server_ctx())
+    m0, m1, m2 = tiny_model(1.0), tiny_model(2.0), tiny_model(4.0)
+    with torch.no_grad():
+        m0.classifier.bias.copy_(torch.tensor([2.0, -1.0]))  # w_0's outputs differ from w_t's
+    assert strategy.payload(0, m0) == {}  # w_0 kept, nothing sent
+    first = client_ctx(0, {}, global_model=m0)
+    strategy.client_begin(first)
+    assert first.scratch["teacher"] is None  # no distillation in the first round
+    for round, (aggregated, received) in enumerate([(m1, m1), (m2, m2)], start=1):
+        strategy.server_update(round - 1, aggregated, [])
+        assert strategy.payload(round, received) == {}  # the worker keeps w_0 locally
+        client = client_ctx(round, {}, global_model=received)
+        strategy.client_begin(client)
+        teacher = client.scratch["teacher"]
+        assert teacher is not received and not teacher.training
+        assert torch.equal(teacher.body.weight, m0.body.weight)  # w_0, not w_t
+    batch, _ = _batch()
+    expected = batch.ce() + 0.1 * gkd_regularizer(batch.logits, m0(batch.x))
+    assert strategy.local_loss(batch, client).item() == pytest.approx(expected.item(), rel=1e-6)
+    toward_current = batch.ce() + 0.1 * gkd_regularizer(batch.logits, m2(batch.x))
+    assert expected.item() != pytest.approx(toward_current.item(), rel=1e-3)
+    # the default follows the paper: the received global model
+    paper = FedGKD(FedGKD.make_params({"buffer": 1}, "mnist5k", "cnn"), server_ctx())
+    paper.payload(0, m0)
+    paper.server_update(0, m1, [])
+    client = client_ctx(1, {}, global_model=m1)
+    paper.client_begin(client)
+    assert client.scratch["teacher"] is m1
+    # w_0 survives a checkpoint
+    restored = FedGKD(params, server_ctx())
+    restored.load_state_dict(strategy.state_dict())
+    assert torch.equal(restored.initial_state["body.weight"], m0.body.weight)
+    assert "initial_state" not in paper.state_dict()
+
+
+def test_fedgkd_m1_teacher_is_checked():
+    with pytest.raises(ValueError, match="m1_teacher='initial' applies to buffer 1.*buffer=5"):
+        FedGKD.make_params({"m1_teacher": "initial"}, "cifar10", "resnet8")
+    with pytest.raises(ValueError, match="m1_teacher='first'"):
+        FedGKD.make_params({"buffer": 1, "m1_teacher": "first"}, "cifar10", "resnet8")
+
+
 # ---------------------------------------------------------------------------- vote
 
 
@@ -301,6 +345,13 @@ def test_registered_traits_and_defaults():
     assert FedGKDVote.make_params({}, "cifar10", "resnet8").buffer == 5
     assert FedGKDVote.make_params({}, "agnews", "distilbert").buffer == 3
     assert FedGKD.make_params({"buffer": 3}, "cifar10", "resnet8").buffer == 3  # user wins
+    # text vs image comes from the dataset's kind: every text set, the generated one included
+    for text in ("agnews", "sst5", "synthtext"):
+        assert FedGKD.make_params({}, text, "distilbert").buffer == 1
+        assert FedGKDVote.make_params({}, text, "distilbert").buffer == 3
+    for image in ("cifar100", "mnist", "mnist5k"):
+        assert FedGKD.make_params({}, image, "auto").buffer == 5
+    assert p.m1_teacher == "current"  # the paper's M = 1 teacher
 
 
 # ---------------------------------------------------------------------------- real runs

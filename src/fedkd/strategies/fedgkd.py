@@ -7,6 +7,13 @@ round: the teacher would be the random initial model (as in the authors' code).
 Communication: with M = 1 the teacher is the received global model itself, so nothing extra is
 sent; with M > 1 the server sends w̄_t beside w_t (2x FedAvg's traffic). In the first round, and
 when gamma = 0, nothing is distilled, so nothing extra is sent.
+
+M = 1 in the released code (``m1_teacher="initial"``): the paper's teacher with M = 1 is the current
+global model w_t, which the project follows (``m1_teacher="current"``). The authors' worker
+(worker_fedgkd.py) sets its teacher once, to the first model it received (``self.init_model`` at
+its first ``prepare_train``), and replaces it only when M > 1 sends an average; with M = 1 every
+client from round 2 on distils toward the random initial model w_0. The opt-in reproduces that: the
+strategy keeps w_0 (as the worker keeps it locally, nothing is sent) and checkpoints it.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from fedkd.strategies._paper_setting import is_text
 from fedkd.strategies.base import ClientContext, LocalBatch, Traits
 
 REGULARIZERS = ("kl", "mse")
+M1_TEACHERS = ("current", "initial")
 
 
 @dataclass
@@ -30,6 +38,8 @@ class FedGKDParams:
     gamma: float = 0.2  # 0.2 for ResNet-8 and DistilBERT, 0.1 for ResNet-50; coef = gamma / 2
     regularizer: str = "kl"  # "kl" or "mse" (Table 9)
     temperature: float = 1.0  # KL only; the authors' MSE works on raw logits
+    # M = 1 only: "current" global model (the paper) or the "initial" one (the released code)
+    m1_teacher: str = "current"
 
     def __post_init__(self):
         if int(self.buffer) != self.buffer or self.buffer < 1:
@@ -42,6 +52,16 @@ class FedGKDParams:
             )
         if not self.temperature > 0:
             raise ValueError(f"params.temperature={self.temperature!r} must be > 0")
+        if self.m1_teacher not in M1_TEACHERS:
+            raise ValueError(
+                f"params.m1_teacher={self.m1_teacher!r}; use 'current' (the paper) or 'initial' "
+                f"(the released code)"
+            )
+        if self.m1_teacher == "initial" and self.buffer != 1:
+            raise ValueError(
+                f"params.m1_teacher='initial' applies to buffer 1 only (got buffer={self.buffer}): "
+                f"with M > 1 the released code distils the received average; set buffer: 1"
+            )
         self.buffer = int(self.buffer)
 
 
@@ -72,11 +92,18 @@ class FedGKD(BufferedStrategy):
     paper = "Yao et al., Local-Global Knowledge Distillation in Heterogeneous FL with Non-IID Data"
     summary = (
         "CE + gamma/2 KL(teacher ‖ local), teacher = parameter average of the last M global "
-        "models; gamma 0.2 (ResNet-8, DistilBERT) or 0.1 (ResNet-50); M 5 (CV) or 1 (NLP)."
+        "models; gamma 0.2 (ResNet-8, DistilBERT) or 0.1 (ResNet-50); M 5 (CV) or 1 (NLP). "
+        "With M = 1 the teacher is the current global model (the paper); m1_teacher=initial "
+        "keeps the initial model, as the released worker code does."
     )
     Params = FedGKDParams
     # fedgkd Table 1: no extra information, no proxy data, no model modification
     traits = Traits(extra_information="none", proxy_data=False, modifies_model=False)
+
+    def __init__(self, params, ctx):
+        super().__init__(params, ctx)
+        # m1_teacher="initial": w_0 as received in the first round (CPU), kept for the whole run
+        self.initial_state: dict[str, torch.Tensor] | None = None
 
     @classmethod
     def dataset_defaults(cls, dataset, model):
@@ -94,6 +121,10 @@ class FedGKD(BufferedStrategy):
         return round > 0 and self.coef > 0
 
     def payload(self, round: int, global_model: FedModel) -> dict:
+        if self.params.m1_teacher == "initial" and self.initial_state is None:
+            self.initial_state = {
+                k: v.detach().to("cpu", copy=True) for k, v in global_model.state_dict().items()
+            }
         # with one buffered model, w̄_t is the global model being sent anyway
         if not self.distils(round) or len(self.buffer) == 1:
             return {}
@@ -102,6 +133,8 @@ class FedGKD(BufferedStrategy):
     def client_begin(self, client: ClientContext) -> None:
         if not self.distils(client.round):
             client.scratch["teacher"] = None
+        elif self.params.m1_teacher == "initial":  # the released code: w_0 stays the teacher
+            client.scratch["teacher"] = self.teachers_from(client, [self.initial_state])[0]
         elif "teacher" in client.payload:
             client.scratch["teacher"] = self.teachers_from(client, [client.payload["teacher"]])[0]
         else:
@@ -117,3 +150,14 @@ class FedGKD(BufferedStrategy):
             batch.logits, teacher_logits, self.params.regularizer, self.params.temperature
         )
         return ce + self.coef * reg
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        if self.initial_state is not None:
+            state["initial_state"] = self.initial_state
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        initial = state.get("initial_state")
+        self.initial_state = None if initial is None else {k: v.cpu() for k, v in initial.items()}
