@@ -139,6 +139,15 @@ def test_moon_mu_per_dataset_and_traits():
     assert cls.traits.modifies_model
 
 
+def test_fedprox_mu_per_dataset():
+    cls = get_strategy_class("fedprox")
+    mu = {d: cls.make_params({}, d, "auto").mu for d in ("cifar10", "mnist", "mnist5k")}
+    assert mu == {"cifar10": 0.01, "mnist": 0.01, "mnist5k": 0.01}  # MNIST stands in for CIFAR-10
+    for d in ("cifar100", "tinyimagenet", "agnews", "sst5", "synthtext"):
+        assert cls.make_params({}, d, "auto").mu == 0.001
+    assert cls.make_params({"mu": 0.1}, "cifar10", "resnet8").mu == 0.1
+
+
 def test_moon_previous_model_is_per_client_state():
     ctx = tiny_ctx(head=True)
     moon = Moon(MoonParams(mu=5.0, tau=0.5), ctx)
@@ -265,6 +274,36 @@ def test_feddistill_plus_hooks():
     assert s.local_loss(b, client).item() > b.ce().item()
 
 
+def test_feddistill_plus_released_target_is_uniform():
+    ctx = tiny_ctx(num_classes=3)
+    released = FedDistillPlus(FedDistillPlusParams(target="uniform"), ctx)
+    default = FedDistillPlus(FedDistillPlusParams(), ctx)
+    assert default.params.target == "global"
+    model = ctx.build_model()
+    # the same exchange as the default: uploads, server averaging and the payload
+    client = tiny_client(ctx, 0, 0, model, model, {}, [0, 2, 2, 0, 0])
+    up = released.client_end(client)
+    for s in (released, default):
+        s.server_update(0, None, [ClientUpdate(0, {}, 1, 1, 0.0, up)])
+    sent = released.payload(1, None)
+    assert tensor_bytes(sent) == tensor_bytes(default.payload(1, None)) > 0
+    # first round: CE only
+    b = batch_of(client)
+    assert released.local_loss(b, client).item() == pytest.approx(b.ce().item())
+    # later rounds: every sample toward softmax(0) = uniform, whatever the received logits
+    sent = {"global_logits": 5.0 * torch.eye(3), "known": torch.ones(3, dtype=torch.bool)}
+    client = tiny_client(ctx, 0, 1, model, model, sent, [0, 2, 2, 0, 1])
+    b = batch_of(client)
+    log_q = torch.log_softmax(b.logits, dim=1)
+    kl_uniform = (-math.log(3.0) - log_q).mean(1).mean()  # KL(u || q) = sum_k u_k log(u_k / q_k)
+    got = released.local_loss(b, client)
+    assert got.item() == pytest.approx((b.ce() + 0.1 * kl_uniform).item(), rel=1e-5)
+    toward_global = default.local_loss(b, client)
+    assert toward_global.item() - got.item() > 0.05  # the default: toward softmax(5 onehot(y))
+    with pytest.raises(ValueError, match="target='zeros'.*uniform"):
+        FedDistillPlusParams(target="zeros")
+
+
 # ------------------------------------------------------------------ fedgen
 def test_generator_output_shape_and_noise():
     gen = FeatureGenerator(num_classes=10, feature_dim=64, hidden_dim=512, noise_dim=64)
@@ -317,7 +356,26 @@ def test_fedgen_defaults_per_model():
     assert cls.make_params({}, "agnews", "distilbert").hidden_dim == 768
     assert cls.make_params({"hidden_dim": 32}, "cifar10", "resnet8").hidden_dim == 32
     p = cls.make_params({}, "cifar10", "resnet8")
-    assert (p.coef, p.noise_dim, p.gen_lr, p.gen_weight_decay) == (1.0, 64, 1e-4, 1e-2)
+    assert (p.noise_dim, p.gen_lr, p.gen_weight_decay) == (64, 1e-4, 1e-2)
+    assert p.sample_labels == "all"  # generated labels from every class, as the authors
+    # alpha_0 from the FedGKD authors' code: 0.1 on CIFAR-10 and Tiny-ImageNet, 1 on CIFAR-100
+    # and the text sets; MNIST stands in for CIFAR-10, synthtext for the text sets
+    names = (
+        "cifar10",
+        "tinyimagenet",
+        "mnist",
+        "mnist5k",
+        "cifar100",
+        "agnews",
+        "sst5",
+        "synthtext",
+    )
+    coef = {d: cls.make_params({}, d, "auto").coef for d in names}
+    assert coef == {
+        "cifar10": 0.1, "tinyimagenet": 0.1, "mnist": 0.1, "mnist5k": 0.1,
+        "cifar100": 1.0, "agnews": 1.0, "sst5": 1.0, "synthtext": 1.0,
+    }  # fmt: skip
+    assert cls.make_params({"coef": 10.0}, "cifar10", "resnet8").coef == 10.0
     assert cls.traits.extra_information != "none"
     assert not cls.traits.proxy_data and not cls.traits.modifies_model
     with pytest.raises(ValueError, match="sample_labels"):
@@ -357,6 +415,41 @@ def test_fedgen_server_trains_the_generator_deterministically():
     assert _fedgen_round(restored, 3, heads, counts) == _fedgen_round(s, 3, heads, counts)
 
 
+def test_fedgen_server_draws_labels_uniformly_among_the_held_ones(monkeypatch):
+    import fedkd.strategies.fedgen as fedgen_mod
+
+    drawn = []
+    real = fedgen_mod.generator_teacher_loss
+
+    def recording(feats, y, *rest):
+        drawn.append(y.clone())
+        return real(feats, y, *rest)
+
+    monkeypatch.setattr(fedgen_mod, "generator_teacher_loss", recording)
+    ctx = tiny_ctx(num_classes=3)
+    s = FedGen(FedGenParams(gen_steps=20, gen_batch_size=64), ctx)
+    g = torch.Generator().manual_seed(1)
+    heads = [(torch.randn(3, 512, generator=g), torch.zeros(3)) for _ in range(2)]
+    _fedgen_round(s, 0, heads, [[95, 0, 0], [3, 2, 0]])  # label 0: 98 samples, 1: 2, 2: none
+    freq = torch.bincount(torch.cat(drawn), minlength=3).double() / (20 * 64)
+    assert freq[2] == 0  # nobody holds label 2
+    # uniform over labels 0 and 1 (in proportion to the counts, label 1 would be 2%)
+    assert abs(freq[0] - 0.5) < 0.06 and abs(freq[1] - 0.5) < 0.06
+
+
+def _generated_labels(strategy, client, batch, draws=20):
+    """The labels y_s the client term generates features for, over ``draws`` local steps."""
+    gen, seen = strategy._client_generator, []
+    forward = gen.forward
+    gen.forward = lambda y, noise: (seen.append(y.clone()), forward(y, noise))[1]
+    try:
+        for _ in range(draws):
+            strategy.local_loss(batch, client)
+    finally:
+        del gen.forward
+    return set(torch.cat(seen).tolist())
+
+
 def test_fedgen_client_term():
     ctx = tiny_ctx(num_classes=3)
     s = FedGen(FedGenParams(coef=10.0, gen_steps=2), ctx)
@@ -368,7 +461,7 @@ def test_fedgen_client_term():
     client = tiny_client(ctx, 0, 1, model, model, payload, [0, 2, 2, 0])
     s.client_begin(client)
     assert client.scratch["coef"] == pytest.approx(10 * 0.98)
-    assert client.scratch["labels"].tolist() == [0, 2]  # the labels this client holds
+    assert client.scratch["labels"].tolist() == [0, 1, 2]  # every label, 1 not held here
     b = batch_of(client)
     gen = FeatureGenerator(3, 512, 512, 64)
     gen.load_state_dict(payload["generator"])
@@ -376,12 +469,19 @@ def test_fedgen_client_term():
     torch.manual_seed(5)
     got = s.local_loss(b, client)
     torch.manual_seed(5)  # same draws, by hand
-    y_s = torch.tensor([0, 2])[torch.randint(2, (4,))]
+    y_s = torch.tensor([0, 1, 2])[torch.randint(3, (4,))]
     with torch.no_grad():
         z = gen(y_s, torch.rand(4, 64))
     ce_gen = torch.nn.functional.cross_entropy(model.classifier(z), y_s)
     assert got.item() == pytest.approx((b.ce() + 10 * 0.98 * ce_gen).item(), rel=1e-6)
     assert s.client_end(client)["label_counts"].tolist() == [2, 0, 2]
+    # generated labels include the class this client lacks, unless restricted to its own
+    assert _generated_labels(s, client, b) == {0, 1, 2}
+    own = FedGen(FedGenParams(coef=10.0, gen_steps=2, sample_labels="client"), ctx)
+    _fedgen_round(own, 0, heads, [[4, 0, 4]])
+    own_client = tiny_client(ctx, 0, 1, model, model, own.payload(1, None), [0, 2, 2, 0])
+    own.client_begin(own_client)
+    assert _generated_labels(own, own_client, b) == {0, 2}
     # round 1: no generator yet, plain CE
     first = tiny_client(ctx, 0, 0, model, model, {}, [0, 2, 2, 0])
     s.client_begin(first)

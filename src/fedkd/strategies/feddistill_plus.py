@@ -15,6 +15,15 @@ Choices where the code and paper are silent or differ:
     instead of contributing a zero row). A label no client of the round holds keeps its previous
     global row; a label never seen has no global row and its samples are not distilled, so the
     server also sends a per-label "known" mask. Before any logits exist (round 1): CE only.
+
+The FedGKD repository's released FedDistill (``target="uniform"``): its worker receives the global
+logits into a temporary copy (``dist.recv(tensor=self.global_logits.clone()...)``) and keeps its own
+zero-initialised ``global_logits``, so from the second round on every sample is distilled toward
+softmax(0), the uniform distribution, with the same coefficient; the logits still travel both ways.
+If the paper's FedDistill+ column came from that code, it measured this uniform-target variant. The
+default (``target="global"``) is FedGen's code, which the method's description follows;
+``target="uniform"`` reproduces the released behaviour (byte counts unchanged: the exchange
+happens, its result is dropped).
 """
 
 from __future__ import annotations
@@ -27,12 +36,23 @@ from fedkd.losses import kd_kl
 from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, Strategy, Traits
 
 EVAL_CHUNK = 512  # samples per forward pass when computing the upload
+TARGETS = ("global", "uniform")
 
 
 @dataclass
 class FedDistillPlusParams:
     coef: float = 0.1  # weight of the distillation term (fedgkd Sec. 5.1: 0.1 on every dataset)
     temperature: float = 1.0  # FedGen's code takes a plain softmax of the global logits
+    # "global": softmax(global_logits[y]) (FedGen's code); "uniform": the FedGKD repository's
+    # released behaviour, which never stores the received logits and so distils toward uniform
+    target: str = "global"
+
+    def __post_init__(self):
+        if self.target not in TARGETS:
+            raise ValueError(
+                f"params.target={self.target!r}; use 'global' (FedGen's code) or 'uniform' "
+                f"(the FedGKD repository's released behaviour)"
+            )
 
 
 def per_label_mean_logits(
@@ -78,7 +98,9 @@ class FedDistillPlus(Strategy):
     paper = "Seo et al. 2020 (FedDistill), as run in FedGen's code; fedgkd Sec. 5.1"
     summary = (
         "Clients share per-label mean logits; local CE + 0.1 * KL(softmax(global_logits[y]) || "
-        "student); parameters averaged as in FedAvg."
+        "student); parameters averaged as in FedAvg. target=uniform reproduces the FedGKD "
+        "repository's release, which distils toward uniform outputs (the received logits are "
+        "never stored)."
     )
     Params = FedDistillPlusParams
     traits = Traits(extra_information="per-label logits", proxy_data=False, modifies_model=False)
@@ -97,6 +119,12 @@ class FedDistillPlus(Strategy):
 
     def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
         ce = batch.ce()
+        if self.params.target == "uniform":
+            if client.round == 0:  # the released worker distils from its second round on
+                return ce
+            # the released worker's global logits stay zeros: softmax(0) is uniform
+            uniform = torch.zeros_like(batch.logits)
+            return ce + self.params.coef * kd_kl(batch.logits, uniform, self.params.temperature)
         if "global_logits" not in client.payload:
             return ce
         kd = label_distill_loss(
