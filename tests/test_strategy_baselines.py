@@ -569,3 +569,16 @@ def test_bytes_exceed_fedavg_by_exactly_what_is_exchanged(runs):
     moon_model = tensor_bytes(build_model("cnn", c, (1, 28, 28), projection_head=True).state_dict())
     assert (full["bytes_sent"] == 2 * moon_model).all()
     assert (full["bytes_received"] == 2 * moon_model).all()
+
+
+def test_strategies_details_list_the_per_dataset_defaults(capsys):
+    from fedkd.cli import main
+
+    assert main(["strategies", "--details"]) == 0
+    out = capsys.readouterr().out
+    fedgen = out.split("\nfedgen\t", 1)[1].split("\nfedgkd\t", 1)[0]
+    assert "  cifar10 (resnet8): coef=0.1, hidden_dim=512" in fedgen
+    assert "  tinyimagenet (resnet50): coef=0.1, hidden_dim=2048" in fedgen
+    assert "  cifar100 (resnet8): coef=1.0, hidden_dim=512" in fedgen
+    assert "  sst5 (distilbert): coef=1.0, hidden_dim=768" in fedgen
+    assert "  agnews (distilbert): mu=0.1" in out.split("\nmoon\t", 1)[1]
