@@ -21,8 +21,8 @@ Server step each round (after aggregation), following FedGen's train_generator:
     n_{j,y} (the clients' uploaded label counts) and head_k the classifier in client k's upload.
     The diversity loss is FedGen's exp(-mean_ij ||eps_i - eps_j||^2_mean * |G_i - G_j|_mean).
   - labels y are drawn uniformly among the labels some selected client holds (FedGen's
-    qualified_labels; the FedGKD authors' code also draws uniformly, over all labels, since its
-    label counts never leave their initial ones), not in proportion to the label counts.
+    qualified_labels; the FedGKD authors' master_fedgen.py draws uniformly over all labels), not
+    in proportion to the label counts.
 Server randomness (noise, labels) comes from derive_seed(seed, "fedgen", round); the generator's
 initial weights from derive_seed(seed, "fedgen-init"), so a resumed run is identical.
 
