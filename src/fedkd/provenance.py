@@ -1,9 +1,8 @@
 """Provenance: which source files a run depends on, their hash, and the library versions.
 
-Kept free of heavy imports so the Snakefile can hash a run's code at parse time in milliseconds.
 The dependency set of a run is the static closure of the ``fedkd`` modules imported by the engine
-entry point and by the run's own strategy module; other strategies' modules are not in it, so
-editing one strategy re-runs only that strategy's runs.
+entry point and by the run's own strategy module (found through the strategy registry); other
+strategies' modules are not in it, so editing one strategy re-runs only that strategy's runs.
 """
 
 from __future__ import annotations
@@ -64,21 +63,14 @@ def _closure(roots: list[Path]) -> list[Path]:
 
 @cache
 def strategy_module_files() -> dict[str, Path]:
-    """Strategy name → its module, read statically from the ``name = "..."`` class attribute."""
-    out: dict[str, Path] = {}
-    for path in sorted((PACKAGE_DIR / "strategies").glob("*.py")):
-        if path.name.startswith("_") or path.name == "base.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef):
-                for stmt in node.body:
-                    if (
-                        isinstance(stmt, ast.Assign)
-                        and any(isinstance(t, ast.Name) and t.id == "name" for t in stmt.targets)
-                        and isinstance(stmt.value, ast.Constant)
-                    ):
-                        out[stmt.value.value] = path
-    return out
+    """Strategy name → its module, from the strategy registry (fedkd.strategies)."""
+    import inspect
+
+    from fedkd.strategies import get_strategy_class, strategy_names
+
+    return {
+        name: Path(inspect.getfile(get_strategy_class(name))).resolve() for name in strategy_names()
+    }
 
 
 def run_code_files(strategy: str) -> list[Path]:
@@ -100,6 +92,16 @@ def files_hash(files: list[Path]) -> str:
 def run_code_hash(strategy: str) -> str:
     """Hash of exactly the source files a run of ``strategy`` depends on."""
     return files_hash(run_code_files(strategy))
+
+
+@cache
+def package_files_hash(*parts: str) -> str:
+    """Hash of the package's sources under ``parts`` (folders or files, relative to the package)."""
+    files: list[Path] = []
+    for part in parts:
+        path = PACKAGE_DIR / part
+        files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return files_hash([f for f in files if f.exists()])
 
 
 def package_hash() -> str:

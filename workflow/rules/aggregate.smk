@@ -7,13 +7,13 @@ rule aggregate:
     log:
         "results/logs/aggregate/{name}.log",
     wildcard_constraints:
-        name=names_regex(aggregate_targets()),
+        name=names_regex(plan.names(input="aggregate")),
     conda:
         "../../envs/fedkd.yaml"
     threads: 1
     resources:
-        mem_mb=rule_resources("aggregate", "mem_mb", 4000),
-        runtime=rule_resources("aggregate", "runtime", 20),
+        mem_mb=plan.rule_resource("aggregate", "mem_mb", 4000),
+        runtime=plan.rule_resource("aggregate", "runtime", 20),
     params:
         runs=aggregate_args,
         code=package_files_hash("report", "metrics.py"),

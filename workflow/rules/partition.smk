@@ -12,11 +12,11 @@ rule partition:
         "../../envs/fedkd.yaml"
     threads: 1
     resources:
-        mem_mb=rule_resources("partition", "mem_mb", 2000),
-        runtime=rule_resources("partition", "runtime", 20),
+        mem_mb=plan.rule_resource("partition", "mem_mb", 2000),
+        runtime=plan.rule_resource("partition", "runtime", 20),
     params:
         args=partition_args,
         # the data and partition code: an edit re-draws the partitions (and so re-trains)
-        code=partition_code_hash(),
+        code=package_files_hash("data", "config.py"),
     shell:
         "fedkd partition {params.args} --force --out {output:q} > {log:q} 2>&1"

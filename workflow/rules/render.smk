@@ -1,7 +1,31 @@
+rule features:
+    """A run's t-SNE features (its global model and a local model trained from it), for a figure
+    of layout tsne: the training stays out of the render rule."""
+    input:
+        features_inputs,
+    output:
+        "results/features/{name}.npz",
+    log:
+        "results/logs/features/{name}.log",
+    wildcard_constraints:
+        name=names_regex(plan.names(input="run")),
+    conda:
+        "../../envs/fedkd.yaml"
+    threads: 1
+    resources:
+        mem_mb=plan.rule_resource("render", "mem_mb", 4000),
+        runtime=plan.rule_resource("render", "runtime", 20),
+    params:
+        args=lambda wc: plan.features_args(wc.name),
+        code=package_files_hash(*FEATURES_CODE),
+    shell:
+        "fedkd features {params.args} --out {output:q} > {log:q} 2>&1"
+
+
 rule render_table:
     """A table as LaTeX (booktabs), Markdown and CSV."""
     input:
-        render_inputs,
+        lambda wc: plan.render_inputs(wc.name),
     output:
         tex="results/tables/{name}.tex",
         md="results/tables/{name}.md",
@@ -14,19 +38,19 @@ rule render_table:
     log:
         "results/logs/render/{name}.log",
     wildcard_constraints:
-        name=names_regex(config.get("tables") or {}),
+        name=names_regex(plan.names(output="table")),
     conda:
         "../../envs/fedkd.yaml"
     threads: 1
     resources:
-        mem_mb=rule_resources("render", "mem_mb", 4000),
-        runtime=rule_resources("render", "runtime", 20),
+        mem_mb=plan.rule_resource("render", "mem_mb", 4000),
+        runtime=plan.rule_resource("render", "runtime", 20),
     params:
-        args=lambda wc: render_args(wc),
-        options=lambda wc: json.dumps(render_options(wc.name), sort_keys=True),
-        caption=lambda wc: caption(wc.name),
+        args=lambda wc: plan.render_args(wc.name),
+        options=render_options,
+        caption=lambda wc: plan.caption(wc.name),
         prefix=lambda wc: f"results/tables/{wc.name}",
-        code=render_code_hash,
+        code=lambda wc: plan.render_code_hash(wc.name),
     shell:
         "fedkd render {params.args} --out {params.prefix:q} --options {params.options:q}"
         " > {log:q} 2>&1"
@@ -35,7 +59,7 @@ rule render_table:
 rule render_figure:
     """A figure as PDF and PNG."""
     input:
-        render_inputs,
+        lambda wc: plan.render_inputs(wc.name),
     output:
         pdf="results/figures/{name}.pdf",
         png=report(
@@ -47,19 +71,19 @@ rule render_figure:
     log:
         "results/logs/render/{name}.log",
     wildcard_constraints:
-        name=names_regex(config.get("figures") or {}),
+        name=names_regex(plan.names(output="figure")),
     conda:
         "../../envs/fedkd.yaml"
     threads: 1
     resources:
-        mem_mb=rule_resources("render", "mem_mb", 4000),
-        runtime=rule_resources("render", "runtime", 20),
+        mem_mb=plan.rule_resource("render", "mem_mb", 4000),
+        runtime=plan.rule_resource("render", "runtime", 20),
     params:
-        args=lambda wc: render_args(wc),
-        options=lambda wc: json.dumps(render_options(wc.name), sort_keys=True),
-        caption=lambda wc: caption(wc.name),
+        args=lambda wc: plan.render_args(wc.name),
+        options=render_options,
+        caption=lambda wc: plan.caption(wc.name),
         prefix=lambda wc: f"results/figures/{wc.name}",
-        code=render_code_hash,
+        code=lambda wc: plan.render_code_hash(wc.name),
     shell:
         "fedkd render {params.args} --out {params.prefix:q} --options {params.options:q}"
         " > {log:q} 2>&1"

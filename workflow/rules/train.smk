@@ -1,11 +1,7 @@
 rule train:
-    """One federated run; its path is its identity (see rules/common.smk)."""
+    """One federated run; its path is its identity (see fedkd.pipeline.paths)."""
     input:
-        partition=lambda wc: (
-            [partition_file(wc.dataset, run_spec_from_path(wc), wc.seed)]
-            if uses_partition_file(wc.dataset)
-            else []
-        ),
+        partition=train_partition,
     output:
         run_json="results/runs/{dataset}/{variant}/{setting}/seed{seed}/run.json",
         metrics="results/runs/{dataset}/{variant}/{setting}/seed{seed}/metrics.parquet",
@@ -18,7 +14,7 @@ rule train:
         seed=r"[0-9]+",
     conda:
         "../../envs/fedkd.yaml"
-    threads: rule_resources("train", "threads", 1)
+    threads: plan.rule_resource("train", "threads", 1)
     resources:
         gpu=train_resource("gpu", 1),
         mem_mb=train_resource("mem_mb", 4000),

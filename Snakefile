@@ -1,5 +1,6 @@
-# fedkd: partition → train (one job per run) → aggregate (one Parquet per target) → render.
-# The rules live in rules/*.smk, one stage each; see docs/pipeline.md.
+# fedkd: partition → train (one job per run) → aggregate (one Parquet per table or figure) →
+# render. The rules live in workflow/rules/*.smk, one stage each, as thin adapters over
+# fedkd.pipeline; see docs/pipeline.md and config/README.md.
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -14,26 +15,26 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-include: "rules/common.smk"
-
-
-# the front page of `snakemake --report`; each table and figure brings its own caption
-report: "report/workflow.rst"
-
-
 # Every bad value of the config is reported at once, before any job is planned. Job steps on a
 # cluster re-read the Snakefile: the main process has already checked the run specs there.
+include: "workflow/rules/common.smk"
+
+
 validate_config(
     config,
-    Path(workflow.basedir) / "schemas" / "config.schema.yaml",
+    Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
     check_specs=workflow.is_main_process,
 )
 
 
-include: "rules/partition.smk"
-include: "rules/train.smk"
-include: "rules/aggregate.smk"
-include: "rules/render.smk"
+# the front page of `snakemake --report`; each table and figure brings its own caption
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/partition.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/render.smk"
 
 
 localrules:
@@ -43,4 +44,4 @@ localrules:
 rule all:
     default_target: True
     input:
-        all_outputs(),
+        plan.all_outputs(),

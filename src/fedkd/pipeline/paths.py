@@ -1,0 +1,130 @@
+"""Run identities: a run's path spells every key that a table's grid may change, so one path is
+one run, and a run several tables need is trained once.
+
+results/runs/<dataset>/<variant>/<setting>/seed<seed>, where <setting> is for example
+``dirichlet-equal-a0.1-K10-C0.2-E1-R10`` (partition and its alpha or shards, clients,
+participation, local epochs, rounds, ``-local`` when clients' local models are evaluated too).
+Everything else in a run's spec is fixed per dataset and variant by the config.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import yaml
+
+DIRICHLET = ("dirichlet", "dirichlet-equal")
+
+
+def num(x) -> str:
+    """Canonical text of a number in a path: 1.0 → "1", 0.10 → "0.1", never an exponent."""
+    x = float(x)
+    if x.is_integer():
+        return str(int(x))
+    text = repr(x)
+    return f"{x:.15f}".rstrip("0") if "e" in text else text
+
+
+def partition_part(spec: dict) -> str:
+    scheme = spec["partition"]
+    if scheme in DIRICHLET:
+        return f"{scheme}-a{num(spec['alpha'])}"
+    if scheme == "shards":
+        return f"{scheme}-s{int(spec['shards'])}"
+    return scheme
+
+
+def setting_id(spec: dict) -> str:
+    parts = [
+        partition_part(spec),
+        f"K{int(spec['clients'])}",
+        f"C{num(spec['participation'])}",
+        f"E{int(spec['local_epochs'])}",
+        f"R{int(spec['rounds'])}",
+    ]
+    if spec.get("eval_local"):
+        parts.append("local")
+    return "-".join(parts)
+
+
+SETTING_RE = re.compile(
+    r"(?P<partition>dirichlet-equal|dirichlet|shards|iid)"
+    r"(?:-a(?P<alpha>[0-9.]+))?(?:-s(?P<shards>[0-9]+))?"
+    r"-K(?P<clients>[0-9]+)-C(?P<participation>[0-9.]+)"
+    r"-E(?P<local_epochs>[0-9]+)-R(?P<rounds>[0-9]+)(?P<local>-local)?"
+)
+
+
+def parse_setting(text: str) -> dict:
+    """The path keys spelled by ``text``; only the canonical spelling is accepted, so one run has
+    exactly one path."""
+    m = SETTING_RE.fullmatch(text)
+    if m is None:
+        raise ValueError(
+            f"{text!r} is not a run setting like 'dirichlet-equal-a0.1-K10-C0.2-E1-R10'"
+        )
+    spec = {
+        "partition": m["partition"],
+        "alpha": float(m["alpha"]) if m["alpha"] else None,
+        "shards": int(m["shards"]) if m["shards"] else None,
+        "clients": int(m["clients"]),
+        "participation": float(m["participation"]),
+        "local_epochs": int(m["local_epochs"]),
+        "rounds": int(m["rounds"]),
+        "eval_local": bool(m["local"]),
+    }
+    needs = "alpha" if spec["partition"] in DIRICHLET else "shards"
+    if spec["partition"] != "iid" and spec[needs] is None:
+        raise ValueError(f"{text!r}: partition {spec['partition']!r} needs its {needs} in the name")
+    if setting_id(spec) != text:
+        raise ValueError(f"{text!r} is not canonical; the run's path is {setting_id(spec)!r}")
+    return spec
+
+
+def parse_partition(part: str, clients: str) -> dict:
+    return parse_setting(f"{part}-K{clients}-C1-E1-R1")
+
+
+def partition_file(dataset: str, spec: dict, seed) -> str:
+    part = f"{partition_part(spec)}-K{int(spec['clients'])}"
+    return f"results/partitions/{dataset}/{part}/seed{int(seed)}.parquet"
+
+
+def normalise_path_keys(spec: dict) -> dict:
+    """Drop the partition parameter the scheme does not use, so it cannot split identical runs."""
+    spec = dict(spec)
+    if spec["partition"] not in DIRICHLET:
+        spec["alpha"] = None
+    if spec["partition"] != "shards":
+        spec["shards"] = None
+    spec["eval_local"] = bool(spec.get("eval_local", False))
+    return spec
+
+
+def run_dir(spec: dict, variant: str, seed) -> str:
+    return f"results/runs/{spec['dataset']}/{variant}/{setting_id(spec)}/seed{int(seed)}"
+
+
+def run_files(run: str) -> list[str]:
+    return [f"{run}/run.json", f"{run}/metrics.parquet"]
+
+
+PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_./+-]*")
+YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
+
+
+def cli_value(value) -> str:
+    """A flag value that `fedkd train` reads back unchanged (it parses values as YAML 1.1, where
+    "1e-05" is a string: floats keep a decimal point)."""
+    if isinstance(value, str):
+        plain = PLAIN_WORD.fullmatch(value) and value.lower() not in YAML_WORDS
+        return value if plain else json.dumps(value)
+    if isinstance(value, float):
+        mantissa, _, exponent = repr(value).partition("e")
+        if exponent and "." not in mantissa:
+            mantissa += ".0"
+        return f"{mantissa}e{exponent}" if exponent else mantissa
+    if isinstance(value, (dict, list)):
+        return yaml.safe_dump(value, default_flow_style=True, width=10**6, sort_keys=True).strip()
+    return json.dumps(value)  # int, bool, None

@@ -1,0 +1,309 @@
+"""The plan of a configuration: its run specs, the runs and partitions each table or figure needs,
+and the command-line arguments of every job. workflow/rules/*.smk call these through thin adapters.
+
+The config is fixed for a process, and Snakemake evaluates a job's params many times while planning
+(666 jobs for config/paper.yaml), so everything derived from it is cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import shlex
+from functools import cache, cached_property
+
+from fedkd.pipeline.paths import (
+    cli_value,
+    normalise_path_keys,
+    num,
+    parse_partition,
+    parse_setting,
+    partition_file,
+    run_dir,
+    run_files,
+)
+from fedkd.provenance import package_files_hash, run_code_hash
+from fedkd.report.targets import Layout, get_layout
+
+# the code a t-SNE features file depends on: it trains a local model
+FEATURES_CODE = ("engine", "models", "data", "strategies", "config.py")
+# the code every rendered output depends on
+REPORT_CODE = ("report", "metrics.py")
+
+
+class Plan:
+    def __init__(self, config: dict):
+        self.config = config
+        # per-instance caches (functools.cache on methods would keep every Plan alive)
+        self.run_spec = cache(self._run_spec)
+        self.train_args = cache(self._train_args)
+        self.target_runs = cache(self._target_runs)
+        self.target_partitions = cache(self._target_partitions)
+        self.train_code_hash = cache(self._train_code_hash)
+
+    # ------------------------------------------------------------------ run specs
+    def keys_of(self, dataset: str) -> dict:
+        """The run keys every run on ``dataset`` starts from: defaults < datasets[dataset]."""
+        return {**self.config["defaults"], **(self.config.get("datasets") or {}).get(dataset, {})}
+
+    def base_spec(self, dataset: str, variant: str) -> dict:
+        """defaults < datasets[dataset] < variant.spec < variant.datasets[dataset].spec."""
+        if variant not in self.config["variants"]:
+            raise ValueError(f"variant {variant!r} is not defined under variants in the config")
+        v = self.config["variants"][variant]
+        v_ds = v.get("datasets", {}).get(dataset, {})
+        spec = self.keys_of(dataset)
+        spec.update(v.get("spec", {}))
+        spec.update(v_ds.get("spec", {}))
+        spec["params"] = {**v.get("params", {}), **v_ds.get("params", {})}
+        spec["strategy"] = v["strategy"]
+        spec["dataset"] = dataset
+        return spec
+
+    def point_spec(self, point: dict, variant: str) -> dict:
+        """The spec of ``variant`` at a grid point (its keys override the dataset's)."""
+        spec = self.base_spec(point["dataset"], variant)
+        spec.update({k: v for k, v in point.items() if k != "dataset"})
+        return normalise_path_keys(spec)
+
+    def uses_partition_file(self, dataset: str) -> bool:
+        # `fedkd partition` reads a dataset with its default options; a dataset with options
+        # partitions inside its runs instead (same scheme, same seed)
+        return not self.keys_of(dataset).get("dataset_options")
+
+    def _run_spec(self, dataset: str, variant: str, setting: str, seed: str) -> dict:
+        """The full spec of the run at results/runs/{dataset}/{variant}/{setting}/seed{seed}."""
+        spec = self.base_spec(dataset, variant)
+        spec.update(parse_setting(setting))
+        spec = normalise_path_keys(spec)
+        spec["seed"] = int(seed)
+        if self.uses_partition_file(dataset):
+            spec["partition_file"] = partition_file(dataset, spec, seed)
+        return spec
+
+    def _train_args(self, dataset: str, variant: str, setting: str, seed: str) -> str:
+        spec = self.run_spec(dataset, variant, setting, seed)
+        args = []
+        for key in sorted(spec):
+            args += [f"--{key.replace('_', '-')}", cli_value(spec[key])]
+        args += ["--label", f"variant={variant}"]
+        return shlex.join(args)
+
+    def _train_code_hash(self, variant: str) -> str:
+        """Exactly the sources a run of this variant's strategy depends on."""
+        return run_code_hash(self.config["variants"][variant]["strategy"])
+
+    def train_stamp(self, dataset: str, variant: str, setting: str, seed: str) -> str:
+        """Changes whenever the run's flags or code do: a checkpoint is resumed only under the same."""
+        args = self.train_args(dataset, variant, setting, seed)
+        blob = f"{args}\0{self.train_code_hash(variant)}".encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def partition_args(self, dataset: str, part: str, clients: str, seed: str) -> str:
+        spec = parse_partition(part, clients)
+        args = ["--dataset", dataset, "--scheme", spec["partition"]]
+        if spec["alpha"] is not None:
+            args += ["--alpha", num(spec["alpha"])]
+        if spec["shards"] is not None:
+            args += ["--shards", str(spec["shards"])]
+        args += ["--clients", str(spec["clients"]), "--seed", str(int(seed))]
+        data_root = self.keys_of(dataset).get("data_root")
+        if data_root:
+            args += ["--data-root", data_root]
+        return shlex.join(args)
+
+    # ------------------------------------------------------------------ tables and figures
+    @cached_property
+    def outputs(self) -> dict[str, dict]:
+        """Entry name → its config entry, for every table and figure."""
+        return {
+            name: entry
+            for group in ("tables", "figures")
+            for name, entry in (self.config.get(group) or {}).items()
+        }
+
+    def layout(self, name: str) -> Layout:
+        entry = self.outputs[name]
+        return get_layout(entry.get("layout", name))
+
+    def names(self, input: str | None = None, output: str | None = None) -> list[str]:
+        """Entry names whose layout takes ``input`` and makes ``output`` (None: any)."""
+        return [
+            n
+            for n in self.outputs
+            if input in (None, self.layout(n).input) and output in (None, self.layout(n).output)
+        ]
+
+    def grid_points(self, name: str) -> list[dict]:
+        return grid_points(self.outputs[name])
+
+    def column_variant(self, column, point: dict) -> str:
+        """The variant of a column at a grid point: the first case whose keys all match the
+        point's run keys (its grid values over the dataset's and the defaults'), else the
+        column's default."""
+        if isinstance(column, str):
+            return column
+        keys = {**self.keys_of(point["dataset"]), **point}
+        for case in column.get("cases", []):
+            if all(k in keys and _same(keys[k], v) for k, v in case.items() if k != "variant"):
+                return case["variant"]
+        return column["variant"]
+
+    def seeds(self, name: str) -> list[int]:
+        entry = self.outputs[name]
+        if "seeds" in entry:
+            return entry["seeds"]
+        first = self.layout(name).seeds == "first"
+        return self.config["seeds"][:1] if first else self.config["seeds"]
+
+    def _target_runs(self, name: str) -> tuple[tuple[str, str], ...]:
+        """(label, run directory) of every run the output needs, in grid × column × seed order."""
+        out = []
+        for point in self.grid_points(name):
+            for label, column in (self.outputs[name].get("columns") or {}).items():
+                variant = self.column_variant(column, point)
+                spec = self.point_spec(point, variant)
+                for seed in self.seeds(name):
+                    out.append((label, run_dir(spec, variant, seed)))
+        return tuple(out)
+
+    def _target_partitions(self, name: str) -> tuple[str, ...]:
+        files = []
+        for point in self.grid_points(name):
+            spec = normalise_path_keys({**self.keys_of(point["dataset"]), **point})
+            for seed in self.seeds(name):
+                f = partition_file(point["dataset"], spec, seed)
+                if f not in files:
+                    files.append(f)
+        return tuple(files)
+
+    def all_runs(self) -> set[str]:
+        return {run for name in self.outputs for _, run in self.target_runs(name)}
+
+    def aggregate_inputs(self, name: str) -> list[str]:
+        return [f for _, run in self.target_runs(name) for f in run_files(run)]
+
+    def aggregate_args(self, name: str) -> str:
+        args = []
+        for label, run in self.target_runs(name):
+            args += ["--run", f"{label}={run}"]
+        return shlex.join(args)
+
+    def features_run(self, name: str) -> str:
+        """The one run a layout of input "run" draws (validation ensures there is one)."""
+        return self.target_runs(name)[0][1]
+
+    def features_args(self, name: str) -> str:
+        options = self.outputs[name].get("options") or {}
+        args = ["--run", self.features_run(name)]
+        for key in self.layout(name).run_options:
+            if key in options:
+                args += [f"--{key.replace('_', '-')}", str(options[key])]
+        return shlex.join(args)
+
+    def render_inputs(self, name: str) -> list[str]:
+        return {
+            "none": lambda: [],
+            "partitions": lambda: list(self.target_partitions(name)),
+            "run": lambda: [f"results/features/{name}.npz"],
+            "aggregate": lambda: [f"results/aggregate/{name}.parquet"],
+        }[self.layout(name).input]()
+
+    def render_args(self, name: str) -> str:
+        layout = self.layout(name)
+        args = [layout.name, "--name", name]
+        flag = {"partitions": "--partitions", "run": "--features", "aggregate": "--aggregate"}
+        if layout.input in flag:
+            args += [flag[layout.input], *self.render_inputs(name)]
+        return shlex.join(args)
+
+    def datasets_of(self, name: str) -> list[str]:
+        return list(dict.fromkeys(p["dataset"] for p in self.grid_points(name)))
+
+    def stand_in_name(self, dataset: str) -> str:
+        stand_in = (self.config.get("stand_ins") or {}).get(dataset)
+        return f"{dataset} (for {stand_in})" if stand_in else dataset
+
+    def caption(self, name: str) -> str:
+        """The configured caption plus which configuration and (stand-in) datasets made it."""
+        text = self.outputs[name]["caption"].strip().rstrip(".")
+        about = [f"configuration {self.config['name']}"]
+        datasets = self.datasets_of(name)
+        if datasets:
+            about.append(f"datasets {', '.join(self.stand_in_name(d) for d in datasets)}")
+        if self.layout(name).input == "aggregate":
+            n = len(self.seeds(name))
+            about.append(f"{n} seed{'s' if n > 1 else ''}")
+        return f"{text}. Produced by {'; '.join(about)}."
+
+    def render_options(self, name: str) -> dict:
+        entry, layout = self.outputs[name], self.layout(name)
+        options = {
+            k: v for k, v in (entry.get("options") or {}).items() if k not in layout.run_options
+        }
+        if entry.get("columns") and layout.label_order:
+            options.setdefault("columns", list(entry["columns"]))
+        if layout.lists_datasets:
+            options.setdefault("datasets", self.datasets_of(name))
+        rows = options.get("rows") or options.get("panels") or []
+        if (layout.lists_datasets or "dataset" in rows) and self.config.get("stand_ins"):
+            names = {d: self.stand_in_name(d) for d in self.datasets_of(name)}
+            options["row_names"] = {**names, **options.get("row_names", {})}
+        options["caption"] = self.caption(name)
+        options["label"] = f"{layout.label_prefix}:{name}"
+        return options
+
+    def render_code_hash(self, name: str) -> str:
+        return package_files_hash(*REPORT_CODE, *self.layout(name).code)
+
+    def all_outputs(self) -> list[str]:
+        out = []
+        for name in self.outputs:
+            if self.layout(name).output == "table":
+                out += [f"results/tables/{name}.{ext}" for ext in ("tex", "md", "csv")]
+            else:
+                out += [f"results/figures/{name}.{ext}" for ext in ("pdf", "png")]
+        return out
+
+    # ------------------------------------------------------------------ resources
+    def rule_resource(self, rule: str, key: str, default):
+        return (self.config.get("resources") or {}).get(rule, {}).get(key, default)
+
+    def train_resources(self, dataset: str) -> dict:
+        """resources.train, overridden per dataset by resources.train_datasets."""
+        res = self.config.get("resources") or {}
+        return {**res.get("train", {}), **res.get("train_datasets", {}).get(dataset, {})}
+
+    def train_runtime(self, dataset: str, setting: str) -> int:
+        """Minutes: the configured runtime, or more when `client_epoch_seconds` says the run needs
+        more (rounds × clients a round × local epochs, with 50% to spare)."""
+        res = self.train_resources(dataset)
+        minutes = int(res.get("runtime", 60))
+        per_epoch = res.get("client_epoch_seconds")
+        if per_epoch:
+            s = parse_setting(setting)
+            per_round = max(1, round(s["participation"] * s["clients"]))
+            seconds = 1.5 * s["rounds"] * per_round * s["local_epochs"] * per_epoch
+            minutes = max(minutes, math.ceil(seconds / 60))
+        return minutes
+
+
+def grid_points(entry: dict) -> list[dict]:
+    """Every combination of a grid's values (a list of grids: their points joined, once each)."""
+    grids = entry.get("grid") or []
+    grids = grids if isinstance(grids, list) else [grids]
+    points = []
+    for grid in grids:
+        keys = list(grid)
+        for values in itertools.product(*(grid[k] for k in keys)):
+            point = dict(zip(keys, values, strict=True))
+            if point not in points:
+                points.append(point)
+    return points
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return float(a) == float(b)
+    return a == b
