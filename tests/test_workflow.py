@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEFILE = REPO / "workflow" / "Snakefile"
+SNAKEFILE = REPO / "Snakefile"
 DEFAULT = REPO / "config" / "config.yaml"
 PAPER = REPO / "config" / "paper.yaml"
 TINY = REPO / "config" / "tiny.yaml"
@@ -117,27 +117,14 @@ def nothing_to_do(workdir: Path, configfile: Path, src: Path) -> bool:
     return "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def load_helpers(config: dict) -> dict:
-    """The workflow's helper functions (workflow/rules/common.smk is plain Python) bound to
-    ``config``, for checks of the run lists that need no Snakemake process."""
-    namespace = {"config": config, "__name__": "workflow_common"}
-    path = REPO / "workflow" / "rules" / "common.smk"
-    exec(compile(path.read_text(), str(path), "exec"), namespace)
-    return namespace
-
-
 def read_config(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def all_runs(helpers: dict) -> set[str]:
-    return {run for name in helpers["targets"]() for _, run in helpers["target_runs"](name)}
+def all_runs(config: dict) -> set[str]:
+    from fedkd.pipeline import Plan
 
-
-class Wildcards:
-    def __init__(self, run: str):
-        _, _, self.dataset, self.variant, self.setting, seed = run.split("/")
-        self.seed = seed.removeprefix("seed")
+    return Plan(config).all_runs()
 
 
 @pytest.fixture(scope="module")
@@ -145,87 +132,7 @@ def src(tmp_path_factory) -> Path:
     return freeze_sources(tmp_path_factory.mktemp("frozen-src"))
 
 
-# ----------------------------------------------------------------------------- run identities
-
-
-def test_setting_names_round_trip():
-    h = load_helpers(read_config(TINY))
-    for spec in [
-        dict(partition="dirichlet-equal", alpha=0.1, clients=20, participation=0.2,
-             local_epochs=20, rounds=100, eval_local=False),
-        dict(partition="dirichlet", alpha=1.0, clients=10, participation=1.0,
-             local_epochs=5, rounds=100, eval_local=True),
-        dict(partition="shards", shards=2, clients=100, participation=0.1,
-             local_epochs=5, rounds=200),
-        dict(partition="iid", clients=4, participation=0.5, local_epochs=1, rounds=2),
-        dict(partition="dirichlet-equal", alpha=0.005, clients=3, participation=0.35,
-             local_epochs=2, rounds=7),
-    ]:  # fmt: skip
-        spec = h["normalise_path_keys"]({"alpha": None, "shards": None, **spec})
-        text = h["setting_id"](spec)
-        assert "/" not in text and " " not in text
-        assert h["parse_setting"](text) == spec
-    assert (
-        h["setting_id"](
-            h["normalise_path_keys"](
-                dict(
-                    partition="dirichlet-equal",
-                    alpha=1,
-                    shards=3,
-                    clients=10,
-                    participation=0.4,
-                    local_epochs=1,
-                    rounds=5,
-                )
-            )  # fmt: skip
-        )
-        == "dirichlet-equal-a1-K10-C0.4-E1-R5"
-    ), "alpha 1 and 1.0 are one run; shards unused"
-    for bad in ["dirichlet-equal-a1.0-K10-C0.4-E1-R5", "shards-a0.1-K10-C0.4-E1-R5", "x-K1"]:
-        with pytest.raises(ValueError):
-            h["parse_setting"](bad)
-
-
-def test_flag_values_read_back_unchanged():
-    h = load_helpers(read_config(TINY))
-    values = [1e-05, 0.05, 1.0, 3, None, True, "sgd", "yes", "1.0", "dirichlet-equal",
-              {"buffer": 5, "lr": 1e-5, "norm": "batch"}, [1, 2e-7], "distilbert-base-uncased"]  # fmt: skip
-    for value in values:
-        back = yaml.safe_load(h["cli_value"](value))
-        assert back == value and type(back) is type(value), (value, h["cli_value"](value))
-
-
-@pytest.mark.parametrize("configfile", [DEFAULT, PAPER, TINY], ids=lambda p: p.stem)
-def test_a_run_path_names_exactly_one_run_spec(configfile):
-    """Every key that changes a run is in its path: the full spec rebuilt from a path is the spec
-    the tables asked for, and two different paths are two different runs."""
-    from fedkd.config import RunSpec
-
-    h = load_helpers(read_config(configfile))
-    by_hash = {}
-    for name in h["targets"]():
-        t = h["entry"](name)
-        for point in h["grid_points"](t):
-            for column in (t.get("columns") or {}).values():
-                variant = h["column_variant"](column, point)
-                wanted = h["point_spec"](point, variant)
-                for seed in h["target_seeds"](name):
-                    run = h["run_dir"](wanted, variant, seed)
-                    rebuilt = h["run_spec_from_path"](Wildcards(run))
-                    rebuilt.pop("partition_file", None)
-                    assert rebuilt == {**wanted, "seed": seed}, run
-                    spec_hash = RunSpec.from_dict(rebuilt).hash()
-                    assert by_hash.setdefault(spec_hash, run) == run, (run, by_hash[spec_hash])
-
-
-def test_default_table3_shares_its_fedgkd_runs_with_table7():
-    h = load_helpers(read_config(DEFAULT))
-    table3 = dict.fromkeys(run for label, run in h["target_runs"]("table3") if label == "fedgkd")
-    table7 = {run for _, run in h["target_runs"]("table7")}
-    assert len(table3) == 3 * 2  # one per alpha and seed
-    assert set(table3) <= table7
-    assert any("/fedgkd-M1/dirichlet-equal-a0.5-" in r for r in table3), "the best M per alpha"
-    assert any("/fedgkd-M5/dirichlet-equal-a0.1-" in r for r in table3)
+# ----------------------------------------------------------------------------- schema
 
 
 def test_the_schema_knows_every_run_spec_key():
@@ -256,7 +163,7 @@ def test_dry_run_of_the_default_config_resolves_every_target(tmp_path, src):
     assert expected_outputs(config) <= planned_outputs(rows)
     assert len(config["tables"]) == 10 and len(config["figures"]) >= 5
     runs = planned_runs(rows)
-    assert runs == all_runs(load_helpers(config)), "each needed run is one train job"
+    assert runs == all_runs(config), "each needed run is one train job"
     assert {Path(r).parts[2] for r in runs} == {"mnist5k", "synthtext"}, "offline data only"
     # table 3 alone: 8 strategies x 3 alphas x 2 seeds, fedgkd's runs shared with table 7
     table3 = plan(tmp_path, DEFAULT, "results/tables/table3.tex", src=src)
@@ -273,15 +180,17 @@ def test_dry_run_of_the_paper_config_lists_the_full_grid(tmp_path, src):
         parts = line.split()
         if len(parts) == 2 and parts[1].isdigit():
             counts[parts[0]] = int(parts[1])
-    helpers = load_helpers(config)
-    runs = all_runs(helpers)
+    from fedkd.pipeline import Plan
+
+    plan_ = Plan(config)
+    runs = plan_.all_runs()
     assert counts["train"] == len(runs)
     assert counts["render_table"] == len(config["tables"]) == 11  # 10 + the FedGen sweep
     assert counts["render_figure"] == len(config["figures"])
     # the papers' grids (SPEC): table 3 is 3 CV datasets x 3 alphas x 8 strategies x 3 seeds,
     # rounds-to-target 2 alphas x 3 C x 3 E x 4 strategies x 3 seeds
-    assert len(helpers["target_runs"]("table3")) == 3 * 3 * 8 * 3
-    assert len(helpers["target_runs"]("rounds_to_target")) == 2 * 3 * 3 * 4 * 3
+    assert len(plan_.target_runs("table3")) == 3 * 3 * 8 * 3
+    assert len(plan_.target_runs("rounds_to_target")) == 2 * 3 * 3 * 4 * 3
     assert {r.split("/")[2] for r in runs} == {
         "cifar10",
         "cifar100",
@@ -291,7 +200,7 @@ def test_dry_run_of_the_paper_config_lists_the_full_grid(tmp_path, src):
     }
     # FedGen's coefficient sweep {0.1, 1, 10}: 2 more coefficients on table 3's 9 settings and
     # table 4's 2, 3 seeds each
-    assert len({r for _, r in helpers["target_runs"]("fedgen_sweep")}) == 3 * (9 + 2) * 3
+    assert len({r for _, r in plan_.target_runs("fedgen_sweep")}) == 3 * (9 + 2) * 3
     assert counts["train"] == 666 + 2 * (9 + 2) * 3, "the full grid, each run once"
     # generous: a loaded CI machine; the goal (under 10 s) is measured and reported separately
     assert elapsed < 60
@@ -380,7 +289,7 @@ def tiny(tmp_path_factory, src) -> dict:
     attempt is interrupted while one run is half-trained (one core, so the running job is the
     only one in flight), the second attempt finishes everything."""
     workdir = tmp_path_factory.mktemp("tiny")
-    runs = sorted(all_runs(load_helpers(read_config(TINY))))
+    runs = sorted(all_runs(read_config(TINY)))
     done, partial = interrupt_midway(workdir, TINY, runs, src, workdir / "first-attempt.log")
     finished = {r: (workdir / r / "metrics.parquet").stat().st_mtime_ns for r in done}
     replan = plan(workdir, TINY, src=src)
@@ -463,14 +372,13 @@ def test_editing_one_strategy_reruns_exactly_its_runs_and_a_revert_nothing(tiny,
     workdir = tiny["workdir"]
     assert nothing_to_do(workdir, TINY, src)
     config = read_config(TINY)
-    helpers = load_helpers(config)
     module = src / "fedkd" / "strategies" / "fedgkd.py"
     depends = strategy_depends_on(src, "strategies/fedgkd.py")
     expected = {
-        run for run in all_runs(helpers)
+        run for run in all_runs(config)
         if depends[config["variants"][run.split("/")[3]]["strategy"]]
     }  # fmt: skip
-    others = all_runs(helpers) - expected
+    others = all_runs(config) - expected
     assert expected and others and not depends["fedavg"]
     original = module.read_text()
     try:
