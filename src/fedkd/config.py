@@ -15,32 +15,16 @@ from typing import Any
 
 import yaml
 
-DATASETS = (
-    "cifar10",
-    "cifar100",
-    "tinyimagenet",
-    "mnist",
-    "mnist5k",
-    "agnews",
-    "sst5",
-    "synthtext",
-)
+from fedkd.data import DATASETS as _DATASET_REGISTRY
+
+DATASETS = tuple(_DATASET_REGISTRY)  # the dataset registry, fedkd.data
 PARTITIONS = ("dirichlet-equal", "dirichlet", "shards", "iid")
 MODELS = ("auto", "resnet8", "resnet50", "cnn", "distilbert")
 OPTIMIZERS = ("sgd", "adam")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
 # the model each dataset uses in the papers (fedgkd Section 5.1); "auto" resolves through this
-DEFAULT_MODEL = {
-    "cifar10": "resnet8",
-    "cifar100": "resnet8",
-    "tinyimagenet": "resnet50",
-    "mnist": "cnn",
-    "mnist5k": "cnn",
-    "agnews": "distilbert",
-    "sst5": "distilbert",
-    "synthtext": "distilbert",
-}
+DEFAULT_MODEL = {name: entry.model for name, entry in _DATASET_REGISTRY.items()}
 
 
 # keys that decide where or how exactly a run executes, not its numbers' configuration: a run

@@ -25,7 +25,9 @@ def partition_args(wc):
 def train_partition(wc):
     if not plan.uses_partition_file(wc.dataset):
         return []
-    return [plan.run_spec(wc.dataset, wc.variant, wc.setting, wc.seed)["partition_file"]]
+    return [
+        plan.run_spec(wc.dataset, wc.variant, wc.setting, wc.seed)["partition_file"]
+    ]
 
 
 def train_args(wc):

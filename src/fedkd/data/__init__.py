@@ -11,28 +11,46 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fedkd.data.base import (
-    ArraySplit,
-    DatasetCorruptError,
-    DatasetNotFoundError,
-    FedDataset,
-    default_root,
-    download_allowed,
-)
+if TYPE_CHECKING:
+    from fedkd.data.base import FedDataset
 
-# name → "module:function"; modules are imported on first use (PIL, pandas, HF are slow to import)
-DATASETS: dict[str, str] = {
-    "cifar10": "vision:load_cifar10",
-    "cifar100": "vision:load_cifar100",
-    "tinyimagenet": "vision:load_tinyimagenet",
-    "mnist": "vision:load_mnist",
-    "mnist5k": "vision:load_mnist5k",
-    "agnews": "text:load_agnews",
-    "sst5": "text:load_sst5",
-    "synthtext": "text:load_synthtext",
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    """One dataset of the registry: its loader, and the model the papers train on it."""
+
+    loader: str  # "module:function" in fedkd.data; imported on first use (PIL, HF are slow)
+    model: str  # what model "auto" resolves to (fedgkd Section 5.1)
+
+
+# The one list of datasets: the run spec's choices, the CLI help, the report's row order and the
+# config schema's enum (checked by a test) all read it.
+DATASETS: dict[str, DatasetEntry] = {
+    "cifar10": DatasetEntry("vision:load_cifar10", "resnet8"),
+    "cifar100": DatasetEntry("vision:load_cifar100", "resnet8"),
+    "tinyimagenet": DatasetEntry("vision:load_tinyimagenet", "resnet50"),
+    "mnist": DatasetEntry("vision:load_mnist", "cnn"),
+    "mnist5k": DatasetEntry("vision:load_mnist5k", "cnn"),
+    "agnews": DatasetEntry("text:load_agnews", "distilbert"),
+    "sst5": DatasetEntry("text:load_sst5", "distilbert"),
+    "synthtext": DatasetEntry("text:load_synthtext", "distilbert"),
 }
+
+# fedkd.data.base imports torch: its names load on first use, so reading the registry stays cheap
+_BASE_NAMES = ("ArraySplit", "DatasetCorruptError", "DatasetNotFoundError", "FedDataset")
+
+
+def __getattr__(name: str):
+    if name in _BASE_NAMES:
+        from fedkd.data import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module 'fedkd.data' has no attribute {name!r}")
+
 
 __all__ = [
     "DATASETS",
@@ -42,12 +60,25 @@ __all__ = [
     "FedDataset",
     "dataset_kind",
     "dataset_names",
+    "default_model",
     "load_dataset",
 ]
 
 
 def dataset_names() -> tuple[str, ...]:
     return tuple(DATASETS)
+
+
+def default_model(name: str) -> str:
+    """The model the papers train on dataset ``name`` (what model "auto" means)."""
+    return _entry(name).model
+
+
+def _entry(name: str) -> DatasetEntry:
+    key = str(name).lower()
+    if key not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}")
+    return DATASETS[key]
 
 
 # the loader's module says what its datasets hold (``FedDataset.kind``)
@@ -57,14 +88,11 @@ KIND_OF_MODULE = {"vision": "image", "text": "text"}
 def dataset_kind(name: str) -> str:
     """``"image"`` or ``"text"``: the ``kind`` that ``load_dataset(name)`` returns, known without
     loading anything (strategies pick their image or text defaults from it)."""
-    key = str(name).lower()
-    if key not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}")
-    return KIND_OF_MODULE[DATASETS[key].split(":")[0]]
+    return KIND_OF_MODULE[_entry(name).loader.split(":")[0]]
 
 
 def _loader(name: str):
-    module, func = DATASETS[name].split(":")
+    module, func = DATASETS[name].loader.split(":")
     return getattr(importlib.import_module(f"fedkd.data.{module}"), func)
 
 
@@ -90,5 +118,7 @@ def load_dataset(
             f"dataset {key!r} has no option(s) {unknown}; its options are: "
             f"{', '.join(accepted) or 'none'}"
         )
+    from fedkd.data.base import default_root, download_allowed
+
     root = Path(root) if root is not None else default_root()
     return loader(root, int(seed), download_allowed(download), **options)
