@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEFILE = REPO / "workflow" / "Snakefile"
+SNAKEFILE = REPO / "Snakefile"
 PROFILE = REPO / "workflow" / "profiles" / "slurm"
 TINY = REPO / "config" / "tiny.yaml"
 LOCAL_CLUSTER = REPO / "scripts" / "slurm-local.sh"
