@@ -96,3 +96,17 @@ def test_forgetting_from_rows_reads_the_parquet_column(tmp_path):
 def test_an_empty_run_is_an_error():
     with pytest.raises(ValueError, match="no rounds"):
         best_accuracy(pd.DataFrame())
+
+
+def test_val_selected_accuracy_reads_test_accuracy_at_the_best_validation_round():
+    from fedkd.metrics import val_selected_accuracy
+
+    rows = [
+        {"round": 1, "test_acc": 0.50, "val_acc": 0.40},
+        {"round": 2, "test_acc": 0.70, "val_acc": 0.65},  # best on validation
+        {"round": 3, "test_acc": 0.80, "val_acc": 0.60},  # best on test
+        {"round": 4, "test_acc": 0.60, "val_acc": 0.65},  # a tie: the first round wins
+    ]
+    assert val_selected_accuracy(rows) == 0.70
+    assert math.isnan(val_selected_accuracy([{"round": 1, "test_acc": 0.5}]))
+    assert summary(rows)["val_selected_acc"] == 0.70

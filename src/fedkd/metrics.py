@@ -7,6 +7,8 @@ in [0, 1], as stored; targets are given in the same unit.
     best_accuracy(df)             highest test accuracy over the rounds (fedgkd tables 3-5, 7-9)
     best_round(df)                the round where it was reached (the first, on ties)
     final_accuracy(df)            test accuracy after the last round (fedgkd table 5)
+    val_selected_accuracy(df)     test accuracy at the round best on the validation split
+                                  (model selection without the test set)
     accuracy_at_round(df, r)      test accuracy after round r (fedgkd table 6)
     rounds_to_target(df, target)  first round reaching the target, None if never (feddf table 1)
     forgetting(table)             fedntd eq. 5 on a rounds x classes accuracy table
@@ -50,6 +52,16 @@ def best_round(rows, column: str = ACC) -> int:
 def final_accuracy(rows, column: str = ACC) -> float:
     """``column`` after the last recorded round."""
     return float(_frame(rows)[column].iloc[-1])
+
+
+def val_selected_accuracy(rows, column: str = ACC, selector: str = "val_acc") -> float:
+    """``column`` at the round with the highest ``selector`` (the first on ties): the test
+    accuracy a run reports when its round is chosen on the validation split, not the test set.
+    NaN for runs recorded without validation accuracy."""
+    df = _frame(rows)
+    if selector not in df.columns or df[selector].isna().all():
+        return math.nan
+    return float(df[column].iloc[int(np.nanargmax(df[selector].to_numpy(dtype=np.float64)))])
 
 
 def accuracy_at_round(rows, round: int, column: str = ACC) -> float:
@@ -119,5 +131,6 @@ def summary(rows, column: str = ACC) -> dict[str, Any]:
         "best_acc": best_accuracy(df, column),
         "best_round": best_round(df, column),
         "final_acc": final_accuracy(df, column),
+        "val_selected_acc": val_selected_accuracy(df, column),
         "forgetting": forgetting_from_rows(df) if "class_acc" in df.columns else math.nan,
     }

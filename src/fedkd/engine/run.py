@@ -79,7 +79,7 @@ def write_json(path: Path, obj: Any) -> None:
 
 # the columns every round row has (strategies add server_* columns)
 METRIC_COLUMNS = [
-    "round", "test_acc", "test_loss", "class_acc", "train_loss", "local_acc",
+    "round", "test_acc", "test_loss", "val_acc", "val_loss", "class_acc", "train_loss", "local_acc",
     "bytes_sent", "bytes_received", "clients", "seconds",
 ]  # fmt: skip
 
@@ -368,12 +368,21 @@ class Run:
             raise DivergedError(
                 f"the global model's test loss is {stats['loss']} after round {r + 1}"
             )
+        # the validation split too: model selection without the test set picks the round
+        # that is best on it (fedkd.metrics.val_selected_accuracy)
+        val = (
+            evaluate(self.global_model, self.dataset.val, self.preprocess, self.dataset.num_classes)
+            if len(self.dataset.val)
+            else {"acc": float("nan"), "loss": float("nan")}
+        )
         sent = len(selected) * (self.model_bytes + tensor_bytes(payload))
         received = sum(self.model_bytes + tensor_bytes(u.extras) for u in updates)
         row = {
             "round": r + 1,
             "test_acc": stats["acc"],
             "test_loss": stats["loss"],
+            "val_acc": val["acc"],
+            "val_loss": val["loss"],
             "class_acc": stats["class_acc"],
             "train_loss": float(np.mean([u.train_loss for u in updates])),
             "local_acc": float(np.mean(local_acc)) if local_acc else float("nan"),
@@ -397,11 +406,15 @@ def summarize(rows: list[dict]) -> dict:
         return {"rounds": 0}
     acc = [r["test_acc"] for r in rows]
     best = int(np.argmax(acc))
+    val = [r.get("val_acc", float("nan")) for r in rows]
+    by_val = int(np.nanargmax(val)) if not np.all(np.isnan(val)) else None
     return {
         "rounds": len(rows),
         "best_acc": acc[best],
         "best_round": rows[best]["round"],
         "final_acc": acc[-1],
+        "val_selected_acc": acc[by_val] if by_val is not None else None,
+        "val_selected_round": rows[by_val]["round"] if by_val is not None else None,
         "seconds": float(sum(r["seconds"] for r in rows)),
     }
 
