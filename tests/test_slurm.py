@@ -2,7 +2,7 @@
 
 scripts/slurm-local.sh stands the cluster up (root and apt-get; .ci/run does it and sets
 FEDKD_SLURM_TEST=1). Without it this test is skipped and says why. It submits the tiny config's
-table 3 and learning-curve figure with `snakemake --profile workflow/profiles/slurm`: partitions,
+table 3 and learning-curve figure with `snakemake --profile profiles/slurm`: partitions,
 training jobs that ask for a GPU (two fake ones on the node), the aggregates and the renders, each
 one an sbatch job.
 """
@@ -20,7 +20,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEFILE = REPO / "Snakefile"
-PROFILE = REPO / "workflow" / "profiles" / "slurm"
+PROFILE = REPO / "profiles" / "slurm"
 TINY = REPO / "config" / "tiny.yaml"
 LOCAL_CLUSTER = REPO / "scripts" / "slurm-local.sh"
 
