@@ -68,8 +68,7 @@ def aggregate_args(wc):
 
 
 def features_inputs(wc):
-    run = plan.features_run(wc.name)
-    return [f"{run}/run.json", f"{run}/metrics.parquet"]
+    return plan.features_inputs(wc.name)
 
 
 def render_options(wc):

@@ -194,6 +194,9 @@ class Plan:
         """The one run a layout of input "run" draws (validation ensures there is one)."""
         return self.target_runs(name)[0][1]
 
+    def features_inputs(self, name: str) -> list[str]:
+        return run_files(self.features_run(name))
+
     def features_args(self, name: str) -> str:
         options = self.outputs[name].get("options") or {}
         args = ["--run", self.features_run(name)]
