@@ -4,7 +4,13 @@
    same work (same model and initial weights, data, batch order, augmentation, optimizer, clipping),
    measured side by side in one process, interleaved, median of the repeats. Both loops end with
    bit-identical weights on CPU, which the benchmark checks, so the comparison is of equal work.
-2. A table-3-shaped run: CIFAR-10-shaped synthetic data (45,000 training images), 20 clients,
+2. One round's client training with each local-training engine: sequential (one client after
+   another), batched (the round's clients side by side, ``fedkd.engine.batched``) and, on CUDA,
+   batched with CUDA graphs; in images per second, median of the repeats, interleaved. Shapes:
+   ``default`` (config/config.yaml: mnist5k, cnn, 10 clients, C 0.2, batch 64, 1 local epoch)
+   and ``table3`` (CIFAR-10-shaped synthetic data, resnet8, 20 clients, C 0.2, fedgkd M 5).
+   The engines' client weights are compared too (max abs difference).
+3. A table-3-shaped run: CIFAR-10-shaped synthetic data (45,000 training images), 20 clients,
    C 0.2, 20 local epochs, fedgkd with M 5, through the full engine; measures the first rounds and
    projects to 100 rounds (rounds cost the same: 4 clients × 20 epochs × 2,250 samples each).
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import statistics
 import tempfile
 import time
@@ -22,9 +29,11 @@ import torch.nn.functional as F
 
 from fedkd.config import RunSpec
 from fedkd.data.base import ArraySplit, FedDataset
-from fedkd.engine.client import TrainEnv, local_train
+from fedkd.engine.batched import GRAPHS_ENV
+from fedkd.engine.client import TrainEnv, local_train, train_clients
 from fedkd.engine.preprocess import Preprocessor
 from fedkd.engine.run import Run, resolve_device
+from fedkd.engine.seeding import sample_clients
 from fedkd.models import build_model
 from fedkd.strategies.base import ClientContext, frozen_copy
 from fedkd.strategies.fedavg import FedAvg
@@ -81,7 +90,7 @@ def bench_local_training(args, device: torch.device) -> dict:
     ds = synthetic_cifar(n_train=args.batch_size * args.steps, n_val=10, n_test=10)
     spec = RunSpec(
         dataset="cifar10", model=args.model, clients=1, participation=1.0, local_epochs=1,
-        batch_size=args.batch_size, device=str(device), precision=args.precision,
+        batch_size=args.batch_size, device=device.type, precision=args.precision,
     )  # fmt: skip
     data = ds.train.to(device)
     pre = Preprocessor(ds, "auto", device)
@@ -129,7 +138,7 @@ def bench_table3_run(args, device: torch.device) -> dict:
     spec = RunSpec(
         dataset="cifar10", model="resnet8", strategy="fedgkd", params={"buffer": 5},
         clients=20, participation=0.2, alpha=0.1, local_epochs=args.run_epochs, rounds=100,
-        device=str(device), precision=args.precision, compile=args.compile,
+        device=device.type, precision=args.precision, compile=args.compile, engine=args.engine,
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as out:
         run = Run(spec, out, dataset=ds, log=lambda msg: None)
@@ -141,6 +150,87 @@ def bench_table3_run(args, device: torch.device) -> dict:
             "projected_s": seconds * scale}  # fmt: skip
 
 
+ROUND_SHAPES = {
+    # config/config.yaml's defaults for mnist5k
+    "default": dict(
+        dataset="mnist5k", model="cnn", clients=10, participation=0.2, partition="dirichlet-equal",
+        alpha=1.0, local_epochs=1, batch_size=64,
+    ),
+    # fedgkd's table 3 on CIFAR-10 (4 clients a round), on CIFAR-10-shaped synthetic data
+    "table3": dict(
+        dataset="cifar10", model="resnet8", strategy="fedgkd", params={"buffer": 5}, clients=20,
+        participation=0.2, alpha=0.1, batch_size=64,
+    ),
+}  # fmt: skip
+
+
+def _round_setup(shape: str, engine: str, args, device: torch.device, dataset) -> Run:
+    options = dict(ROUND_SHAPES[shape])
+    if shape == "table3":
+        options["local_epochs"] = args.round_epochs
+    spec = RunSpec(
+        engine=engine, device=device.type, precision=args.precision, rounds=1, **options
+    )  # fmt: skip
+    run = Run(spec, tempfile.mkdtemp(prefix="fedkd-bench-"), dataset=dataset, log=lambda m: None)
+    run._setup()
+    if args.client_samples:  # a shorter round (CPU): each client's first samples only
+        run.env.client_index = [ix[: args.client_samples] for ix in run.env.client_index]
+    return run
+
+
+def _max_abs_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
+
+
+def bench_round_engines(args, device: torch.device, shape: str) -> dict:
+    """img/s of one round's client training per engine, median of ``args.repeats``, interleaved."""
+    dataset = synthetic_cifar() if shape == "table3" else None
+    engines = ["sequential", "batched"] + (["graphs"] if device.type == "cuda" else [])
+    runs = {
+        e: _round_setup(shape, "sequential" if e == "sequential" else "batched", args, device,
+                        copy.deepcopy(dataset) if dataset is not None else None)
+        for e in engines
+    }  # fmt: skip
+    first = runs["sequential"]
+    selected = sample_clients(first.spec.seed, 0, first.spec.clients, first.spec.participation)
+    images = first.spec.local_epochs * sum(len(first.env.client_index[c]) for c in selected)
+    times: dict[str, list[float]] = {e: [] for e in engines}
+    states = {}
+    before = os.environ.get(GRAPHS_ENV)
+    try:
+        for rep in range(args.repeats + 1):  # the first repetition warms up and is discarded
+            for e in engines:
+                run = runs[e]
+                os.environ[GRAPHS_ENV] = "1" if e == "graphs" else "0"
+                payload = run.strategy.payload(0, run.global_model)
+                _sync(device)
+                t0 = time.perf_counter()
+                updates, _ = train_clients(
+                    0, selected, run.global_model, payload, run.strategy, run.env
+                )
+                _sync(device)
+                if rep > 0:
+                    times[e].append(time.perf_counter() - t0)
+                states[e] = [u.state for u in updates]
+                assert run.env.engine(run.strategy)["used"] == (
+                    "sequential" if e == "sequential" else "batched"
+                )
+    finally:
+        if before is None:
+            os.environ.pop(GRAPHS_ENV, None)
+        else:
+            os.environ[GRAPHS_ENV] = before
+    diff = {
+        e: max(_max_abs_diff(a, b) for a, b in zip(states["sequential"], states[e], strict=True))
+        for e in engines[1:]
+    }
+    return {
+        "shape": shape, "clients": len(selected), "images": images,
+        "img_s": {e: images / statistics.median(times[e]) for e in engines},
+        "max_abs_diff": diff, "epochs": first.spec.local_epochs,
+    }  # fmt: skip
+
+
 def precision_check(args, device: torch.device) -> list[tuple[str, int, float]]:
     """Best-round accuracy of the same mnist5k runs in fp32 and bf16, per seed: bf16 should land
     within the seed-to-seed spread of fp32."""
@@ -149,7 +239,7 @@ def precision_check(args, device: torch.device) -> list[tuple[str, int, float]]:
         for seed in range(args.check_seeds):
             spec = RunSpec(
                 dataset="mnist5k", clients=10, participation=0.4, alpha=0.5, local_epochs=1,
-                rounds=args.check_rounds, seed=seed, device=str(device), precision=precision,
+                rounds=args.check_rounds, seed=seed, device=device.type, precision=precision,
             )  # fmt: skip
             with tempfile.TemporaryDirectory() as out:
                 record = Run(spec, out, log=lambda msg: None).run()
@@ -173,6 +263,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", default="none", choices=("none", "default", "reduce-overhead"))
     p.add_argument("--run-rounds", type=int, default=1, help="rounds of the table-3 run to measure")
     p.add_argument("--run-epochs", type=int, default=20, help="local epochs of the measured run")
+    p.add_argument(
+        "--engine", default="batched", choices=("sequential", "batched"),
+        help="local-training engine of the table-3-shaped run",
+    )  # fmt: skip
+    p.add_argument(
+        "--rounds-bench", default="default,table3",
+        help="shapes of the per-engine round benchmark (comma-separated: default, table3), or none",
+    )  # fmt: skip
+    p.add_argument("--round-epochs", type=int, default=1, help="local epochs of the table3 round")
+    p.add_argument(
+        "--client-samples", type=int, default=0,
+        help="train each client on its first N samples only in the round benchmark (0: all)",
+    )  # fmt: skip
     p.add_argument("--skip-run", action="store_true", help="only the throughput comparison")
     p.add_argument(
         "--skip-throughput", action="store_true", help="only the table-3-shaped run (and checks)"
@@ -198,11 +301,22 @@ def run_bench(args) -> int:
             f"  bare   {r['bare_img_s']:9.1f} images/s\n"
             f"  ratio  {r['ratio']:9.3f}   (identical final weights: {r['identical_weights']})"
         )
+    for shape in [s for s in args.rounds_bench.split(",") if s and s != "none"]:
+        r = bench_round_engines(args, device, shape)
+        figures = ", ".join(f"{e} {v:,.0f}" for e, v in r["img_s"].items())
+        diffs = ", ".join(f"{e} {v:.1e}" for e, v in r["max_abs_diff"].items())
+        print(
+            f"round of the {shape} shape ({r['clients']} clients, {r['images']} images, "
+            f"{r['epochs']} local epoch(s), median of {args.repeats}, {args.precision}): img/s "
+            f"{figures}; batched/sequential {r['img_s']['batched'] / r['img_s']['sequential']:.2f}"
+            f"; client weights vs sequential, max abs: {diffs}"
+        )
     if not args.skip_run:
         t = bench_table3_run(args, device)
         print(
             f"table-3-shaped run (synthetic CIFAR-10 shape, resnet8, 20 clients, C 0.2, fedgkd M 5, "
-            f"compile {args.compile}): {t['rounds']} round(s) × {t['epochs']} local epoch(s) took "
+            f"compile {args.compile}, engine {args.engine}, cuda graphs "
+            f"{os.environ.get(GRAPHS_ENV, '0')}): {t['rounds']} round(s) × {t['epochs']} local epoch(s) took "
             f"{t['measured_s']:.1f} s → projected 100 rounds × 20 epochs: {t['projected_s']:.0f} s "
             f"({t['projected_s'] / 60:.1f} min)"
         )

@@ -52,7 +52,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.func import grad, vmap
+from torch.func import vmap
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -92,9 +92,8 @@ def engine_choice(spec, strategy: Strategy, model: nn.Module, device: torch.devi
     reason = None
     if requested == "batched":
         if not type(strategy).batched:
-            reason = (
-                f"strategy {type(strategy).name!r} declares batched = False"
-                + (f": {type(strategy).batched_reason}" if type(strategy).batched_reason else "")
+            reason = f"strategy {type(strategy).name!r} declares batched = False" + (
+                f": {type(strategy).batched_reason}" if type(strategy).batched_reason else ""
             )
         elif getattr(spec, "compile", "none") != "none":
             reason = f"compile={spec.compile!r} compiles the sequential worker model"
@@ -283,52 +282,56 @@ def rebuild_scratch(cls: ScratchClass, per_client: list, model_view: FunctionalM
 
 
 # ---------------------------------------------------------------------------------- optimizers
+def _scatter(store: dict[str, torch.Tensor], rows, names: list[str], values: list[torch.Tensor]):
+    """Write a gathered group's rows back (a slice of rows was updated in place already)."""
+    if not isinstance(rows, slice):
+        for n, v in zip(names, values, strict=True):
+            store[n][rows] = v
+
+
 class StackedSGD:
     """``ForeachSGD`` (torch.optim.SGD without dampening or Nesterov) for K stacked clients: the
-    same element-wise arithmetic in the same order, applied to the rows of the stepping group."""
+    same element-wise arithmetic in the same order, applied to the rows of the stepping group.
+    ``params`` are that group's rows (views for a slice of rows, copies for gathered rows)."""
 
-    def __init__(self, params: dict[str, torch.Tensor], spec):
-        self.params = params
-        self.lr, self.momentum, self.wd = float(spec.lr), float(spec.momentum), float(spec.weight_decay)
-        self.buffers = {n: torch.zeros_like(p) for n, p in params.items()} if self.momentum else {}
+    def __init__(self, stacked: dict[str, torch.Tensor], spec):
+        self.stacked = stacked
+        self.lr, self.momentum = float(spec.lr), float(spec.momentum)
+        self.wd = float(spec.weight_decay)
+        self.buffers = {n: torch.zeros_like(p) for n, p in stacked.items()} if self.momentum else {}
 
     @torch.no_grad()
-    def step(self, rows: torch.Tensor | slice, grads: list[torch.Tensor], first: bool) -> None:
-        names = list(self.params)
-        params = [self.params[n][rows] for n in names]
+    def step(self, rows, names: list[str], params: list, grads: list, first: bool) -> None:
         if self.wd != 0:
             grads = torch._foreach_add(grads, params, alpha=self.wd)
         if self.momentum != 0:
             if first:  # torch creates the buffer as a copy of the first gradient
                 bufs = [g.clone() for g in grads]
+                if isinstance(rows, slice):
+                    for n, b in zip(names, bufs, strict=True):
+                        self.buffers[n][rows].copy_(b)
             else:
                 bufs = [self.buffers[n][rows] for n in names]
                 torch._foreach_mul_(bufs, self.momentum)
                 torch._foreach_add_(bufs, grads, alpha=1.0)
+            _scatter(self.buffers, rows, names, bufs)
             grads = bufs
         torch._foreach_add_(params, grads, alpha=-self.lr)
-        if not isinstance(rows, slice):  # a gathered copy: scatter back
-            for n, p in zip(names, params, strict=True):
-                self.params[n][rows] = p
-        if self.momentum != 0:
-            for n, b in zip(names, bufs, strict=True):
-                self.buffers[n][rows] = b
+        _scatter(self.stacked, rows, names, params)
 
 
 class StackedAdam:
     """``torch.optim.Adam`` (foreach, L2 weight decay, no amsgrad) for K stacked clients."""
 
-    def __init__(self, params: dict[str, torch.Tensor], spec, betas=(0.9, 0.999), eps=1e-8):
-        self.params = params
+    def __init__(self, stacked: dict[str, torch.Tensor], spec, betas=(0.9, 0.999), eps=1e-8):
+        self.stacked = stacked
         self.lr, self.wd = float(spec.lr), float(spec.weight_decay)
         self.beta1, self.beta2, self.eps = betas[0], betas[1], eps
-        self.exp_avg = {n: torch.zeros_like(p) for n, p in params.items()}
-        self.exp_avg_sq = {n: torch.zeros_like(p) for n, p in params.items()}
+        self.exp_avg = {n: torch.zeros_like(p) for n, p in stacked.items()}
+        self.exp_avg_sq = {n: torch.zeros_like(p) for n, p in stacked.items()}
 
     @torch.no_grad()
-    def step(self, rows, grads: list[torch.Tensor], step: int) -> None:
-        names = list(self.params)
-        params = [self.params[n][rows] for n in names]
+    def step(self, rows, names: list[str], params: list, grads: list, step: int) -> None:
         m = [self.exp_avg[n][rows] for n in names]
         v = [self.exp_avg_sq[n][rows] for n in names]
         if self.wd != 0:
@@ -342,10 +345,9 @@ class StackedAdam:
         torch._foreach_div_(denom, bias2_sqrt)
         torch._foreach_add_(denom, self.eps)
         torch._foreach_addcdiv_(params, m, denom, value=-(self.lr / bias1))
-        if not isinstance(rows, slice):
-            for store, vals in ((self.params, params), (self.exp_avg, m), (self.exp_avg_sq, v)):
-                for n, t in zip(names, vals, strict=True):
-                    store[n][rows] = t
+        _scatter(self.exp_avg, rows, names, m)
+        _scatter(self.exp_avg_sq, rows, names, v)
+        _scatter(self.stacked, rows, names, params)
 
 
 def clip_per_client(grads: list[torch.Tensor], max_norm: float) -> None:
@@ -369,7 +371,158 @@ def client_batches(
             yield order[start : start + batch_size]
 
 
+@dataclass
+class Group:
+    """Clients stepping together: one scratch class, one batch size, rows of the stacked params."""
+
+    scratch_class: int  # index into the round's scratch classes
+    members: list[int]
+    rows: slice | torch.Tensor  # a slice where the members are consecutive (no gather)
+    per_client: list  # the members' slices of the class's stacked scratch
+    graph: Any = None  # CUDA graph state (GraphedStep), when graphs are on
+    seen: int = 0
+
+
 # ---------------------------------------------------------------------------------- training
+class BatchedTrainer:
+    """The local training of one round's clients, side by side (see the module doc)."""
+
+    def __init__(self, strategy: Strategy, env, round: int, clients: list, classes, class_of):
+        spec, device = env.spec, env.device
+        self.strategy, self.env, self.spec, self.device = strategy, env, spec, device
+        self.classes, self.class_of = classes, class_of
+        worker = self.worker = env.worker()
+        self.trainable = [n for n, p in worker.named_parameters() if p.requires_grad]
+        state = _module_state(worker)
+        self.fixed = {n: t.detach() for n, t in state.items() if n not in self.trainable}
+        k = len(clients)
+        self.stacked = {
+            n: state[n].detach().unsqueeze(0).repeat(k, *[1] * state[n].dim())
+            for n in self.trainable
+        }
+        if spec.optimizer == "sgd":
+            self.opt = StackedSGD(self.stacked, spec)
+        else:
+            self.opt = StackedAdam(self.stacked, spec)
+        self.loss_sum = torch.zeros(k, device=device)
+        self.position = [classes[class_of[i]].members.index(i) for i in range(k)]
+        self.groups: dict[tuple, Group] = {}
+        self.graphs = graphs_requested(device) and spec.optimizer == "sgd"
+        # the fields that differ per client (id, data, steps) are left out of the loss's view:
+        # no local_loss reads them, and one that did would fail here rather than mix clients
+        self.view_fields = dict(
+            round=round, global_model=clients[0].global_model, payload=clients[0].payload,
+            num_classes=env.num_classes, device=device, build_model=env.build_model,
+            preprocess=env.preprocess,
+        )  # fmt: skip
+        self.forwards = [vmap(self._loss_fn(c)) for c in classes]
+
+    def _loss_fn(self, cls: ScratchClass):
+        autocast_on = self.spec.precision == "bf16"
+        device_type = self.device.type
+        # autocast's weight-cast cache must be off under CUDA graph capture (torch's docs)
+        cache = not self.graphs
+
+        def loss_fn(params, x, y, per_client):
+            view = FunctionalModel(self.worker, {**self.fixed, **params})
+            with torch.autocast(
+                device_type, torch.bfloat16, enabled=autocast_on, cache_enabled=cache
+            ):
+                features, logits = view.features_and_logits(x)
+                client = ClientContext(
+                    client_id=None, model=view, data=None,
+                    scratch=rebuild_scratch(cls, per_client, view), **self.view_fields,
+                )  # fmt: skip
+                return self.strategy.local_loss(LocalBatch(x, y, features, logits), client)
+
+        return loss_fn
+
+    def group(self, ci: int, members: list[int], batch_size: int) -> Group:
+        key = (ci, tuple(members), batch_size)
+        g = self.groups.get(key)
+        if g is None:
+            lo, hi = members[0], members[-1] + 1
+            consecutive = members == list(range(lo, hi))
+            rows = slice(lo, hi) if consecutive else torch.tensor(members, device=self.device)
+            cls = self.classes[ci]
+            if len(members) == len(cls.members):
+                per_client = cls.stacked
+            else:
+                local = torch.tensor([self.position[k] for k in members], device=self.device)
+                per_client = [_index(s, local) for s in cls.stacked]
+            g = self.groups[key] = Group(ci, members, rows, per_client)
+        return g
+
+    def step(self, g: Group, x: torch.Tensor, y: torch.Tensor, t: int) -> None:
+        """One local step of every member: forward, backward, clipping, optimizer, loss sum."""
+        params = {n: self.stacked[n][g.rows].detach().requires_grad_() for n in self.trainable}
+        losses = self.forwards[g.scratch_class](params, x, y, g.per_client)
+        # the members' losses are independent: the gradient of their sum is, row by row, each
+        # client's own gradient
+        losses.sum().backward()
+        # as torch's optimizers: a parameter the loss does not reach gets no gradient and is left
+        # alone (no weight decay, no momentum); clipping only counts the ones that have one
+        names = [n for n in self.trainable if params[n].grad is not None]
+        grads = [params[n].grad for n in names]
+        if self.spec.grad_clip is not None:
+            clip_per_client(grads, self.spec.grad_clip)
+        leaves = [params[n].detach() for n in names]
+        if isinstance(self.opt, StackedSGD):
+            self.opt.step(g.rows, names, leaves, grads, first=t == 0)
+        else:
+            self.opt.step(g.rows, names, leaves, grads, step=t + 1)
+        with torch.no_grad():
+            self.loss_sum[g.rows] += losses.detach().float()
+
+    def run_step(self, g: Group, x: torch.Tensor, y: torch.Tensor, t: int) -> None:
+        g.seen += 1
+        # the first step creates the momentum buffers (another computation) and a shape's first
+        # step warms up the kernels: both run eagerly; from its second step on a shape replays
+        if not self.graphs or t == 0 or g.seen == 1:
+            if self.graphs:
+                _on_side_stream(lambda: self.step(g, x, y, t))
+            else:
+                self.step(g, x, y, t)
+            return
+        if g.graph is None:
+            g.graph = GraphedStep(self, g, x, y, t)
+        g.graph.replay(x, y)
+
+
+def _on_side_stream(fn) -> None:
+    """CUDA graph capture wants the warm-up iterations on a side stream."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+
+
+class GraphedStep:
+    """One group shape's whole step captured as a CUDA graph over static input buffers.
+
+    The stacked parameters, optimizer buffers and loss sums live at fixed addresses for the round,
+    so the graph updates them in place; each replay only needs the batch copied into ``x``/``y``.
+    Unverified on a GPU by its author (see the module doc)."""
+
+    def __init__(self, trainer: BatchedTrainer, g: Group, x: torch.Tensor, y: torch.Tensor, t):
+        self.x, self.y = x.clone(), y.clone()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            trainer.step(g, self.x, self.y, t)  # t > 0: the momentum update, not its creation
+
+    def replay(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x.copy_(x, non_blocking=True)
+        self.y.copy_(y, non_blocking=True)
+        self.graph.replay()
+
+
+def _index(stacked: Any, rows: torch.Tensor) -> Any:
+    if isinstance(stacked, dict):
+        return {n: t[rows] for n, t in stacked.items()}
+    return stacked[rows]
+
+
 def train_clients_batched(
     round: int,
     selected: list[int],
@@ -406,12 +559,7 @@ def train_clients_batched(
     classes, class_of = plan_scratch(snapshots, signatures, worker)
     del snapshots, cache
 
-    trainable = [n for n, p in worker.named_parameters() if p.requires_grad]
-    fixed = {n: t.detach() for n, t in _module_state(worker).items() if n not in trainable}
-    k_all = len(selected)
-    stacked = {n: global_state[n].detach().unsqueeze(0).repeat(k_all, *[1] * global_state[n].dim())
-               for n in trainable}  # fmt: skip
-    opt = StackedSGD(stacked, spec) if spec.optimizer == "sgd" else StackedAdam(stacked, spec)
+    trainer = BatchedTrainer(strategy, env, round, clients, classes, class_of)
     seeds = [derive_seed(spec.seed, "client", round, cid) for cid in selected]
     batches = [
         client_batches(
@@ -421,88 +569,36 @@ def train_clients_batched(
         for c, s in zip(clients, seeds, strict=True)
     ]  # fmt: skip
     dev_gens = [torch.Generator(device=device).manual_seed(s) for s in seeds]
-    loss_sum = torch.zeros(k_all, device=device)
-    steps = [0] * k_all
     pre = env.preprocess
     per_sample_aug = getattr(pre, "crop_flip", False)
-    autocast_on = spec.precision == "bf16"
-    # the fields that differ per client and that no local_loss may read are left out of the view
-    view_fields = dict(
-        round=round, global_model=frozen_global, payload=payload, num_classes=env.num_classes,
-        device=device, build_model=env.build_model, preprocess=pre,
-    )  # fmt: skip
-    graphs = GraphCache() if graphs_requested(device) else None
-
-    def make_step(cls: ScratchClass):
-        def loss_fn(params, x, y, per_client):
-            tensors = {**fixed, **params}
-            view = FunctionalModel(worker, tensors)
-            with torch.autocast(device.type, torch.bfloat16, enabled=autocast_on):
-                features, logits = view.features_and_logits(x)
-                client = ClientContext(
-                    client_id=None, model=view, data=None,
-                    scratch=rebuild_scratch(cls, per_client, view), **view_fields,
-                )  # fmt: skip
-                loss = strategy.local_loss(LocalBatch(x, y, features, logits), client)
-            return loss, loss.detach()
-
-        return vmap(grad(loss_fn, has_aux=True))
-
-    step_fns = [make_step(c) for c in classes]
-    position_in_class = [classes[class_of[k]].members.index(k) for k in range(k_all)]
-
-    def one_step(ci: int, members: list[int], x, y, step: int) -> None:
-        rows = (
-            slice(members[0], members[-1] + 1)
-            if members == list(range(members[0], members[-1] + 1))
-            else torch.tensor(members, device=device)
-        )
-        cls = classes[ci]
-        local = torch.tensor([position_in_class[k] for k in members], device=device)
-        full_class = len(members) == len(cls.members)
-        per_client = [s if full_class else _index(s, local) for s in cls.stacked]
-        params = {n: t[rows] for n, t in stacked.items()}
-        grads, losses = step_fns[ci](params, x, y, per_client)
-        g = [grads[n] for n in trainable]
-        if spec.grad_clip is not None:
-            clip_per_client(g, spec.grad_clip)
-        if isinstance(opt, StackedSGD):
-            opt.step(rows, g, first=step == 0)
-        else:
-            opt.step(rows, g, step + 1)
-        loss_sum[rows] += losses.float()
-
-    active = list(range(k_all))
-    t = 0
-    while active:
-        groups: dict[tuple[int, int], list[tuple[int, torch.Tensor]]] = {}
+    steps = [0] * len(selected)
+    active, t = list(range(len(selected))), 0
+    while active:  # lockstep: iteration t is every active client's t-th local step
+        by_shape: dict[tuple[int, int], list[tuple[int, torch.Tensor]]] = {}
         still = []
         for k in active:
             idx = next(batches[k], None)
-            if idx is None:
-                continue
-            still.append(k)
-            groups.setdefault((class_of[k], len(idx)), []).append((k, idx))
+            if idx is not None:
+                still.append(k)
+                by_shape.setdefault((class_of[k], len(idx)), []).append((k, idx))
         active = still
-        for (ci, _), items in groups.items():
+        for (ci, size), items in by_shape.items():
             members = [k for k, _ in items]
-            if per_sample_aug:
-                xs = [pre(clients[k].data.x[idx], train=True, gen=dev_gens[k]) for k, idx in items]
-                x = torch.stack(xs)
-            else:  # no random draws: one gather and one normalisation for the group
+            if per_sample_aug:  # each client's own augmentation draws, in its own order
+                x = torch.stack(
+                    [pre(clients[k].data.x[idx], train=True, gen=dev_gens[k]) for k, idx in items]
+                )
+            else:  # no random draws: one normalisation for the group
                 raw = torch.stack([clients[k].data.x[idx] for k, idx in items])
                 x = pre(raw.flatten(0, 1), train=True).unflatten(0, raw.shape[:2])
             y = torch.stack([clients[k].data.y[idx] for k, idx in items])
-            if graphs is not None:
-                graphs.step(one_step, ci, members, x, y, t)
-            else:
-                one_step(ci, members, x, y, t)
+            trainer.run_step(trainer.group(ci, members, size), x, y, t)
             for k in members:
                 steps[k] += 1
         t += 1
 
     # ---- back to the sequential path's shape: each client's weights in the worker, then its end
-    losses = (loss_sum / torch.tensor([max(s, 1) for s in steps], device=device)).tolist()
+    losses = (trainer.loss_sum / torch.tensor([max(s, 1) for s in steps], device=device)).tolist()
     for k, cid in enumerate(selected):
         if not torch.isfinite(torch.tensor(losses[k])):
             raise DivergedError(
@@ -513,8 +609,8 @@ def train_clients_batched(
         with torch.no_grad():
             worker.load_state_dict(global_state)
             named = dict(worker.named_parameters())
-            for n in trainable:
-                named[n].copy_(stacked[n][k])
+            for n in trainer.trainable:
+                named[n].copy_(trainer.stacked[n][k])
         client.model = worker
         client.steps = steps[k]
         # the global generator as the sequential path leaves it after this client's training
@@ -533,16 +629,3 @@ def train_clients_batched(
             )
         )
     return updates, local_acc
-
-
-def _index(stacked: Any, rows: torch.Tensor) -> Any:
-    if isinstance(stacked, dict):
-        return {n: t[rows] for n, t in stacked.items()}
-    return stacked[rows]
-
-
-class GraphCache:
-    """Placeholder replaced below when CUDA graphs are implemented."""
-
-    def step(self, fn, ci, members, x, y, t):
-        fn(ci, members, x, y, t)
