@@ -181,7 +181,7 @@ def test_functional_model_view_runs_the_module_with_given_weights():
 def test_unsupported_strategies_and_models_fall_back_with_a_reason(data, tmp_path):
     fedgen = get_strategy_class("fedgen")
     assert not fedgen.batched and fedgen.batched_reason
-    base = dict(SMALL, strategy="fedgen", rounds=1)
+    base = dict(SMALL, strategy="fedgen", rounds=1, engine="batched")
     train(RunSpec(**base), tmp_path / "gen", data)
     engine = engine_used(tmp_path / "gen")
     assert engine["requested"] == "batched" and engine["used"] == "sequential"
@@ -192,7 +192,7 @@ def test_unsupported_strategies_and_models_fall_back_with_a_reason(data, tmp_pat
             super().__init__()
             self.layer = layer
 
-    spec = RunSpec()
+    spec = RunSpec(engine="batched")
     fedavg = get_strategy_class("fedavg")(None, None)
     cpu = torch.device("cpu")
     bn = engine_choice(spec, fedavg, WithNorm(nn.BatchNorm2d(3)), cpu)
@@ -200,10 +200,18 @@ def test_unsupported_strategies_and_models_fall_back_with_a_reason(data, tmp_pat
     drop = engine_choice(spec, fedavg, WithNorm(nn.Dropout(0.1)), cpu)
     assert drop["used"] == "sequential" and "dropout" in drop["reason"]
     assert engine_choice(spec, fedavg, WithNorm(nn.Dropout(0.0)), cpu)["used"] == "batched"
-    compiled = engine_choice(RunSpec(compile="default"), fedavg, WithNorm(nn.Linear(2, 2)), cpu)
+    compiled = engine_choice(
+        RunSpec(engine="batched", compile="default"), fedavg, WithNorm(nn.Linear(2, 2)), cpu
+    )
     assert compiled["used"] == "sequential"
     seq = engine_choice(RunSpec(engine="sequential"), fedavg, WithNorm(nn.Linear(2, 2)), cpu)
     assert seq == {"requested": "sequential", "used": "sequential", "reason": None}
+    # the default, auto: batched on CUDA, sequential (with the reason) on a CPU
+    auto_cpu = engine_choice(RunSpec(), fedavg, WithNorm(nn.Linear(2, 2)), cpu)
+    assert auto_cpu["requested"] == "auto" and auto_cpu["used"] == "sequential"
+    assert "CUDA" in auto_cpu["reason"]
+    auto_cuda = engine_choice(RunSpec(), fedavg, WithNorm(nn.Linear(2, 2)), torch.device("cuda"))
+    assert auto_cuda["used"] == "batched" and auto_cuda["reason"] is None
 
 
 def test_engine_and_stop_keys_are_validated_and_keep_existing_hashes():
@@ -253,7 +261,8 @@ def test_killed_batched_run_resumes_bit_identical(data, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(KILLED_SCRIPT.format(tests=str(Path(__file__).parent)))
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    full = train(RunSpec(**dict(SMALL, rounds=3, strategy="scaffold")), tmp_path / "full", data)
+    spec = RunSpec(**dict(SMALL, rounds=3, strategy="scaffold", engine="batched"))
+    full = train(spec, tmp_path / "full", data)
     out = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, str(script), str(out)], env=env,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip

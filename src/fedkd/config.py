@@ -35,7 +35,7 @@ NOT_IN_IDENTITY = ("device", "data_root", "partition_file", "deterministic", "en
 # keys left out of identity() while they hold their default, so adding them kept every existing
 # spec's hash (and with it every finished run and checkpoint)
 IDENTITY_UNLESS_DEFAULT = {"stop_at_acc": None}
-ENGINES = ("sequential", "batched")
+ENGINES = ("auto", "sequential", "batched")
 
 
 class SpecError(ValueError):
@@ -78,8 +78,9 @@ class RunSpec:
     # (CPU runs repeat exactly without it); a how-exactly switch like device, so not in identity()
     deterministic: bool = False
     # local training: "batched" trains a round's clients side by side where the strategy and model
-    # support it (else sequentially, with the reason in run.json); "sequential" one after another
-    engine: str = "batched"
+    # support it (else sequentially, with the reason in run.json); "sequential" one after another;
+    # "auto" batched on CUDA, sequential on CPU, where batched measured slower (performance.md)
+    engine: str = "auto"
     # end the run once the global test accuracy reaches this (rounds-to-target tables); None: never
     stop_at_acc: float | None = None
     model_options: dict[str, Any] = field(default_factory=dict)  # e.g. {"norm": "batch"}

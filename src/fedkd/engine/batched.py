@@ -34,7 +34,9 @@ the sequential path, and the update is built from the worker's state.
 Strategies opt out with ``Strategy.batched = False`` (e.g. FedGen draws from the global random
 generator inside ``local_loss``); models with BatchNorm (running statistics are per-client
 buffers updated in the forward pass) or active dropout (vmapped random draws cannot reproduce the
-sequential ones) fall back as well. ``engine_choice`` says which path runs and why.
+sequential ones) fall back as well. ``engine_choice`` says which path runs and why; the spec's
+default, ``engine: auto``, runs batched on CUDA only: on a CPU the vmapped kernels have no launch
+overhead to save and measured slower than the sequential path (docs/performance.md).
 
 CUDA graphs (``FEDKD_CUDA_GRAPHS=1`` on a CUDA device): each group shape's whole step (forward,
 backward, clipping, optimizer, loss accumulation) is captured once per round over static buffers
@@ -60,7 +62,12 @@ from fedkd.engine.evaluate import evaluate
 from fedkd.engine.seeding import derive_seed
 from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, Strategy, frozen_copy
 
-ENGINES = ("sequential", "batched")
+# engine "auto" off CUDA: the vmapped kernels have no launch overhead to save on a CPU, and the
+# batch rules' layout copies and grouped convolutions cost more than they save
+AUTO_ON_CPU = (
+    "engine auto: sequential off CUDA, where the batched engine measured slower "
+    "(docs/performance.md); engine: batched forces it"
+)
 GRAPHS_ENV = "FEDKD_CUDA_GRAPHS"
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s
 
@@ -90,7 +97,12 @@ def engine_choice(spec, strategy: Strategy, model: nn.Module, device: torch.devi
     """Which local-training path runs, and why: ``{"requested", "used", "reason"}`` (+ graphs)."""
     requested = getattr(spec, "engine", "sequential")
     reason = None
-    if requested == "batched":
+    wanted = requested
+    if requested == "auto":
+        wanted = "batched" if device.type == "cuda" else "sequential"
+        if wanted == "sequential":
+            reason = AUTO_ON_CPU
+    if wanted == "batched":
         if not type(strategy).batched:
             reason = f"strategy {type(strategy).name!r} declares batched = False" + (
                 f": {type(strategy).batched_reason}" if type(strategy).batched_reason else ""
@@ -99,7 +111,7 @@ def engine_choice(spec, strategy: Strategy, model: nn.Module, device: torch.devi
             reason = f"compile={spec.compile!r} compiles the sequential worker model"
         else:
             reason = model_unsupported_reason(model)
-    used = "batched" if requested == "batched" and reason is None else "sequential"
+    used = "batched" if wanted == "batched" and reason is None else "sequential"
     choice = {"requested": requested, "used": used, "reason": reason}
     if used == "batched":
         choice["cuda_graphs"] = graphs_requested(device)
@@ -353,7 +365,11 @@ class StackedAdam:
 def clip_per_client(grads: list[torch.Tensor], max_norm: float) -> None:
     """``clip_grad_norm_`` applied to each client (row) separately, by its own total norm."""
     g = grads[0].shape[0]
-    norms = torch.stack([torch.linalg.vector_norm(x.reshape(g, -1), 2, dim=1) for x in grads], 1)
+    # a norm over the trailing dims, not over a reshape: vmapped gradients can be transposed
+    # views, which a reshape would copy
+    norms = torch.stack(
+        [torch.linalg.vector_norm(x, 2, dim=tuple(range(1, x.dim()))) for x in grads], 1
+    )
     total = torch.linalg.vector_norm(norms, 2, dim=1)
     coef = torch.clamp(max_norm / (total + CLIP_EPS), max=1.0)
     for x in grads:
@@ -396,10 +412,7 @@ class BatchedTrainer:
         state = _module_state(worker)
         self.fixed = {n: t.detach() for n, t in state.items() if n not in self.trainable}
         k = len(clients)
-        self.stacked = {
-            n: state[n].detach().unsqueeze(0).repeat(k, *[1] * state[n].dim())
-            for n in self.trainable
-        }
+        self.stacked = {n: stack_copies(state[n].detach(), k) for n in self.trainable}
         if spec.optimizer == "sgd":
             self.opt = StackedSGD(self.stacked, spec)
         else:
@@ -458,12 +471,15 @@ class BatchedTrainer:
         params = {n: self.stacked[n][g.rows].detach().requires_grad_() for n in self.trainable}
         losses = self.forwards[g.scratch_class](params, x, y, g.per_client)
         # the members' losses are independent: the gradient of their sum is, row by row, each
-        # client's own gradient
-        losses.sum().backward()
+        # client's own gradient. autograd.grad rather than backward(): no AccumulateGrad, whose
+        # layout contract copied the (transposed) vmapped linear-weight gradient every step
+        all_grads = torch.autograd.grad(
+            losses.sum(), [params[n] for n in self.trainable], allow_unused=True
+        )
         # as torch's optimizers: a parameter the loss does not reach gets no gradient and is left
         # alone (no weight decay, no momentum); clipping only counts the ones that have one
-        names = [n for n in self.trainable if params[n].grad is not None]
-        grads = [params[n].grad for n in names]
+        names = [n for n, gr in zip(self.trainable, all_grads, strict=True) if gr is not None]
+        grads = [gr for gr in all_grads if gr is not None]
         if self.spec.grad_clip is not None:
             clip_per_client(grads, self.spec.grad_clip)
         leaves = [params[n].detach() for n in names]
@@ -487,6 +503,17 @@ class BatchedTrainer:
         if g.graph is None:
             g.graph = GraphedStep(self, g, x, y, t)
         g.graph.replay(x, y)
+
+
+def stack_copies(t: torch.Tensor, k: int) -> torch.Tensor:
+    """k copies of a parameter along a new leading dimension. A matrix (a linear layer's weight)
+    is laid out transposed in memory: the vmapped linear is a bmm whose weight gradient comes out
+    transposed, and in this layout it matches the parameter's strides, so the clipping and the
+    optimizer's element-wise kernels read both contiguously instead of transposing 2 x 1.6 M
+    values (the cnn's fc layer) every step."""
+    if t.dim() == 2:
+        return t.t().unsqueeze(0).repeat(k, 1, 1).transpose(1, 2)
+    return t.unsqueeze(0).repeat(k, *[1] * t.dim())
 
 
 def _on_side_stream(fn) -> None:
