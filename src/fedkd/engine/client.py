@@ -66,9 +66,9 @@ def keep_freed_memory() -> None:
 
     By default every tensor above 128 KiB (at first; the limit adapts slowly) is a fresh mmap,
     and freed heap tops are trimmed: each step's gradients and activations are page-faulted in
-    anew. On the 2-core CPU machine this made a process's first rounds ~10x slower than its later
-    ones (0.45 s against 6.7 s for a small mnist5k round, docs/performance.md). Once per process;
-    a no-op where the C library is not glibc."""
+    anew. On the 2-core CPU machine a 5-round default-configuration job took 4.5 s without this
+    and 4.0 s with it; with other processes on the cores a first small round took 6.7 s against
+    0.45 s (docs/performance.md). Once per process; a no-op where the C library is not glibc."""
     global _MALLOC_TUNED
     if _MALLOC_TUNED:
         return
