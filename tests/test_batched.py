@@ -102,7 +102,10 @@ def test_the_setting_exercises_unequal_clients_and_repeat_participants(data):
 
 @pytest.mark.parametrize("strategy", BATCHED)
 def test_batched_matches_sequential(strategy, data, tmp_path):
-    base = dict(SMALL, strategy=strategy, params=PARAMS.get(strategy, {}))
+    # fedavg also evaluates the local models (eval_local), which runs after batched training
+    base = dict(
+        SMALL, strategy=strategy, params=PARAMS.get(strategy, {}), eval_local=strategy == "fedavg"
+    )
     seq = train(RunSpec(engine="sequential", **base), tmp_path / "seq", data)
     bat = train(RunSpec(engine="batched", **base), tmp_path / "bat", data)
     assert engine_used(tmp_path / "seq")["used"] == "sequential"
@@ -111,6 +114,7 @@ def test_batched_matches_sequential(strategy, data, tmp_path):
     }  # fmt: skip
     ms, mb = metrics(tmp_path / "seq"), metrics(tmp_path / "bat")
     assert list(ms["test_acc"]) == list(mb["test_acc"])
+    assert ms["local_acc"].tolist() == pytest.approx(mb["local_acc"].tolist(), nan_ok=True)
     assert ms["train_loss"].tolist() == pytest.approx(mb["train_loss"].tolist(), abs=1e-4)
     assert max_abs_diff(seq.global_model, bat.global_model) <= 1e-4
     # the clients really trained: the global model moved away from its initial weights
@@ -283,3 +287,47 @@ def test_killed_batched_run_resumes_bit_identical(data, tmp_path):
     resumed = torch.load(out / "final.pt")
     for k, v in full.global_model.state_dict().items():
         assert torch.equal(v, resumed[k]), k
+
+
+def test_scratch_plan_shares_teachers_and_stacks_what_differs_per_client():
+    """A module reloaded with each client's weights (MOON's previous model) is snapshotted and
+    stacked; a teacher used unchanged by every client is shared; per-client tensors are stacked;
+    a reference to a worker parameter (SCAFFOLD) becomes the client's functional parameter."""
+    from torch.func import vmap
+
+    from fedkd.engine.batched import plan_scratch, rebuild_scratch, snapshot_scratch
+
+    torch.manual_seed(0)
+    worker, reloaded, teacher = nn.Linear(3, 2), nn.Linear(3, 2), nn.Linear(3, 2)
+    states = [{k: torch.randn_like(v) for k, v in reloaded.state_dict().items()} for _ in range(2)]
+    snapshots, signatures, cache = [], [], {}
+    for k in range(2):
+        reloaded.load_state_dict(states[k])  # as client_begin does, one client after another
+        scratch = {
+            "previous": reloaded, "teacher": teacher, "weights": torch.full((2,), float(k)),
+            "params": [worker.weight], "coef": 0.5,
+        }  # fmt: skip
+        snaps, _, sig = snapshot_scratch(scratch, worker, cache)
+        snapshots.append(snaps)
+        signatures.append(sig)
+    (cls,), class_of = plan_scratch(snapshots, signatures, worker)
+    assert class_of == [0, 0]
+    kinds = [entry[0] for entry in cls.plan]
+    assert sorted(kinds) == ["module", "param", "shared", "tensor", "value"]
+    x = torch.randn(2, 4, 3)
+    client_params = {n: torch.randn(2, *p.shape) for n, p in worker.named_parameters()}
+
+    def probe(params, x, per_client):
+        from fedkd.engine.batched import FunctionalModel
+
+        view = FunctionalModel(worker, params)
+        s = rebuild_scratch(cls, per_client, view)
+        assert s["teacher"] is teacher and s["coef"] == 0.5
+        return s["previous"](x), s["weights"], s["params"][0]
+
+    prev_out, weights, param = vmap(probe)(client_params, x, cls.stacked)
+    for k in range(2):
+        reloaded.load_state_dict(states[k])
+        assert torch.allclose(prev_out[k], reloaded(x[k]))
+        assert torch.equal(weights[k], torch.full((2,), float(k)))
+        assert torch.equal(param[k], client_params["weight"][k])

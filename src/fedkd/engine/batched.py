@@ -491,9 +491,11 @@ class BatchedTrainer:
             self.loss_sum[g.rows] += losses.detach().float()
 
     def run_step(self, g: Group, x: torch.Tensor, y: torch.Tensor, t: int) -> None:
-        g.seen += 1
-        # the first step creates the momentum buffers (another computation) and a shape's first
-        # step warms up the kernels: both run eagerly; from its second step on a shape replays
+        # the first step creates the momentum buffers (another computation) and runs eagerly; so
+        # does a shape's first later step, which warms up exactly the kernels the graph captures;
+        # from its second later step on, a shape replays
+        if t > 0:
+            g.seen += 1
         if not self.graphs or t == 0 or g.seen == 1:
             if self.graphs:
                 _on_side_stream(lambda: self.step(g, x, y, t))
