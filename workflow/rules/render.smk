@@ -1,3 +1,10 @@
+def report_section(name):
+    """(category, subcategory) of an output in `snakemake --report`: its paper and table."""
+    return sections.report_section(
+        plan.outputs[name]["caption"], plan.layout(name).output, name
+    )
+
+
 rule features:
     """A run's t-SNE features (its global model and a local model trained from it), for a figure
     of layout tsne: the training stays out of the render rule."""
@@ -18,21 +25,26 @@ rule features:
     params:
         args=lambda wc: plan.features_args(wc.name),
         code=package_files_hash(*FEATURES_CODE),
+    message:
+        "features {output}"
     shell:
         "fedkd features {params.args} --out {output:q} > {log:q} 2>&1"
 
 
 rule render_table:
-    """A table as LaTeX (booktabs), Markdown and CSV."""
+    """A table as LaTeX (booktabs), Markdown, CSV and HTML (the report shows the HTML)."""
     input:
         lambda wc: plan.render_inputs(wc.name),
     output:
         tex="results/tables/{name}.tex",
         md="results/tables/{name}.md",
-        csv=report(
-            "results/tables/{name}.csv",
+        csv="results/tables/{name}.csv",
+        # the report shows the table as the paper prints it, grouped by paper and table
+        html=report(
+            "results/tables/{name}.html",
             caption="../report/table.rst",
-            category="Tables",
+            category=lambda wc: report_section(wc.name)[0],
+            subcategory=lambda wc: report_section(wc.name)[1],
             labels={"table": "{name}"},
         ),
     log:
@@ -51,6 +63,8 @@ rule render_table:
         caption=lambda wc: plan.caption(wc.name),
         prefix=lambda wc: f"results/tables/{wc.name}",
         code=lambda wc: plan.render_code_hash(wc.name),
+    message:
+        "render results/tables/{wildcards.name}.{{tex,md,csv,html}}"
     shell:
         "fedkd render {params.args} --out {params.prefix:q} --options {params.options:q}"
         " > {log:q} 2>&1"
@@ -65,7 +79,8 @@ rule render_figure:
         png=report(
             "results/figures/{name}.png",
             caption="../report/figure.rst",
-            category="Figures",
+            category=lambda wc: report_section(wc.name)[0],
+            subcategory=lambda wc: report_section(wc.name)[1],
             labels={"figure": "{name}"},
         ),
     log:
@@ -83,6 +98,42 @@ rule render_figure:
         options=render_options,
         caption=lambda wc: plan.caption(wc.name),
         prefix=lambda wc: f"results/figures/{wc.name}",
+        code=lambda wc: plan.render_code_hash(wc.name),
+    message:
+        "render results/figures/{wildcards.name}.{{pdf,png}}"
+    shell:
+        "fedkd render {params.args} --out {params.prefix:q} --options {params.options:q}"
+        " > {log:q} 2>&1"
+
+
+rule render_vs_paper:
+    """A table beside the paper's own numbers (entries with `paper:`), from the table's aggregate."""
+    input:
+        lambda wc: plan.render_inputs(wc.name),
+    output:
+        tex="results/tables/{name}_vs_paper.tex",
+        md="results/tables/{name}_vs_paper.md",
+        csv=report(
+            "results/tables/{name}_vs_paper.csv",
+            caption="../report/table.rst",
+            category="Beside the paper",
+            labels={"table": "{name}"},
+        ),
+    log:
+        "results/logs/render/{name}_vs_paper.log",
+    wildcard_constraints:
+        name=names_regex(plan.paper_tables()),
+    conda:
+        "../../envs/fedkd.yaml"
+    threads: 1
+    resources:
+        mem_mb=plan.rule_resource("render", "mem_mb", 4000),
+        runtime=plan.rule_resource("render", "runtime", 20),
+    params:
+        args=lambda wc: plan.vs_paper_args(wc.name),
+        options=lambda wc: json.dumps(plan.vs_paper_options(wc.name), sort_keys=True),
+        caption=lambda wc: plan.vs_paper_options(wc.name)["caption"],
+        prefix=lambda wc: f"results/tables/{wc.name}_vs_paper",
         code=lambda wc: plan.render_code_hash(wc.name),
     shell:
         "fedkd render {params.args} --out {params.prefix:q} --options {params.options:q}"

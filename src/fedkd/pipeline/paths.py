@@ -3,7 +3,9 @@ one run, and a run several tables need is trained once.
 
 results/runs/<dataset>/<variant>/<setting>/seed<seed>, where <setting> is for example
 ``dirichlet-equal-a0.1-K10-C0.2-E1-R10`` (partition and its alpha or shards, clients,
-participation, local epochs, rounds, ``-local`` when clients' local models are evaluated too).
+participation, local epochs, rounds, ``-local`` when clients' local models are evaluated too,
+``-stop0.8`` when the run stops once its test accuracy reaches 0.8: a stopped run's best and final
+accuracy differ from a full run's, so it is another run).
 Everything else in a run's spec is fixed per dataset and variant by the config.
 """
 
@@ -45,6 +47,8 @@ def setting_id(spec: dict) -> str:
     ]
     if spec.get("eval_local"):
         parts.append("local")
+    if spec.get("stop_at_acc") is not None:
+        parts.append(f"stop{num(spec['stop_at_acc'])}")
     return "-".join(parts)
 
 
@@ -53,6 +57,7 @@ SETTING_RE = re.compile(
     r"(?:-a(?P<alpha>[0-9.]+))?(?:-s(?P<shards>[0-9]+))?"
     r"-K(?P<clients>[0-9]+)-C(?P<participation>[0-9.]+)"
     r"-E(?P<local_epochs>[0-9]+)-R(?P<rounds>[0-9]+)(?P<local>-local)?"
+    r"(?:-stop(?P<stop_at_acc>[0-9.]+))?"
 )
 
 
@@ -73,6 +78,7 @@ def parse_setting(text: str) -> dict:
         "local_epochs": int(m["local_epochs"]),
         "rounds": int(m["rounds"]),
         "eval_local": bool(m["local"]),
+        "stop_at_acc": float(m["stop_at_acc"]) if m["stop_at_acc"] else None,
     }
     needs = "alpha" if spec["partition"] in DIRICHLET else "shards"
     if spec["partition"] != "iid" and spec[needs] is None:
@@ -99,6 +105,9 @@ def normalise_path_keys(spec: dict) -> dict:
     if spec["partition"] != "shards":
         spec["shards"] = None
     spec["eval_local"] = bool(spec.get("eval_local", False))
+    # absent unless set, so runs without it keep their flags (and are not re-run)
+    if spec.get("stop_at_acc") is None:
+        spec.pop("stop_at_acc", None)
     return spec
 
 

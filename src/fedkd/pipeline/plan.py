@@ -30,6 +30,8 @@ from fedkd.report.targets import Layout, get_layout
 FEATURES_CODE = ("engine", "models", "data", "strategies", "config.py")
 # the code every rendered output depends on
 REPORT_CODE = ("report", "metrics.py")
+# a table's companion beside the paper: results/tables/<name>_vs_paper.{tex,md,csv}
+VS_PAPER = "_vs_paper"
 
 
 class Plan:
@@ -138,6 +140,13 @@ class Plan:
     def grid_points(self, name: str) -> list[dict]:
         return grid_points(self.outputs[name])
 
+    def column_variants(self, column, point: dict) -> list[str]:
+        """Every variant a column needs at a grid point: one, or each of a ``best_of`` sweep
+        (the table shows the best per setting, fedkd.report.best_of)."""
+        if isinstance(column, dict) and "best_of" in column:
+            return list(column["best_of"])
+        return [self.column_variant(column, point)]
+
     def column_variant(self, column, point: dict) -> str:
         """The variant of a column at a grid point: the first case whose keys all match the
         point's run keys (its grid values over the dataset's and the defaults'), else the
@@ -157,15 +166,30 @@ class Plan:
         first = self.layout(name).seeds == "first"
         return self.config["seeds"][:1] if first else self.config["seeds"]
 
+    def output_point_spec(self, name: str, point: dict, variant: str) -> dict:
+        """The spec of a run output ``name`` needs: rounds-to-target runs stop once they reach
+        the highest target accuracy the table asks for (the rounds after it cannot change it)."""
+        spec = self.point_spec(point, variant)
+        stop = self.stop_at_acc(name)
+        if stop is not None and spec.get("stop_at_acc") is None:
+            spec["stop_at_acc"] = stop
+        return spec
+
+    def stop_at_acc(self, name: str) -> float | None:
+        if self.layout(name).name != "rounds_to_target":
+            return None
+        targets = (self.outputs[name].get("options") or {}).get("targets") or []
+        return max((float(t["accuracy"]) for t in targets), default=None)
+
     def _target_runs(self, name: str) -> tuple[tuple[str, str], ...]:
         """(label, run directory) of every run the output needs, in grid × column × seed order."""
         out = []
         for point in self.grid_points(name):
             for label, column in (self.outputs[name].get("columns") or {}).items():
-                variant = self.column_variant(column, point)
-                spec = self.point_spec(point, variant)
-                for seed in self.seeds(name):
-                    out.append((label, run_dir(spec, variant, seed)))
+                for variant in self.column_variants(column, point):
+                    spec = self.output_point_spec(name, point, variant)
+                    for seed in self.seeds(name):
+                        out.append((label, run_dir(spec, variant, seed)))
         return tuple(out)
 
     def _target_partitions(self, name: str) -> tuple[str, ...]:
@@ -228,9 +252,10 @@ class Plan:
         stand_in = (self.config.get("stand_ins") or {}).get(dataset)
         return f"{dataset} (for {stand_in})" if stand_in else dataset
 
-    def caption(self, name: str) -> str:
-        """The configured caption plus which configuration and (stand-in) datasets made it."""
-        text = self.outputs[name]["caption"].strip().rstrip(".")
+    def caption(self, name: str, text: str | None = None) -> str:
+        """The configured caption (or ``text``) plus which configuration and (stand-in) datasets
+        made it."""
+        text = (text or self.outputs[name]["caption"]).strip().rstrip(".")
         about = [f"configuration {self.config['name']}"]
         datasets = self.datasets_of(name)
         if datasets:
@@ -238,7 +263,23 @@ class Plan:
         if self.layout(name).input == "aggregate":
             n = len(self.seeds(name))
             about.append(f"{n} seed{'s' if n > 1 else ''}")
-        return f"{text}. Produced by {'; '.join(about)}."
+        notes = "".join(f" {n}." for n in self.strategy_notes(name))
+        return f"{text}.{notes} Produced by {'; '.join(about)}."
+
+    def best_of(self, name: str) -> dict[str, list[str]]:
+        """{label: its variants} of the output's best_of columns."""
+        columns = self.outputs[name].get("columns") or {}
+        return {
+            label: list(c["best_of"])
+            for label, c in columns.items()
+            if isinstance(c, dict) and "best_of" in c
+        }
+
+    def strategy_notes(self, name: str) -> list[str]:
+        """Caption sentences on how a column's method was run (fedkd.pipeline.notes)."""
+        from fedkd.pipeline.notes import strategy_notes
+
+        return strategy_notes(self, name)
 
     def render_options(self, name: str) -> dict:
         entry, layout = self.outputs[name], self.layout(name)
@@ -253,8 +294,41 @@ class Plan:
         if (layout.lists_datasets or "dataset" in rows) and self.config.get("stand_ins"):
             names = {d: self.stand_in_name(d) for d in self.datasets_of(name)}
             options["row_names"] = {**names, **options.get("row_names", {})}
+        if self.best_of(name):
+            options["best_of"] = self.best_of(name)
         options["caption"] = self.caption(name)
         options["label"] = f"{layout.label_prefix}:{name}"
+        return options
+
+    # ------------------------------------------------------------------ beside the paper
+    def paper_tables(self) -> list[str]:
+        """Tables whose entry names a paper table (``paper: fedgkd_table3``): each gets a
+        companion ``<name>_vs_paper`` drawn from the same aggregate."""
+        return [
+            n for n in self.names(output="table")
+            if self.outputs[n].get("paper") and self.layout(n).input == "aggregate"
+        ]  # fmt: skip
+
+    def vs_paper_args(self, name: str) -> str:
+        return shlex.join(
+            ["vs_paper", "--name", f"{name}{VS_PAPER}", "--aggregate", *self.render_inputs(name)]
+        )
+
+    def vs_paper_options(self, name: str) -> dict:
+        entry = self.outputs[name]
+        options = {"paper": entry["paper"], "stand_ins": self.config.get("stand_ins") or {}}
+        for key in ("stat", "ddof"):
+            if key in (entry.get("options") or {}):
+                options[key] = entry["options"][key]
+        if self.best_of(name):
+            options["best_of"] = self.best_of(name)
+        text = (
+            f"Table {name} beside the paper ({entry['paper']}): the paper's value, the reproduced "
+            "mean ± std over seeds, their difference, the seed range and whether the paper value "
+            "lies within it"
+        )
+        options["caption"] = self.caption(name, text)
+        options["label"] = f"tab:{name}{VS_PAPER}"
         return options
 
     def render_code_hash(self, name: str) -> str:
@@ -267,6 +341,8 @@ class Plan:
                 out += [f"results/tables/{name}.{ext}" for ext in ("tex", "md", "csv")]
             else:
                 out += [f"results/figures/{name}.{ext}" for ext in ("pdf", "png")]
+        for name in self.paper_tables():
+            out += [f"results/tables/{name}{VS_PAPER}.{ext}" for ext in ("tex", "md", "csv")]
         return out
 
     # ------------------------------------------------------------------ resources

@@ -112,10 +112,19 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
                 f"{where}.columns: layout {layout.name} needs at least one column (label → variant)"
             )
     for label, column in columns.items():
-        names = [column] if isinstance(column, str) else [column["variant"]]
-        names += [
-            c["variant"] for c in ([] if isinstance(column, str) else column.get("cases", []))
-        ]
+        if isinstance(column, dict) and "best_of" in column:
+            names = list(column["best_of"])
+            if "best_of" not in layout.options:
+                takes = [n for n, lay in LAYOUTS.items() if "best_of" in lay.options]
+                errors.append(
+                    f"{where}.columns.{label}: layout {layout.name} cannot show the best of a "
+                    f"sweep; best_of columns go in layouts {', '.join(takes)}"
+                )
+        else:
+            names = [column] if isinstance(column, str) else [column["variant"]]
+            names += [
+                c["variant"] for c in ([] if isinstance(column, str) else column.get("cases", []))
+            ]
         errors += [
             f"{where}.columns.{label}: variant {n!r} is not defined under variants"
             for n in names
@@ -136,14 +145,16 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
         errors += check(where, entry, resolved)
     # the run specs, checked once each in _spec_errors (RunSpec knows what each key needs, e.g.
     # a Dirichlet partition its alpha)
+    name = where.split(".", 1)[1]
     for point in points:
         for label, column in columns.items():
-            variant = plan.column_variant(column, point)
-            spec = plan.point_spec(point, variant)
-            key = json.dumps([variant, spec], sort_keys=True)
-            specs.setdefault(key, (f"variant {variant}", spec, []))[2].append(
-                f"{where}.columns.{label}"
-            )
+            for variant in plan.column_variants(column, point):
+                spec = plan.output_point_spec(name, point, variant)
+                key = json.dumps([variant, spec], sort_keys=True)
+                specs.setdefault(key, (f"variant {variant}", spec, []))[2].append(
+                    f"{where}.columns.{label}"
+                )
+    errors += _paper_errors(plan, where, name, entry, layout)
     if layout.input == "partitions":
         for point in points:
             spec = normalise_path_keys({**plan.keys_of(point["dataset"]), **point})
@@ -151,6 +162,25 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
             key = json.dumps(["partition", spec], sort_keys=True)
             specs.setdefault(key, ("partition", spec, []))[2].append(f"{where}.grid")
     return errors
+
+
+def _paper_errors(plan, where, name, entry, layout) -> list[str]:
+    """``paper:`` names a transcribed paper table, on a table drawn from runs, whose companion
+    name is free."""
+    from fedkd.pipeline.plan import VS_PAPER
+    from fedkd.report.paper_values import load_paper_values
+
+    key = entry.get("paper")
+    if key is None:
+        return []
+    known = load_paper_values()
+    if key not in known:
+        return [f"{where}.paper: {key!r} is not a paper table; known: {', '.join(known)}"]
+    if layout.output != "table" or layout.input != "aggregate":
+        return [f"{where}.paper: only tables drawn from runs can be set beside the paper"]
+    if f"{name}{VS_PAPER}" in plan.outputs:
+        return [f"{where}.paper: its companion {name}{VS_PAPER} collides with an output's name"]
+    return []
 
 
 def _spec_errors(specs: dict) -> list[str]:

@@ -48,6 +48,9 @@ ROUND_COLUMNS = [
     "round",
     "test_acc",
     "test_loss",
+    # the global model on the validation split: model selection without the test set
+    "val_acc",
+    "val_loss",
     "class_acc",
     "train_loss",
     "local_acc",
@@ -236,6 +239,8 @@ def aggregate_runs(runs: list[tuple[str, str]]) -> pd.DataFrame:
 def _normalise_types(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     for col in ("alpha", "shards", "participation", "test_acc", "test_loss", "train_loss"):
+        df[col] = df[col].astype("float64")
+    for col in ("val_acc", "val_loss"):
         df[col] = df[col].astype("float64")
     for col in ("local_acc", "seconds"):
         df[col] = df[col].astype("float64")

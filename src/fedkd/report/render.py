@@ -8,6 +8,7 @@ from pathlib import Path
 
 from fedkd.report.aggregate import ReportError, read_aggregate
 from fedkd.report.options import Options, load_options
+from fedkd.report.setting import with_setting
 from fedkd.report.targets import ALIASES, LAYOUTS, get_layout
 
 TARGETS = tuple(LAYOUTS) + tuple(ALIASES)  # every name `fedkd render` accepts
@@ -47,6 +48,8 @@ def render(
         source = features if features is not None else _features_of(run, out, opts, layout)
     else:
         source = read_aggregate(aggregate)
+        # what was run, from the runs themselves: clients, C, E, rounds, model, sizes, seeds, ±
+        opts.values["caption"] = with_setting(opts.values["caption"], source, opts.ddof())
     doc = layout.build()(source, opts)
     if layout.output == "table":
         from fedkd.report.writers import write_table
@@ -80,11 +83,16 @@ RENDER_OPTION_HELP = {
     "datasets": "row order of the datasets (others follow)",
     "rows": "run keys forming a row",
     "columns": "the labels, in order",
-    "stat": '"best" | "final" (default best; forgetting: final)',
-    "stats": 'default ["best", "final"]',
-    "across": '["label"] (default) or run keys among rows that become the columns',
+    "stat": '"best" | "final" | "val_selected" (default best; forgetting: final)',
+    "val_selected": "also rows of the test accuracy at the round best on validation (true)",
+    "stats": 'default ["best", "final", "val_selected"]',
+    "across": '["label"] or run keys among rows that become the columns (grid: ["label"], '
+    "grid_by_stat: its rows, the paper's Table 5)",
+    "best_of": '{label: [variant, ...]}: per setting the best of a sweep, marked a, b, ...',
     "rounds": "rounds whose accuracy is shown (default [10, 20, 50, 100])",
     "targets": '[{"alpha": 1.0, "accuracy": 0.8}, ...] or {"1.0": 0.8}: target accuracy (0-1)',
+    "paper": "the paper table's key in fedkd/report/paper_values.yaml, e.g. fedgkd_table3",
+    "stand_ins": '{dataset: "the paper dataset it stands in for"}, e.g. {"mnist5k": "CIFAR-10"}',
     "titles": "one panel title per partition file",
     "panels": "run keys forming a panel",
     "ncols": "panels per row",

@@ -79,29 +79,36 @@ LAYOUTS: dict[str, Layout] = {
         ),
         Layout(
             "grid", "table", "aggregate", "tables.grid:build",
-            ("rows", "columns", "stat", "across", *_NAMES, *_CELLS),
+            ("rows", "columns", "stat", "val_selected", "across", "best_of", *_NAMES, *_CELLS),
             "Top-1 test accuracy (%, {stat} round), mean ± std over seeds; best in bold, second "
             "underlined.",
             aliases=("table3", "table4", "table7", "table8", "table9"),
         ),
         Layout(
             "grid_by_stat", "table", "aggregate", "tables.grid_by_stat:build",
-            ("rows", "columns", "stats", *_NAMES, *_CELLS),
+            ("rows", "columns", "stats", "across", "best_of", *_NAMES, *_CELLS),
             "Best and final top-1 test accuracy (%), mean ± std over seeds.",
             aliases=("table5",),
         ),
         Layout(
             "at_rounds", "table", "aggregate", "tables.at_rounds:build",
-            ("columns", "rounds", "rows", *_NAMES, *_CELLS),
+            ("columns", "rounds", "rows", "best_of", *_NAMES, *_CELLS),
             "Top-1 test accuracy (%) at given communication rounds, mean ± std over seeds.",
             aliases=("table6",),
         ),
         Layout(
             "rounds_to_target", "table", "aggregate", "tables.rounds_to_target:build",
-            ("columns", "rows", "targets", *_NAMES, *_CELLS),
+            ("columns", "rows", "targets", "best_of", *_NAMES, *_CELLS),
             "Communication rounds to reach the target top-1 test accuracy T, mean ± std over "
             "seeds; not reached: some seed never reached T.",
             check="tables.rounds_to_target:check_entry",
+        ),
+        Layout(
+            "vs_paper", "table", "aggregate", "tables.vs_paper:build",
+            ("paper", "stand_ins", "stat", "best_of", "ddof", "decimals"),
+            "The paper's values beside the reproduced mean ± std over seeds, their difference, "
+            "the seed range and whether the paper value lies within it.",
+            label_order=False, check="tables.vs_paper:check_entry",
         ),
         Layout(
             "partition", "figure", "partitions", "figures.partition:build",

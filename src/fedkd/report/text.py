@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from fedkd.report.aggregate import ReportError
+from fedkd.report.names import display_name
 
 DASH = "–"  # a cell with no runs
 SETTING_STYLE_KEYS = ("alpha", "participation", "local_epochs", "shards", "clients")
@@ -29,6 +30,7 @@ KEY_HEADERS = {
     "variant": ("Variant", "Variant"),
     "rounds_planned": ("Rounds", "Rounds"),
     "label": ("Method", "Method"),
+    "stat": ("Selection", "Selection"),  # which round's test accuracy (grid layouts)
 }
 
 
@@ -129,8 +131,9 @@ def setting_text(key: str, value, names: dict) -> Text:
 
 def label_text(label: str, names: dict) -> Text:
     """A label's shown name: plain text (escaped for LaTeX), or {"tex": ..., "md": ...} to give
-    LaTeX markup such as "FedGKD$^{+}$" verbatim."""
-    name = names.get(label, label)
+    LaTeX markup such as "FedGKD$^{+}$" verbatim. Without one, a strategy or variant label
+    reads as the papers name it (fedkd.report.names: "fedgkd-M5" → "FedGKD (M=5)")."""
+    name = names.get(label, display_name(label))
     if isinstance(name, dict):
         if not {"tex", "md"} <= set(name) or not all(isinstance(v, str) for v in name.values()):
             raise ReportError(

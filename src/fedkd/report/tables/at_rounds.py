@@ -10,7 +10,8 @@ import pandas as pd
 from fedkd.report.cells import Cell, cell_text, highlight, make_cell
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
-from fedkd.report.tables.common import caption_and_label, csv_record, table_cells
+from fedkd.report.best_of import caption_note, mark, pick_best_of
+from fedkd.report.tables.common import caption_and_label, csv_record, stat_fn, table_cells
 from fedkd.report.text import (
     Text,
     format_key_value,
@@ -32,6 +33,8 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         opts.boolean("highlight", True),
     )
 
+    # a sweep's variant is chosen once for every round shown (fallback: the best round)
+    df, chosen = pick_best_of(df, keys, opts, stat_fn("best"))
     # accuracy at round r only needs rounds 1..r, so a run that diverged later still counts
     per_round = {}
     rows: list[tuple] = []
@@ -57,17 +60,18 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
                 cell = per_round[r][row][label]
                 t = cell_text(cell, 100, decimals)
                 t.style = styles.get((row, r, label), "")
-                line.append(t)
-                recs.append(
-                    csv_record(
-                        keys, row, label, cell, {"round": r, "metric": "acc_at_round_pct"}, 100
-                    )
-                )
+                last = r == rounds[-1]  # one mark per line
+                line.append(mark(t, label, chosen.get((row, label)), opts) if last else t)
+                extra = {"round": r, "metric": "acc_at_round_pct"}
+                extra["variant"] = chosen.get((row, label), "")
+                recs.append(csv_record(keys, row, label, cell, extra, 100))
             body.append(line)
     header = [key_header(k) for k in keys] + [Text("Method", "Method")]
     header += [Text(str(r), str(r)) for r in rounds]
     groups = [(Text("", ""), len(keys) + 1), (Text.plain("Test accuracy at round"), len(rounds))]
     caption, label = caption_and_label(opts)
+    note = caption_note(opts, "the best round")
+    caption = f"{caption} {note[0].upper() + note[1:]}" if note else caption
     return TableDoc(caption, label, header, body, len(keys) + 1, pd.DataFrame(recs), groups=groups)
 
 

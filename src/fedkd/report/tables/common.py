@@ -19,10 +19,18 @@ def caption_and_label(opts: Options) -> tuple[str, str]:
     return opts.text("caption", ""), opts.text("label", f"tab:{opts.target}")
 
 
+# a run's accuracy statistics: the paper's best round (chosen on the test set), the last round,
+# and the round best on the validation split (model selection without the test set)
+STATS = ("best", "final", "val_selected")
+STAT_NAMES = {"best": "best round", "final": "final round", "val_selected": "best on validation"}
+
+
 def stat_fn(stat: str) -> Callable:
     def value(rows: pd.DataFrame, status: str):
         from fedkd import metrics
 
+        if stat == "val_selected":
+            return metrics.val_selected_accuracy(rows)
         return metrics.best_accuracy(rows) if stat == "best" else metrics.final_accuracy(rows)
 
     return value

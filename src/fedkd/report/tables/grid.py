@@ -8,7 +8,15 @@ from fedkd.report.aggregate import ReportError
 from fedkd.report.cells import cell_text, highlight, make_cell
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
-from fedkd.report.tables.common import caption_and_label, csv_record, stat_fn, table_cells
+from fedkd.report.best_of import caption_note, mark, pick_best_of
+from fedkd.report.tables.common import (
+    STAT_NAMES,
+    STATS,
+    caption_and_label,
+    csv_record,
+    stat_fn,
+    table_cells,
+)
 from fedkd.report.text import (
     DASH,
     Text,
@@ -31,7 +39,11 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     keys = opts.str_list("rows", ["dataset", "alpha"])
     check_keys(df, keys, "rows", opts.target)
     labels = selected_labels(df, opts)
-    stat = opts.choice("stat", ("best", "final"), "best")
+    stat = opts.choice("stat", STATS, "best")
+    # model selection without the test set beside the paper's best round: a second row group
+    stats = [stat]
+    if opts.boolean("val_selected", True) and stat != "val_selected":
+        stats.append("val_selected")
     across = opts.str_list("across", ["label"])
     bad = [a for a in across if a != "label" and a not in keys]
     if bad:
@@ -40,39 +52,46 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
             f"'rows' {keys} (nor 'label')"
         )
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
-    order = {**opts.mapping("order"), "label": labels}
+    order = {**opts.mapping("order"), "label": labels, "stat": stats}
     ddof, decimals, marks = (
         opts.ddof(),
         opts.integer("decimals", 2, 0, 6),
         opts.boolean("highlight", True),
     )
-    value = stat_fn(stat)
-    cells, rows = table_cells(
-        df, keys, labels, lambda runs: make_cell(runs, value, ddof), opts.target, "rows"
-    )
+    df, chosen = pick_best_of(df, keys, opts, stat_fn(stat))
+    cells, rows = {}, []
+    for s in stats:
+        value = stat_fn(s)
+        cells[s], rows = table_cells(
+            df, keys, labels, lambda runs, v=value: make_cell(runs, v, ddof), opts.target, "rows"
+        )
     rows = order_rows(keys, rows, order)
     styles = {}
     if marks:
-        for row in rows:
-            for label, style in highlight(list(cells[row].items()), 100, decimals).items():
-                styles[(row, label)] = style
+        for s in stats:
+            for row in rows:
+                for label, style in highlight(list(cells[s][row].items()), 100, decimals).items():
+                    styles[(row, label, s)] = style
 
-    # layout: every cell has coordinates over keys + ["label"]; "across" picks the column ones
-    all_keys = keys + ["label"]
+    # layout: every cell has coordinates over keys + ["label"] (+ ["stat"] with two statistics);
+    # "across" picks the column ones
+    all_keys = keys + ["label"] + (["stat"] if len(stats) > 1 else [])
     stub_keys = [k for k in all_keys if k not in across]
-    full = [(row, label) for row in rows for label in labels]
+    full = [(row, label, s) for row in rows for label in labels for s in stats]
 
-    def coords(row, label, which):
-        values = dict(zip(keys, row, strict=True), label=label)
+    def coords(row, label, s, which):
+        values = dict(zip(keys, row, strict=True), label=label, stat=s)
         return tuple(values[k] for k in which)
 
-    col_ids = order_rows(across, {coords(r, lab, across) for r, lab in full}, order)
-    row_ids = order_rows(stub_keys, {coords(r, lab, stub_keys) for r, lab in full}, order)
-    lookup = {(coords(r, lab, stub_keys), coords(r, lab, across)): (r, lab) for r, lab in full}
+    col_ids = order_rows(across, {coords(*c, across) for c in full}, order)
+    row_ids = order_rows(stub_keys, {coords(*c, stub_keys) for c in full}, order)
+    lookup = {(coords(*c, stub_keys), coords(*c, across)): c for c in full}
 
     def show(key, v, header: bool) -> Text:
         if key == "label":
             return label_text(v, col_names)
+        if key == "stat":
+            return Text.plain(STAT_NAMES[v])
         return (
             setting_text(key, v, names) if header else Text.plain(format_key_value(key, v, names))
         )
@@ -89,16 +108,32 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
             if where is None:
                 line.append(Text.plain(DASH))
                 continue
-            t = cell_text(cells[where[0]][where[1]], 100, decimals)
+            row, label, s = where
+            t = cell_text(cells[s][row][label], 100, decimals)
             t.style = styles.get(where, "")
-            line.append(t)
+            line.append(mark(t, label, chosen.get((row, label)), opts))
         body.append(line)
-    recs = [
-        csv_record(keys, r, lab, cells[r][lab], {"stat": stat, "metric": f"{stat}_acc_pct"}, 100)
-        for r, lab in full
-    ]
+    recs = []
+    for row, label, s in full:
+        extra = {"stat": s, "metric": f"{s}_acc_pct", "variant": chosen.get((row, label), "")}
+        recs.append(csv_record(keys, row, label, cells[s][row][label], extra, 100))
     caption, label = caption_and_label(opts)
+    caption = _caption(caption, stats, opts)
     return TableDoc(caption, label, header, body, len(stub_keys), pd.DataFrame(recs))
+
+
+def _caption(caption: str, stats: list[str], opts: Options) -> str:
+    """The caption, with what the selection rows and best-of marks mean."""
+    extra = []
+    if "val_selected" in stats and len(stats) > 1:
+        extra.append(
+            "Rows 'best on validation': the test accuracy at the round whose validation accuracy "
+            "is highest (model selection without the test set)."
+        )
+    note = caption_note(opts, STAT_NAMES[stats[0]])
+    if note:
+        extra.append(note[0].upper() + note[1:])
+    return " ".join([caption, *extra]) if extra else caption
 
 
 def _header_pair(key: str) -> tuple[str, str]:

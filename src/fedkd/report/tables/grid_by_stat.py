@@ -1,33 +1,52 @@
-"""Layout ``grid_by_stat`` (FedGKD Table 5): per label, one column per statistic (best and final
-accuracy)."""
+"""Layout ``grid_by_stat`` (FedGKD Table 5): per setting, one column per statistic (best, final and
+validation-selected accuracy). As in the paper, a row per label (method) and a column group per
+setting (option ``across``, default the ``rows`` keys: C = 0.1 ... 0.4); ``across: ["label"]``
+turns it round (a row per setting, a column group per label)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from fedkd.report.aggregate import ReportError
+from fedkd.report.best_of import caption_note, mark, pick_best_of
 from fedkd.report.cells import cell_text, highlight, make_cell
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
-from fedkd.report.tables.common import caption_and_label, csv_record, stat_fn, table_cells
+from fedkd.report.tables.common import (
+    STAT_NAMES,
+    STATS,
+    caption_and_label,
+    csv_record,
+    stat_fn,
+    table_cells,
+)
 from fedkd.report.text import (
     Text,
     format_key_value,
     key_header,
     label_text,
+    setting_text,
 )
 from fedkd.report.writers import TableDoc
+
+SHORT = {"best": "Best", "final": "Final", "val_selected": "Val.-sel."}
 
 
 def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     keys = opts.str_list("rows", ["participation"])
     check_keys(df, keys, "rows", opts.target)
     labels = selected_labels(df, opts)
-    stats = opts.str_list("stats", ["best", "final"])
-    bad = [s for s in stats if s not in ("best", "final")]
+    stats = opts.str_list("stats", ["best", "final", "val_selected"])
+    bad = [s for s in stats if s not in STATS]
     if bad:
         raise ReportError(
-            f"option 'stats' of target {opts.target!r} has {bad}; use 'best' and/or 'final'"
+            f"option 'stats' of target {opts.target!r} has {bad}; use {', '.join(STATS)}"
+        )
+    across = opts.str_list("across", keys)
+    if across != ["label"] and not set(across) <= set(keys):
+        raise ReportError(
+            f"option 'across' of target {opts.target!r} is {across}; give ['label'] or keys of "
+            f"option 'rows' {keys}"
         )
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     order = opts.mapping("order")
@@ -36,38 +55,77 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         opts.integer("decimals", 2, 0, 6),
         opts.boolean("highlight", True),
     )
+    df, chosen = pick_best_of(df, keys, opts, stat_fn(stats[0]))
     per_stat = {}
     rows: list[tuple] = []
     for stat in stats:
         value = stat_fn(stat)
-        per_stat[stat], found = table_cells(
+        per_stat[stat], rows = table_cells(
             df, keys, labels, lambda runs, v=value: make_cell(runs, v, ddof), opts.target, "rows"
         )
-        rows = found
     rows = order_rows(keys, rows, order)
-    body, recs = [], []
+    styles = {}
     for row in rows:
-        line = [Text.plain(format_key_value(k, v, names)) for k, v in zip(keys, row, strict=True)]
-        styles = {
-            stat: highlight(list(per_stat[stat][row].items()), 100, decimals) if marks else {}
-            for stat in stats
-        }
+        for stat in stats:
+            found = highlight(list(per_stat[stat][row].items()), 100, decimals) if marks else {}
+            styles.update({(row, label, stat): s for label, s in found.items()})
+
+    def cell(row, label, stat) -> Text:
+        t = cell_text(per_stat[stat][row][label], 100, decimals)
+        t.style = styles.get((row, label, stat), "")
+        return mark(t, label, chosen.get((row, label)), opts)
+
+    body = []
+    if across == ["label"]:  # a row per setting, a column group per label
+        for row in rows:
+            line = [Text.plain(format_key_value(k, v, names)) for k, v in zip(keys, row, strict=True)]
+            line += [cell(row, label, stat) for label in labels for stat in stats]
+            body.append(line)
+        header = [key_header(k) for k in keys]
+        header += [Text.plain(SHORT[s]) for _ in labels for s in stats]
+        groups = [(Text("", ""), len(keys))]
+        groups += [(label_text(lab, col_names), len(stats)) for lab in labels]
+        n_stub = len(keys)
+    else:  # the paper's: a row per label (and setting keys not across), a column group per setting
+        stub = [k for k in keys if k not in across]
+        cols = order_rows(across, {_pick(keys, r, across) for r in rows}, order)
+        lines = order_rows(stub, {_pick(keys, r, stub) for r in rows}, order)
+        by_parts = {(_pick(keys, r, stub), _pick(keys, r, across)): r for r in rows}
+        for part in lines:
+            for label in labels:
+                line = [Text.plain(format_key_value(k, v, names)) for k, v in zip(stub, part, strict=True)]
+                line.append(label_text(label, col_names))
+                for col in cols:
+                    row = by_parts.get((part, col))
+                    line += [
+                        cell(row, label, s) if row is not None else Text.plain("–") for s in stats
+                    ]
+                body.append(line)
+        header = [key_header(k) for k in stub] + [Text("Method", "Method")]
+        header += [Text.plain(SHORT[s]) for _ in cols for s in stats]
+        groups = [(Text("", ""), len(stub) + 1)]
+        for col in cols:
+            parts = [setting_text(k, v, names) for k, v in zip(across, col, strict=True)]
+            groups.append(
+                (Text(", ".join(p.tex for p in parts), ", ".join(p.md for p in parts)), len(stats))
+            )
+        n_stub = len(stub) + 1
+    recs = []
+    for row in rows:
         for label in labels:
             for stat in stats:
-                cell = per_stat[stat][row][label]
-                t = cell_text(cell, 100, decimals)
-                t.style = styles[stat].get(label, "")
-                line.append(t)
-                recs.append(
-                    csv_record(
-                        keys, row, label, cell, {"stat": stat, "metric": f"{stat}_acc_pct"}, 100
-                    )
-                )
-        body.append(line)
-    header = [key_header(k) for k in keys]
-    header += [Text.plain(s.capitalize()) for _ in labels for s in stats]
-    groups = [(Text("", ""), len(keys))] + [
-        (label_text(lab, col_names), len(stats)) for lab in labels
-    ]
+                extra = {"stat": stat, "metric": f"{stat}_acc_pct"}
+                extra["variant"] = chosen.get((row, label), "")
+                recs.append(csv_record(keys, row, label, per_stat[stat][row][label], extra, 100))
     caption, label = caption_and_label(opts)
-    return TableDoc(caption, label, header, body, len(keys), pd.DataFrame(recs), groups=groups)
+    notes = [f"{SHORT[s]}: {STAT_NAMES[s]}" for s in stats]
+    caption = f"{caption} {'; '.join(notes)}."
+    note = caption_note(opts, STAT_NAMES[stats[0]])
+    if note:
+        caption += " " + note[0].upper() + note[1:]
+    return TableDoc(caption, label, header, body, n_stub, pd.DataFrame(recs), groups=groups)
+
+
+def _pick(keys: list[str], row: tuple, which: list[str]) -> tuple:
+    values = dict(zip(keys, row, strict=True))
+    return tuple(values[k] for k in which)

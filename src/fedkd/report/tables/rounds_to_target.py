@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fedkd.report.aggregate import ReportError
+from fedkd.report.best_of import MARKS, best_of_option, mark, pick_best_of
 from fedkd.report.cells import cell_text, highlight, make_cell
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
@@ -45,6 +46,16 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         # reaching the target needs only the rounds up to it: a run that diverged later counts
         return make_cell(runs, value, ddof, partial_ok=True, none_means="not reached")
 
+    def rounds_of(rows, status):
+        from fedkd import metrics
+
+        r = metrics.rounds_to_target(rows, _target_for(rows, targets))
+        return None if r is None else float(r)
+
+    # a tuned column (best_of) keeps per setting the variant that needs the fewest rounds
+    df, chosen = pick_best_of(
+        df, keys, opts, rounds_of, higher_better=False, partial_ok=True, by_validation=False
+    )
     cells, rows = table_cells(df, keys, labels, make, opts.target, "rows")
     rows = order_rows(keys, rows, opts.mapping("order"))
     show_target = "alpha" in keys
@@ -63,8 +74,9 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
             cell = cells[row][label]
             t = cell_text(cell, 1, decimals)
             t.style = styles.get(label, "")
-            line.append(t)
+            line.append(mark(t, label, chosen.get((row, label)), opts))
             extra = {"metric": "rounds_to_target", "target": target}
+            extra["variant"] = chosen.get((row, label), "")
             if target is None and cell.runs:
                 extra["target"] = _target_for(_first_rows(df, cell.runs[0], label), targets)
             recs.append(csv_record(keys, row, label, cell, extra, 1))
@@ -72,6 +84,12 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     header = [key_header(k) for k in keys] + ([Text("$T$", "T")] if show_target else [])
     header += [label_text(lab, col_names) for lab in labels]
     caption, label = caption_and_label(opts)
+    if best_of_option(opts):
+        caption += (
+            " Tuned columns show per setting the value of the grid that needs the fewest rounds "
+            "(" + "; ".join(f"{lab}: {', '.join(f'{MARKS[i]}: {v}' for i, v in enumerate(vs))}"
+                          for lab, vs in best_of_option(opts).items()) + ")."
+        )
     n_stub = len(keys) + int(show_target)
     return TableDoc(caption, label, header, body, n_stub, pd.DataFrame(recs))
 
