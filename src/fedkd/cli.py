@@ -3,6 +3,7 @@
 - runs: ``partition`` (split a dataset over clients), ``train`` (one federated run),
   ``strategies`` (the registered strategies), ``features`` (a run's t-SNE features);
 - reports: ``aggregate`` (runs → one Parquet), ``render`` (a table or figure);
+- ``status``: progress of the training runs and an ETA (fedkd.status);
 - ``bench``: benchmarks (fedkd.bench).
 """
 
@@ -210,6 +211,13 @@ def cmd_render(args) -> int:
     return 0
 
 
+def cmd_status(args) -> int:
+    from fedkd.status import status_main
+
+    print(status_main(args.runs, args.configfile, args.stale_after))
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -321,6 +329,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="target options as a JSON object, or @FILE holding one (see the list above)",
     )  # fmt: skip
     p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser(
+        "status",
+        help="progress of the training runs: done / running / stopped / failed, and an ETA",
+        description="Read run.json and metrics.parquet of every run under RUNS (while the "
+        "workflow runs, too) and print how many are done, running, stopped (killed or crashed: "
+        "a re-run resumes them), failed (diverged) or, with --configfile, not started; each "
+        "running run's round and speed; and an ETA from the measured seconds per round.",
+    )
+    p.add_argument("runs", nargs="?", default="results/runs", help="runs folder [results/runs]")
+    p.add_argument(
+        "--configfile", metavar="FILE",
+        help="the workflow's configuration: also count its runs not started yet, and only its runs",
+    )  # fmt: skip
+    p.add_argument(
+        "--stale-after", type=float, default=600.0, metavar="SECONDS",
+        help="a running run with no round for this long (and 5 of its rounds) is stopped [600]",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_status)
 
     # listed for --help only: main() hands everything after "bench" to fedkd.bench
     sub.add_parser("bench", help="benchmarks: engine vs bare PyTorch loop; a table-3-shaped run")
