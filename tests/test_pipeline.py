@@ -47,6 +47,8 @@ def test_setting_names_round_trip():
         dict(partition="shards", shards=2, clients=100, participation=0.1,
              local_epochs=5, rounds=200),
         dict(partition="iid", clients=4, participation=0.5, local_epochs=1, rounds=2),
+        dict(partition="iid", clients=4, participation=0.5, local_epochs=1, rounds=2,
+             stop_at_acc=0.75),
         dict(partition="dirichlet-equal", alpha=0.005, clients=3, participation=0.35,
              local_epochs=2, rounds=7),
     ]:  # fmt: skip
@@ -83,16 +85,16 @@ def test_a_run_path_names_exactly_one_run_spec(configfile):
     for name, entry in plan.outputs.items():
         for point in plan.grid_points(name):
             for column in (entry.get("columns") or {}).values():
-                variant = plan.column_variant(column, point)
-                wanted = plan.point_spec(point, variant)
-                for seed in plan.seeds(name):
-                    run = run_dir(wanted, variant, seed)
-                    _, _, dataset, v, setting, seed_dir = run.split("/")
-                    rebuilt = dict(plan.run_spec(dataset, v, setting, seed_dir[len("seed") :]))
-                    rebuilt.pop("partition_file", None)
-                    assert rebuilt == {**wanted, "seed": seed}, run
-                    spec_hash = RunSpec.from_dict(rebuilt).hash()
-                    assert by_hash.setdefault(spec_hash, run) == run, (run, by_hash[spec_hash])
+                for variant in plan.column_variants(column, point):
+                    wanted = plan.output_point_spec(name, point, variant)
+                    for seed in plan.seeds(name):
+                        run = run_dir(wanted, variant, seed)
+                        _, _, dataset, v, setting, seed_dir = run.split("/")
+                        rebuilt = dict(plan.run_spec(dataset, v, setting, seed_dir[len("seed") :]))
+                        rebuilt.pop("partition_file", None)
+                        assert rebuilt == {**wanted, "seed": seed}, run
+                        spec_hash = RunSpec.from_dict(rebuilt).hash()
+                        assert by_hash.setdefault(spec_hash, run) == run, (run, by_hash[spec_hash])
 
 
 def test_default_table3_shares_its_fedgkd_runs_with_table7():

@@ -78,8 +78,9 @@ def parse_setting(text: str) -> dict:
         "local_epochs": int(m["local_epochs"]),
         "rounds": int(m["rounds"]),
         "eval_local": bool(m["local"]),
-        "stop_at_acc": float(m["stop_at_acc"]) if m["stop_at_acc"] else None,
     }
+    if m["stop_at_acc"]:  # absent otherwise, as in normalise_path_keys
+        spec["stop_at_acc"] = float(m["stop_at_acc"])
     needs = "alpha" if spec["partition"] in DIRICHLET else "shards"
     if spec["partition"] != "iid" and spec[needs] is None:
         raise ValueError(f"{text!r}: partition {spec['partition']!r} needs its {needs} in the name")

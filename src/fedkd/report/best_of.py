@@ -28,8 +28,10 @@ def best_of_option(opts: Options) -> dict[str, list[str]]:
     raw = opts.mapping("best_of")
     for label, variants in raw.items():
         ok = isinstance(variants, list) and len(variants) >= 2
-        if not ok or not all(isinstance(v, str) for v in variants) or len(set(variants)) != len(
-            variants
+        if (
+            not ok
+            or not all(isinstance(v, str) for v in variants)
+            or len(set(variants)) != len(variants)
         ):
             raise ReportError(
                 f"option 'best_of' of target {opts.target!r} maps {label!r} to {variants!r}; "

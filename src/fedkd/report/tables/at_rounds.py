@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from fedkd.report.best_of import caption_note, mark, pick_best_of
 from fedkd.report.cells import Cell, cell_text, highlight, make_cell
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
-from fedkd.report.best_of import caption_note, mark, pick_best_of
 from fedkd.report.tables.common import caption_and_label, csv_record, stat_fn, table_cells
 from fedkd.report.text import (
     Text,

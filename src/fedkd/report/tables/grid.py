@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 
 from fedkd.report.aggregate import ReportError
+from fedkd.report.best_of import caption_note, mark, pick_best_of
 from fedkd.report.cells import cell_text, highlight, make_cell
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
-from fedkd.report.best_of import caption_note, mark, pick_best_of
 from fedkd.report.tables.common import (
     STAT_NAMES,
     STATS,

@@ -78,7 +78,9 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     body = []
     if across == ["label"]:  # a row per setting, a column group per label
         for row in rows:
-            line = [Text.plain(format_key_value(k, v, names)) for k, v in zip(keys, row, strict=True)]
+            line = [
+                Text.plain(format_key_value(k, v, names)) for k, v in zip(keys, row, strict=True)
+            ]
             line += [cell(row, label, stat) for label in labels for stat in stats]
             body.append(line)
         header = [key_header(k) for k in keys]
@@ -93,7 +95,10 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         by_parts = {(_pick(keys, r, stub), _pick(keys, r, across)): r for r in rows}
         for part in lines:
             for label in labels:
-                line = [Text.plain(format_key_value(k, v, names)) for k, v in zip(stub, part, strict=True)]
+                line = [
+                    Text.plain(format_key_value(k, v, names))
+                    for k, v in zip(stub, part, strict=True)
+                ]
                 line.append(label_text(label, col_names))
                 for col in cols:
                     row = by_parts.get((part, col))

@@ -87,8 +87,12 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     if best_of_option(opts):
         caption += (
             " Tuned columns show per setting the value of the grid that needs the fewest rounds "
-            "(" + "; ".join(f"{lab}: {', '.join(f'{MARKS[i]}: {v}' for i, v in enumerate(vs))}"
-                          for lab, vs in best_of_option(opts).items()) + ")."
+            "("
+            + "; ".join(
+                f"{lab}: {', '.join(f'{MARKS[i]}: {v}' for i, v in enumerate(vs))}"
+                for lab, vs in best_of_option(opts).items()
+            )
+            + ")."
         )
     n_stub = len(keys) + int(show_target)
     return TableDoc(caption, label, header, body, n_stub, pd.DataFrame(recs))

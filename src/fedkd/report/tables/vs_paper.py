@@ -31,7 +31,7 @@ MATCH_KEYS = ("alpha", "partition", "shards", "participation", "local_epochs")
 
 
 def paper_dataset_key(name: str) -> str:
-    """"CIFAR-10" → "cifar10", "Tiny-ImageNet" → "tinyimagenet": the registry's spelling."""
+    """The registry's spelling of a paper dataset name: CIFAR-10 → cifar10."""
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 

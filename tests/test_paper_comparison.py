@@ -1,0 +1,237 @@
+"""Issue 11's report parts: validation-selected accuracy, best-of-sweep columns, the FedDF-recipe
+runs that stop at the target, Table 5's orientation, and tables beside the paper."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from fedkd.pipeline import ConfigError, Plan, validate_config
+from fedkd.pipeline.paths import parse_setting, setting_id
+from fedkd.report import render
+from fedkd.report.aggregate import ReportError
+from fedkd.report.tables.vs_paper import stand_in_map
+from test_report import agg_file, make_run
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def add_val(run: Path, val: list[float]) -> Path:
+    """Give a fake run per-round validation accuracy."""
+    m = pd.read_parquet(run / "metrics.parquet")
+    m["val_acc"] = val
+    m["val_loss"] = [1 - v for v in val]
+    m.to_parquet(run / "metrics.parquet", index=False)
+    return run
+
+
+def csv_of(out: Path) -> pd.DataFrame:
+    return pd.read_csv(out.with_suffix(".csv"))
+
+
+# ------------------------------------------------------------------ model selection on validation
+def test_grid_adds_the_test_accuracy_at_the_round_best_on_validation(tmp_path):
+    r = tmp_path / "runs"
+    # test accuracy peaks in round 2 (0.8); validation peaks in round 3, where test is 0.6
+    run = add_val(make_run(r, "a", [0.5, 0.8, 0.6], alpha=0.1), [0.5, 0.6, 0.7])
+    agg = agg_file(tmp_path, [("fedavg", run)])
+    assert "val_acc" in pd.read_parquet(agg).columns
+    out = tmp_path / "t3"
+    render("grid", out, aggregate=agg, options={"columns": ["fedavg"]})
+    csv = csv_of(out).set_index("stat")
+    assert csv.loc["best", "mean"] == pytest.approx(80.0)
+    assert csv.loc["val_selected", "mean"] == pytest.approx(60.0)
+    md = out.with_name("t3.md").read_text()
+    assert "best on validation" in md and "model selection without the test set" in md
+    render("grid", out, aggregate=agg, options={"columns": ["fedavg"], "val_selected": False})
+    assert set(csv_of(out)["stat"]) == {"best"}
+
+
+def test_table5_follows_the_paper_a_row_per_method_a_column_group_per_c(tmp_path):
+    r = tmp_path / "runs"
+    runs = []
+    for c in (0.1, 0.2):
+        runs.append(("fedavg", make_run(r, f"a{c}", [0.5, 0.6], participation=c)))
+        runs.append(("fedgkd", make_run(r, f"g{c}", [0.6, 0.7], participation=c)))
+    out = tmp_path / "t5"
+    render("grid_by_stat", out, aggregate=agg_file(tmp_path, runs), options={"stats": ["best"]})
+    md = out.with_name("t5.md").read_text().splitlines()
+    header = next(line for line in md if line.startswith("| Method"))
+    assert header.count("Best") == 2  # one column per C
+    body = [line for line in md if line.startswith("| ") and "Method" not in line]
+    assert len(body) == 2  # one row per method, as the paper's Table 5
+    tex = out.with_name("t5.tex").read_text()
+    assert "$C$=0.1" in tex and "$C$=0.2" in tex
+
+
+# ------------------------------------------------------------------ best of a sweep
+@pytest.fixture
+def sweep(tmp_path):
+    """fedgen at two settings, three coefficients. Every run peaks on the test set in round 2 and
+    on validation in round 3; coef0.1 has the best peak everywhere but is never chosen: at alpha 1
+    coef1 and coef10 tie at the validation-selected round (list order: coef1), at alpha 0.1 coef10
+    wins there."""
+    r = tmp_path / "runs"
+    runs = []
+    at_val = {
+        (1.0, "c0.1"): 0.5, (1.0, "c1"): 0.8, (1.0, "c10"): 0.8,
+        (0.1, "c0.1"): 0.2, (0.1, "c1"): 0.3, (0.1, "c10"): 0.6,
+    }  # fmt: skip
+    for alpha in (1.0, 0.1):
+        for v, peak in (("c0.1", 0.95), ("c1", 0.9), ("c10", 0.85)):
+            for seed in (0, 1):
+                d = make_run(r, f"{v}-{alpha}-{seed}", [0.1, peak, at_val[(alpha, v)]],
+                             alpha=alpha, seed=seed, strategy="fedgen", variant=f"fedgen-{v}",
+                             params={"coef": v})  # fmt: skip
+                runs.append(("fedgen", add_val(d, [0.0, 0.1, 0.9])))
+    return agg_file(tmp_path, runs)
+
+
+BEST_OF = {"fedgen": ["fedgen-c0.1", "fedgen-c1", "fedgen-c10"]}
+
+
+def test_best_of_picks_the_variant_best_on_validation_and_marks_it(tmp_path, sweep):
+    out = tmp_path / "t"
+    render("grid", out, aggregate=sweep, options={"columns": ["fedgen"], "best_of": BEST_OF,
+                                                   "rows": ["alpha"]})  # fmt: skip
+    csv = csv_of(out)
+    chosen = csv[csv["stat"] == "best"].set_index("alpha")["variant"].to_dict()
+    assert chosen == {1.0: "fedgen-c1", 0.1: "fedgen-c10"}
+    by = csv.set_index(["alpha", "stat"])["mean"]
+    assert by[(0.1, "best")] == pytest.approx(85.0) and by[(0.1, "val_selected")] == 60.0
+    md = out.with_name("t.md").read_text()
+    assert "<sup>b</sup>" in md and "<sup>c</sup>" in md and "c: fedgen-c10" in md
+    assert "$^{b}$" in out.with_name("t.tex").read_text()
+
+
+def test_best_of_falls_back_to_the_table_statistic_without_validation(tmp_path):
+    r = tmp_path / "runs"
+    runs = [
+        ("fedgen", make_run(r, v, [acc], strategy="fedgen", variant=v, params={"c": v}))
+        for v, acc in (("g1", 0.4), ("g2", 0.7))
+    ]
+    out = tmp_path / "t"
+    render("grid", out, aggregate=agg_file(tmp_path, runs),
+           options={"columns": ["fedgen"], "best_of": {"fedgen": ["g1", "g2"]}})  # fmt: skip
+    assert set(csv_of(out)["variant"]) == {"g2"}
+
+
+def test_rounds_to_target_tunes_by_fewest_rounds(tmp_path):
+    r = tmp_path / "runs"
+    runs = [
+        ("fedavg", add_val(make_run(r, "lr1", [0.5, 0.9], alpha=1.0, variant="lr1"), [0.9, 0.1])),
+        ("fedavg", add_val(make_run(r, "lr2", [0.85, 0.9], alpha=1.0, variant="lr2"), [0.1, 0.1])),
+    ]
+    out = tmp_path / "t"
+    opts = {"targets": {"1.0": 0.8}, "best_of": {"fedavg": ["lr1", "lr2"]}}
+    render("rounds_to_target", out, aggregate=agg_file(tmp_path, runs), options=opts)
+    row = csv_of(out).iloc[0]
+    assert (row["variant"], row["mean"]) == ("lr2", 1.0)
+
+
+def test_best_of_option_and_config_errors(tmp_path, sweep):
+    with pytest.raises(ReportError, match="two or more distinct"):
+        render("grid", tmp_path / "t", aggregate=sweep,
+               options={"best_of": {"fedgen": ["only-one"]}})  # fmt: skip
+    with pytest.raises(ReportError, match="does not list"):
+        render("grid", tmp_path / "t", aggregate=sweep,
+               options={"best_of": {"fedgen": ["fedgen-c0.1", "fedgen-c1"]}})  # fmt: skip
+    # a JSON round trip: YAML aliases would share one columns mapping between entries
+    cfg = json.loads(json.dumps(yaml.safe_load((ROOT / "config" / "tiny.yaml").read_text())))
+    cfg["tables"]["table3"]["columns"]["fedavg"] = {"best_of": ["fedavg", "nope"]}
+    cfg["figures"]["curves"]["columns"]["fedavg"] = {"best_of": ["fedavg", "fedgkd-M1"]}
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg, SCHEMA, check_specs=False)
+    assert "tables.table3.columns.fedavg: variant 'nope' is not defined" in str(err.value)
+    assert "figures.curves.columns.fedavg: layout curves cannot show the best of" in str(err.value)
+
+
+def test_best_of_column_needs_every_listed_variants_runs():
+    cfg = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    plan = Plan(cfg)
+    variants = {r.split("/")[3] for label, r in plan.target_runs("table3") if label == "fedgen"}
+    assert variants == {"fedgen-coef0.1", "fedgen-coef1", "fedgen-coef10"}
+    assert plan.render_options("table3")["best_of"]["fedgen"] == sorted(variants)
+
+
+# ------------------------------------------------------------------ FedDF's recipe, stop at target
+def test_rounds_to_target_runs_stop_at_the_highest_target_and_use_feddf_recipe():
+    cfg = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    plan = Plan(cfg)
+    runs = [r for _, r in plan.target_runs("rounds_to_target")]
+    assert all(r.split("/")[4].endswith("-stop0.8") for r in runs)
+    assert len(runs) == 2 * 3 * 3 * (6 + 4 + 4 + 1) * 3
+    dataset, variant, setting, seed = runs[0].split("/")[2:]
+    spec = plan.run_spec(dataset, variant, setting, seed.removeprefix("seed"))
+    assert spec["stop_at_acc"] == 0.8 and spec["momentum"] == 0.0 and spec["weight_decay"] == 0.0
+    assert "--stop-at-acc 0.8" in plan.train_args(dataset, variant, setting, seed[4:])
+    # other tables' runs carry no stop (their flags, and so their finished runs, are unchanged)
+    table3 = plan.target_runs("table3")[0][1].split("/")
+    assert "stop" not in table3[4]
+    assert "stop-at-acc" not in plan.train_args(table3[2], table3[3], table3[4], "0")
+
+
+def test_stop_at_acc_is_part_of_the_run_path():
+    spec = {"partition": "iid", "clients": 10, "participation": 0.2, "local_epochs": 1,
+            "rounds": 8, "stop_at_acc": 0.9}  # fmt: skip
+    text = setting_id(spec)
+    assert text == "iid-K10-C0.2-E1-R8-stop0.9"
+    assert parse_setting(text)["stop_at_acc"] == 0.9
+    assert "stop_at_acc" not in parse_setting("iid-K10-C0.2-E1-R8")
+
+
+# ------------------------------------------------------------------ captions
+def test_feddistill_captions_say_which_target():
+    plan = Plan(yaml.safe_load((ROOT / "config" / "paper.yaml").read_text()))
+    assert "effectively distilled toward uniform outputs" in plan.caption("table3")
+    assert "target: uniform" in plan.caption("table4")
+    assert "uniform" not in plan.caption("table7")  # no FedDistill+ column
+
+
+# ------------------------------------------------------------------ beside the paper
+def test_stand_in_map_reads_the_config_names():
+    got = stand_in_map({"mnist5k": "CIFAR-10", "synthtext": "AG News and SST-5"})
+    assert {k: v[0] for k, v in got.items()} == {
+        "cifar10": "mnist5k", "agnews": "synthtext", "sst5": "synthtext"
+    }  # fmt: skip
+
+
+def test_vs_paper_compares_cells_through_the_stand_in(tmp_path):
+    r = tmp_path / "runs"
+    # fedavg on the stand-in at alpha 1: 76% and 78% -> 77 ± 1, range 76..78 holds the paper's 77.30
+    runs = [("fedavg", make_run(r, f"a{s}", [0.1, acc], dataset="mnist5k", alpha=1.0, seed=s))
+            for s, acc in ((0, 0.76), (1, 0.78))]  # fmt: skip
+    out = tmp_path / "table3_vs_paper"
+    opts = {"paper": "fedgkd_table3", "stand_ins": {"mnist5k": "CIFAR-10"}, "caption": "Beside."}
+    render("vs_paper", out, aggregate=agg_file(tmp_path, runs), options=opts)
+    csv = csv_of(out)
+    row = csv[(csv["method"] == "fedavg") & (csv["alpha"] == 1.0)
+              & (csv["paper_dataset"] == "cifar10")].iloc[0]  # fmt: skip
+    assert (row["paper_mean"], row["mean"], row["std"]) == (77.30, pytest.approx(77.0), 1.0)
+    assert row["difference"] == pytest.approx(-0.3) and bool(row["within_range"])
+    assert (row["min"], row["max"]) == (pytest.approx(76.0), pytest.approx(78.0))
+    assert csv[csv["method"] == "moon"]["status"].eq("missing").all()
+    md = out.with_name(out.name + ".md").read_text()
+    assert "| 77.30 ± 0.72 | 77.00 ± 1.00 | -0.30 | 76.00..78.00 | yes |" in md
+    assert "1 of 72 paper cells have reproduced runs; 1 of them lie within" in md
+    assert "The datasets differ: mnist5k for CIFAR-10" in md
+    assert "contradicts itself" in md and "72.41" in md  # the Table 3 / Table 8 contradiction
+
+
+def test_every_paper_table_of_the_configs_gets_a_companion_target():
+    for name in ("config.yaml", "paper.yaml"):
+        plan = Plan(yaml.safe_load((ROOT / "config" / name).read_text()))
+        outputs = plan.all_outputs()
+        assert "results/tables/table3_vs_paper.md" in outputs
+        assert "results/tables/rounds_to_target_vs_paper.csv" in outputs
+        opts = plan.vs_paper_options("table3")
+        assert opts["paper"] == "fedgkd_table3" and "beside the paper" in opts["caption"]
+    cfg = yaml.safe_load((ROOT / "config" / "tiny.yaml").read_text())
+    cfg["tables"]["table3"]["paper"] = "fedgkd_table99"
+    with pytest.raises(ConfigError, match="'fedgkd_table99' is not a paper table"):
+        validate_config(cfg, SCHEMA, check_specs=False)
