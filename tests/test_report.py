@@ -213,7 +213,8 @@ COLUMNS = ["fedavg", "fedprox", "fedgkd", "moon", "fedgen"]
 
 def test_table3_mean_std_highlight_and_diverged(tmp_path, grid):
     out = tmp_path / "t3"
-    render("table3", out, aggregate=grid, options={"columns": COLUMNS, "caption": "CIFAR_10 50%"})
+    opts = {"columns": COLUMNS, "caption": "CIFAR_10 50%", "val_selected": False}
+    render("table3", out, aggregate=grid, options=opts)
     tex = read(out, ".tex")
     lines = [ln for ln in tex.splitlines() if ln.startswith("cifar10") or ln.startswith(" &")]
     assert len(lines) == 2
@@ -275,7 +276,10 @@ def test_grid_final_stat_sample_std_and_across_layout(tmp_path, grid):
         "table7",
         out,
         aggregate=grid,
-        options={"columns": ["fedavg", "fedprox"], "rows": ["alpha"], "across": ["alpha"]},
+        options={
+            "columns": ["fedavg", "fedprox"], "rows": ["alpha"], "across": ["alpha"],
+            "val_selected": False,
+        },  # fmt: skip
     )
     md = read(out, ".md")
     assert "| Method | α=1 | α=0.1 |" in md
@@ -286,7 +290,13 @@ def test_grid_final_stat_sample_std_and_across_layout(tmp_path, grid):
 def test_table5_best_and_final_subcolumns(tmp_path, grid):
     out = tmp_path / "t5"
     render(
-        "table5", out, aggregate=grid, options={"columns": ["fedavg", "fedprox"], "rows": ["alpha"]}
+        "table5",
+        out,
+        aggregate=grid,
+        options={
+            "columns": ["fedavg", "fedprox"], "rows": ["alpha"], "stats": ["best", "final"],
+            "across": ["label"],
+        },  # fmt: skip
     )
     tex = read(out, ".tex")
     assert r"\multicolumn{2}{c}{fedavg} & \multicolumn{2}{c}{fedprox}" in tex
@@ -529,7 +539,12 @@ def test_errors_name_the_bad_value(tmp_path, grid, capsys):
 def test_options_from_file(tmp_path, grid):
     path = tmp_path / "o.json"
     path.write_text(
-        json.dumps({"columns": ["fedprox", "fedavg"], "column_names": {"fedprox": "FedProx"}})
+        json.dumps(
+            {
+                "columns": ["fedprox", "fedavg"], "column_names": {"fedprox": "FedProx"},
+                "val_selected": False,
+            }  # fmt: skip
+        )
     )
     out = tmp_path / "t"
     assert (

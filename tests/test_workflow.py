@@ -154,6 +154,13 @@ def test_the_schema_knows_every_run_spec_key():
 
 def expected_outputs(config: dict) -> set[str]:
     out = {f"results/tables/{n}.{e}" for n in config["tables"] for e in ("tex", "md", "csv")}
+    # a table with a paper key also gets its companion beside the paper
+    out |= {
+        f"results/tables/{n}_vs_paper.{e}"
+        for n, entry in config["tables"].items()
+        if entry.get("paper")
+        for e in ("tex", "md", "csv")
+    }
     return out | {f"results/figures/{n}.{e}" for n in config["figures"] for e in ("pdf", "png")}
 
 
@@ -187,10 +194,13 @@ def test_dry_run_of_the_paper_config_lists_the_full_grid(tmp_path, src):
     assert counts["train"] == len(runs)
     assert counts["render_table"] == len(config["tables"]) == 11  # 10 + the FedGen sweep
     assert counts["render_figure"] == len(config["figures"])
+    assert counts["render_vs_paper"] == 9  # tables 2-9 and FedDF Table 1 beside the paper
     # the papers' grids (SPEC): table 3 is 3 CV datasets x 3 alphas x 8 strategies x 3 seeds,
-    # rounds-to-target 2 alphas x 3 C x 3 E x 4 strategies x 3 seeds
-    assert len(plan_.target_runs("table3")) == 3 * 3 * 8 * 3
-    assert len(plan_.target_runs("rounds_to_target")) == 2 * 3 * 3 * 4 * 3
+    # FedGen as the best of its 3 coefficients (2 more runs per cell); rounds-to-target 2 alphas
+    # x 3 C x 3 E x 3 seeds with FedDF's recipe and tuning grids: 6 FedAvg learning rates,
+    # 4 FedProx mu, 4 FedAvgM beta, FedDF
+    assert len(plan_.target_runs("table3")) == 3 * 3 * (8 + 2) * 3
+    assert len(plan_.target_runs("rounds_to_target")) == 2 * 3 * 3 * (6 + 4 + 4 + 1) * 3
     assert {r.split("/")[2] for r in runs} == {
         "cifar10",
         "cifar100",
@@ -201,7 +211,12 @@ def test_dry_run_of_the_paper_config_lists_the_full_grid(tmp_path, src):
     # FedGen's coefficient sweep {0.1, 1, 10}: 2 more coefficients on table 3's 9 settings and
     # table 4's 2, 3 seeds each
     assert len({r for _, r in plan_.target_runs("fedgen_sweep")}) == 3 * (9 + 2) * 3
-    assert counts["train"] == 666 + 2 * (9 + 2) * 3, "the full grid, each run once"
+    # 666 runs before issue 11, + the FedGen sweep (2 more coefficients on 9 + 2 settings), +
+    # table 5's FedGen best of 3 at C = 0.1, 0.3, 0.4 (2 x 3), - the former 4-strategy
+    # rounds-to-target grid, + its FedDF-recipe grid; 3 seeds each
+    old_rtt, new_rtt = 2 * 3 * 3 * 4 * 3, 2 * 3 * 3 * 15 * 3
+    expected = 666 + 2 * (9 + 2) * 3 + 2 * 3 * 3 - old_rtt + new_rtt
+    assert counts["train"] == expected == 1344, "the full grid, each run once"
     # generous: a loaded CI machine; the goal (under 10 s) is measured and reported separately
     assert elapsed < 60
 
