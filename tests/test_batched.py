@@ -119,7 +119,7 @@ def test_batched_matches_sequential(strategy, data, tmp_path):
     assert max_abs_diff(seq.global_model, bat.global_model) <= 1e-4
     # the clients really trained: the global model moved away from its initial weights
     init = Run(RunSpec(**base), tmp_path / "init", dataset=data)
-    init._setup()
+    init.prepare()
     assert max_abs_diff(init.global_model, bat.global_model) > 1e-3
 
 

@@ -21,6 +21,7 @@ from fedkd.data import (
     FedDataset,
     dataset_kind,
     dataset_names,
+    download,
     load_dataset,
     vision,
 )
@@ -184,7 +185,7 @@ def test_download_when_allowed(tmp_path, monkeypatch):
         urls.append(url)
         shutil.copy(archive, dest)
 
-    monkeypatch.setattr(vision, "_download_file", fake_download)
+    monkeypatch.setattr(download, "download_file", fake_download)
     monkeypatch.setenv("FEDKD_DOWNLOAD", "1")
     ds = load_dataset("cifar10", root, seed=1, check_md5=False)
     assert urls == ["https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"]
@@ -195,7 +196,7 @@ def test_failed_download_is_not_found(tmp_path, monkeypatch):
     def offline(url, dest):
         raise OSError("network unreachable")
 
-    monkeypatch.setattr(vision, "_download_file", offline)
+    monkeypatch.setattr(download, "download_file", offline)
     with pytest.raises(
         DatasetNotFoundError, match=r"network unreachable.*place it at .*cifar-100-python\.tar\.gz"
     ):

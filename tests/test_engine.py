@@ -137,3 +137,16 @@ def test_foreach_sgd_is_bit_identical_to_torch_sgd(momentum, weight_decay):
             opt.step()
         for a, b in zip(ref.parameters(), ours.parameters(), strict=True):
             assert torch.equal(a, b), f"step {step}"
+
+
+def test_every_engine_module_a_run_imports_is_in_the_train_code_hash():
+    """The train rule's code hash (fedkd.provenance) follows the engine's imports: a module split
+    off run.py or batched.py must still be reached from the engine entry point, or editing it
+    would not re-run anything. features.py is the one engine module a run does not import (the
+    features rule hashes the whole engine package)."""
+    from fedkd.provenance import PACKAGE_DIR, run_code_files
+
+    engine = {p for p in (PACKAGE_DIR / "engine").glob("*.py") if p.name != "features.py"}
+    for strategy in ("fedavg", "fedgkd"):
+        missing = engine - set(run_code_files(strategy))
+        assert not missing, f"{strategy}: {sorted(p.name for p in missing)}"

@@ -69,7 +69,7 @@ def test_resume_places_model_and_strategy_state_on_the_run_device(tmp_path):
     spec = RunSpec(strategy="fedavgm", rounds=2, **SMALL)
     Run(spec, tmp_path / "r").run(stop_after_round=1)
     run = Run(spec, tmp_path / "r")
-    run._setup()
+    run.prepare()
     saved = load_checkpoint(tmp_path / "r" / "checkpoint.pt")
     assert run._restore(saved) == (1, saved["rows"])
     assert all(p.device == run.device for p in run.global_model.parameters())

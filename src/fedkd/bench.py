@@ -13,6 +13,9 @@
 3. A table-3-shaped run: CIFAR-10-shaped synthetic data (45,000 training images), 20 clients,
    C 0.2, 20 local epochs, fedgkd with M 5, through the full engine; measures the first rounds and
    projects to 100 rounds (rounds cost the same: 4 clients × 20 epochs × 2,250 samples each).
+   ``--deterministic`` runs it with the spec's ``deterministic: true`` (deterministic kernels,
+   fixed cuBLAS workspace, no cuDNN autotuning): against the same run without, the cost of
+   bit-identical repeats on a GPU.
 """
 
 from __future__ import annotations
@@ -139,6 +142,7 @@ def bench_table3_run(args, device: torch.device) -> dict:
         dataset="cifar10", model="resnet8", strategy="fedgkd", params={"buffer": 5},
         clients=20, participation=0.2, alpha=0.1, local_epochs=args.run_epochs, rounds=100,
         device=device.type, precision=args.precision, compile=args.compile, engine=args.engine,
+        deterministic=args.deterministic,
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as out:
         run = Run(spec, out, dataset=ds, log=lambda msg: None)
@@ -172,7 +176,7 @@ def _round_setup(shape: str, engine: str, args, device: torch.device, dataset) -
         engine=engine, device=device.type, precision=args.precision, rounds=1, **options
     )  # fmt: skip
     run = Run(spec, tempfile.mkdtemp(prefix="fedkd-bench-"), dataset=dataset, log=lambda m: None)
-    run._setup()
+    run.prepare()
     if args.client_samples:  # a shorter round (CPU): each client's first samples only
         run.env.client_index = [ix[: args.client_samples] for ix in run.env.client_index]
     return run
@@ -268,6 +272,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="local-training engine of the table-3-shaped run",
     )  # fmt: skip
     p.add_argument(
+        "--deterministic", action="store_true",
+        help="run the table-3-shaped run with deterministic: true (deterministic GPU kernels)",
+    )  # fmt: skip
+    p.add_argument(
         "--rounds-bench", default="default,table3",
         help="shapes of the per-engine round benchmark (comma-separated: default, table3), or none",
     )  # fmt: skip
@@ -316,7 +324,7 @@ def run_bench(args) -> int:
         print(
             f"table-3-shaped run (synthetic CIFAR-10 shape, resnet8, 20 clients, C 0.2, fedgkd M 5, "
             f"compile {args.compile}, engine {args.engine}, cuda graphs "
-            f"{os.environ.get(GRAPHS_ENV, '0')}): {t['rounds']} round(s) × {t['epochs']} local epoch(s) took "
+            f"{os.environ.get(GRAPHS_ENV, '0')}, deterministic {args.deterministic}): {t['rounds']} round(s) × {t['epochs']} local epoch(s) took "
             f"{t['measured_s']:.1f} s → projected 100 rounds × 20 epochs: {t['projected_s']:.0f} s "
             f"({t['projected_s'] / 60:.1f} min)"
         )

@@ -106,7 +106,7 @@ def _compute(run_dir, samples: int, client: int, device: str, objective: str) ->
     _check_int("client", client, 0, spec.clients - 1)
 
     run = Run(spec, path, log=lambda msg: None)
-    run._setup()
+    run.prepare()
     state = load_checkpoint(ckpt_path)
     run.global_model.load_state_dict(state["global"])
     run.strategy.load_state_dict(state["strategy"])

@@ -1,0 +1,144 @@
+"""Tiny-ImageNet from the official zip (``train/<wnid>/images``, ``val/images`` with
+``val_annotations.txt``; the labelled val set serves as the test set), or its extracted folder;
+decoded once into a uint8 cache next to it."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedkd.data.base import (
+    ArraySplit,
+    DatasetCorruptError,
+    FedDataset,
+    as_labels,
+    atomic_write,
+    split_train_val,
+)
+from fedkd.data.base import (
+    check_md5 as verify_md5,  # the loaders' keyword ``check_md5`` would shadow it
+)
+from fedkd.data.download import fetch_or_explain
+
+TINY_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
+TINY_MD5 = "90528d7ca1a48142e341f4ef8d21d0de"
+# the FedGKD code normalises its downsampled ImageNet loader (Tiny-ImageNet included) to [-1, 1]
+TINY_MEAN = (0.5, 0.5, 0.5)
+TINY_STD = (0.5, 0.5, 0.5)
+
+
+class _ZipTree:
+    """Read files of the Tiny-ImageNet tree from the zip or from the extracted folder alike."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.zip = zipfile.ZipFile(path) if path.suffix == ".zip" else None
+        self.files: dict[str, list[str]] = {}  # folder → file names, indexed once (120,000 files)
+        if self.zip is not None:
+            for name in self.zip.namelist():
+                folder, _, file = name.removeprefix("tiny-imagenet-200/").rpartition("/")
+                if file:
+                    self.files.setdefault(folder, []).append(file)
+
+    def read(self, rel: str) -> bytes:
+        if self.zip is not None:
+            return self.zip.read(f"tiny-imagenet-200/{rel}")
+        return (self.path / rel).read_bytes()
+
+    def listdir(self, rel: str) -> list[str]:
+        if self.zip is not None:
+            return sorted(self.files.get(rel, []))
+        return sorted(p.name for p in (self.path / rel).iterdir() if p.is_file())
+
+
+def _decode_rgb(blob: bytes) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(blob)) as img:
+        return np.asarray(img.convert("RGB")).transpose(2, 0, 1)  # some images are greyscale
+
+
+def _read_tiny(tree: _ZipTree) -> dict:
+    wnids = [w.strip() for w in tree.read("wnids.txt").decode().splitlines() if w.strip()]
+    words = {}
+    for line in tree.read("words.txt").decode().splitlines():
+        if "\t" in line:
+            w, text = line.split("\t", 1)
+            words[w] = text.strip()
+    label = {w: i for i, w in enumerate(wnids)}
+    train_x, train_y = [], []
+    for w in wnids:
+        for name in tree.listdir(f"train/{w}/images"):
+            train_x.append(_decode_rgb(tree.read(f"train/{w}/images/{name}")))
+            train_y.append(label[w])
+    test_x, test_y = [], []
+    for line in tree.read("val/val_annotations.txt").decode().splitlines():
+        parts = line.split("\t")
+        if len(parts) < 2:
+            continue
+        test_x.append(_decode_rgb(tree.read(f"val/images/{parts[0]}")))
+        test_y.append(label[parts[1]])
+    return {
+        "train_x": torch.from_numpy(np.stack(train_x)),
+        "train_y": as_labels(train_y),
+        "test_x": torch.from_numpy(np.stack(test_x)),
+        "test_y": as_labels(test_y),
+        "class_names": [words.get(w, w) for w in wnids],
+    }
+
+
+def load_tinyimagenet(
+    root: Path, seed: int, download: bool, *, check_md5: bool = True, cache: bool = True
+) -> FedDataset:
+    archive = root / "tiny-imagenet-200.zip"
+    folder = root / "tiny-imagenet-200"
+    cache_file = root / "tiny-imagenet-200.uint8.pt"
+    arrays, source = None, None
+    if cache and cache_file.is_file():
+        try:
+            arrays = torch.load(cache_file, weights_only=True)
+            source = str(cache_file)
+        except Exception as exc:
+            raise DatasetCorruptError(
+                f"{cache_file} cannot be read ({exc}); delete it (it is rebuilt from the archive)"
+            ) from exc
+    if arrays is None:
+        if folder.is_dir():
+            tree = _ZipTree(folder)
+        else:
+            if not archive.is_file():
+                fetch_or_explain(
+                    TINY_URL,
+                    archive,
+                    download,
+                    f"tinyimagenet: neither {folder} nor {archive} exists",
+                )
+            if check_md5:
+                verify_md5(archive, TINY_MD5)
+            try:
+                tree = _ZipTree(archive)
+            except (zipfile.BadZipFile, OSError) as exc:
+                raise DatasetCorruptError(
+                    f"{archive} is not a readable zip ({exc}); it is incomplete or damaged: "
+                    f"delete it and place the official file there again"
+                ) from exc
+        try:
+            arrays = _read_tiny(tree)
+        except (KeyError, FileNotFoundError, zipfile.BadZipFile, OSError, ValueError) as exc:
+            raise DatasetCorruptError(
+                f"{tree.path} does not have the official Tiny-ImageNet layout or is damaged "
+                f"({type(exc).__name__}: {exc}); delete it and place the official file again"
+            ) from exc
+        source = str(tree.path)
+        if cache:  # decoding 110,000 JPEGs takes minutes; later runs read the tensors
+            atomic_write(cache_file, lambda tmp: torch.save(arrays, tmp))
+    train, val = split_train_val(ArraySplit(arrays["train_x"], arrays["train_y"]), seed)
+    return FedDataset(
+        "tinyimagenet", "image", 200, train, val,
+        ArraySplit(arrays["test_x"], arrays["test_y"]), mean=TINY_MEAN, std=TINY_STD,
+        class_names=list(arrays["class_names"]), source=source,
+    )  # fmt: skip

@@ -1,0 +1,72 @@
+"""What a run writes to its directory, and the summaries read back from it.
+
+run.json         resolved spec, seeds, code hashes, library versions, device, status, summary
+metrics.parquet  one row per round (accuracy, loss, per-class accuracy, bytes, seconds, ...)
+checkpoint.pt    global model, strategy state (incl. per-client state), metrics so far, RNG states
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fedkd.config import RunSpec
+from fedkd.data.base import atomic_write
+
+METRICS = "metrics.parquet"
+RUN_JSON = "run.json"
+CHECKPOINT = "checkpoint.pt"
+
+
+class RunConflictError(RuntimeError):
+    """The output directory holds a different run; nothing there is touched."""
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=str) + "\n"))
+
+
+# the columns every round row has (strategies add server_* columns)
+METRIC_COLUMNS = [
+    "round", "test_acc", "test_loss", "val_acc", "val_loss", "class_acc", "train_loss", "local_acc",
+    "bytes_sent", "bytes_received", "clients", "seconds",
+]  # fmt: skip
+
+
+def write_metrics(path: Path, rows: list[dict]) -> None:
+    # a run that diverged in round 1 still gets a readable file with the usual columns
+    frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=METRIC_COLUMNS)
+    atomic_write(path, lambda p: frame.to_parquet(p, index=False))
+
+
+def fmt_seconds(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def target_reached(spec: RunSpec, rows: list[dict]) -> bool:
+    """Whether the run's stop_at_acc (if any) is reached by the global test accuracy so far."""
+    target = spec.stop_at_acc
+    return target is not None and any(r["test_acc"] >= target for r in rows)
+
+
+def summarize(rows: list[dict]) -> dict:
+    if not rows:
+        return {"rounds": 0}
+    acc = [r["test_acc"] for r in rows]
+    best = int(np.argmax(acc))
+    val = [r.get("val_acc", float("nan")) for r in rows]
+    by_val = int(np.nanargmax(val)) if not np.all(np.isnan(val)) else None
+    return {
+        "rounds": len(rows),
+        "best_acc": acc[best],
+        "best_round": rows[best]["round"],
+        "final_acc": acc[-1],
+        "val_selected_acc": acc[by_val] if by_val is not None else None,
+        "val_selected_round": rows[by_val]["round"] if by_val is not None else None,
+        "seconds": float(sum(r["seconds"] for r in rows)),
+    }

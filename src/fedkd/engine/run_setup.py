@@ -1,0 +1,214 @@
+"""A run's set-up and provenance: the device, the data and its partition, the model and the
+strategy (``RunSetup.prepare``), and the record of all of it written to run.json. The round loop
+on top is ``fedkd.engine.run.Run``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from fedkd.config import RunSpec
+from fedkd.data import load_dataset
+from fedkd.data.partition import client_indices, partition_labels, read_partition
+from fedkd.engine.client import TrainEnv
+from fedkd.engine.gpu import claim_gpu
+from fedkd.engine.preprocess import Preprocessor
+from fedkd.engine.reproducibility import configure_determinism
+from fedkd.engine.seeding import derive_seed
+from fedkd.models import build_model
+from fedkd.provenance import library_versions, package_hash, run_code_hash
+from fedkd.strategies import get_strategy_class
+from fedkd.strategies.base import ServerContext, tensor_bytes
+
+
+def check_client_capacity(n_train: int, clients: int, batch_size: int) -> None:
+    """Refuse, before any training, a client count the data cannot serve: clients holding on
+    average less than one batch would each take a single tiny step a round."""
+    if n_train < clients * batch_size:
+        raise ValueError(
+            f"clients={clients} leaves {n_train / clients:.1f} training samples per client on "
+            f"average ({n_train} in all), less than one batch (batch_size={batch_size}); use at "
+            f"most {max(1, n_train // batch_size)} clients, or a smaller batch_size"
+        )
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto: CUDA when present, else CPU. A process that sees several GPUs takes a free one
+    (``fedkd.engine.gpu``), so parallel jobs on one machine spread over its GPUs."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name != "cuda":
+        return torch.device(name)
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "device='cuda' was asked for but CUDA is not available; use device=auto or cpu"
+        )
+    count = torch.cuda.device_count()
+    return torch.device("cuda", claim_gpu(count) if count > 1 else 0)
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform_cpu()
+
+
+def platform_cpu() -> str:
+    import platform
+
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+class RunSetup:
+    """One run's set-up (``prepare``) and provenance record; ``fedkd.engine.run.Run`` adds the
+    round loop."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        out_dir: str | Path,
+        log: Callable[[str], None] | None = None,
+        labels: dict[str, str] | None = None,
+        dataset=None,
+    ):
+        self.spec = spec
+        # free-form tags from the pipeline (e.g. the table variant); recorded, not part of identity
+        self.labels = dict(labels or {})
+        # an in-memory FedDataset (benchmarks); None: load spec.dataset
+        self._given_dataset = dataset
+        self.out = Path(out_dir)
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.device = resolve_device(spec.device)
+        self.model_name = spec.resolved_model
+
+    # ------------------------------------------------------------------ set-up
+    def prepare(self) -> None:
+        """Everything a round needs, without touching the output directory: the spec's kernel
+        determinism (first: the cuBLAS workspace must be fixed before the first CUDA
+        operation), the data on the device, the partition (checked), the model and the
+        strategy, and the training environment (``self.env``)."""
+        spec = self.spec
+        self.determinism = configure_determinism(spec.deterministic, self.device)
+        ds = self._given_dataset or load_dataset(
+            spec.dataset, spec.data_root, seed=spec.seed, **spec.dataset_options
+        )
+        self.dataset_info = ds.describe()
+        ds.train, ds.val, ds.test = (s.to(self.device) for s in (ds.train, ds.val, ds.test))
+        self.dataset = ds
+        labels = ds.train.y.cpu().numpy()
+        check_client_capacity(len(labels), spec.clients, spec.batch_size)
+        if spec.partition_file:
+            assignment, meta = read_partition(spec.partition_file)
+            self._check_partition(meta, len(labels))
+        else:
+            assignment = partition_labels(
+                labels, spec.partition, spec.clients, spec.seed, alpha=spec.alpha,
+                shards_per_client=spec.shards, num_classes=ds.num_classes,
+            )  # fmt: skip
+        parts = client_indices(assignment, spec.clients)
+        if len(parts) != spec.clients:
+            raise ValueError(
+                f"partition has {len(parts)} clients but the spec asks for {spec.clients}"
+            )
+        self.client_index = [
+            torch.as_tensor(p, dtype=torch.long, device=self.device) for p in parts
+        ]
+        sizes = [len(p) for p in parts]
+        counts = torch.zeros(spec.clients, ds.num_classes, dtype=torch.long)
+        for c, p in enumerate(parts):
+            counts[c] = torch.bincount(
+                torch.as_tensor(labels[p], dtype=torch.long), minlength=ds.num_classes
+            )
+
+        strategy_cls = get_strategy_class(spec.strategy)
+        self.params = strategy_cls.make_params(spec.params, spec.dataset, self.model_name)
+        options = dict(spec.model_options)
+
+        def build():
+            return build_model(
+                self.model_name, ds.num_classes, ds.input_shape,
+                projection_head=strategy_cls.uses_projection_head,
+                vocab_size=ds.vocab_size, pad_id=ds.pad_id, **options,
+            ).to(self.device)  # fmt: skip
+
+        self.build_model = build
+        torch.manual_seed(derive_seed(spec.seed, "init"))
+        self.global_model = build()
+        self.preprocess = Preprocessor(ds, spec.augment, self.device)
+        self.strategy = strategy_cls(
+            self.params,
+            ServerContext(
+                spec=spec, num_classes=ds.num_classes, num_clients=spec.clients,
+                device=self.device, build_model=build, dataset=ds,
+                client_sizes=sizes, client_label_counts=counts,
+            ),
+        )  # fmt: skip
+        self.env = TrainEnv(
+            spec=spec, dataset=ds, client_index=self.client_index, preprocess=self.preprocess,
+            device=self.device, build_model=build, num_classes=ds.num_classes,
+        )  # fmt: skip
+        self.model_bytes = tensor_bytes(self.global_model.state_dict())
+
+    def _check_partition(self, meta: dict, n_train: int) -> None:
+        spec = self.spec
+        want = {
+            "dataset": spec.dataset,
+            "scheme": spec.partition,
+            "clients": spec.clients,
+            "seed": spec.seed,
+        }
+        if spec.partition in ("dirichlet", "dirichlet-equal"):
+            want["alpha"] = spec.alpha
+        if spec.partition == "shards":
+            want["shards"] = spec.shards
+        bad = {k: (meta.get(k), v) for k, v in want.items() if meta.get(k) != v}
+        if bad:
+            raise ValueError(
+                f"partition file {spec.partition_file} does not match the run spec "
+                f"(file vs spec: {bad}); point partition_file at the matching partition or drop it"
+            )
+        if meta.get("num_samples") not in (None, n_train):
+            raise ValueError(
+                f"partition file {spec.partition_file} covers {meta.get('num_samples')} samples but "
+                f"the training split has {n_train}; re-create the partition for this dataset"
+            )
+
+    # ------------------------------------------------------------------ provenance
+    def _run_record(self, status: str, extra: dict | None = None) -> dict:
+        spec = self.spec
+        rec = {
+            "status": status,
+            "labels": self.labels,
+            "spec": spec.to_dict(),
+            "spec_hash": spec.hash(),
+            "strategy_params": vars(self.params) if hasattr(self, "params") else None,
+            "model": self.model_name,
+            "seeds": {
+                "run": spec.seed,
+                "init": derive_seed(spec.seed, "init"),
+                "data_split": spec.seed,
+                "partition": spec.seed,
+            },
+            "code_hash": run_code_hash(spec.strategy),
+            "package_hash": package_hash(),
+            "versions": library_versions(),
+            "device": {
+                "type": self.device.type,
+                "index": self.device.index,
+                "name": device_name(self.device),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            },
+            "dataset": getattr(self, "dataset_info", None),
+            "determinism": getattr(self, "determinism", None),
+            # which local-training path ran (batched or sequential) and why
+            "engine": self.env.engine(self.strategy) if hasattr(self, "env") else None,
+            "command": " ".join(sys.argv),
+            "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        rec.update(extra or {})
+        return rec
