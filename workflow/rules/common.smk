@@ -7,6 +7,7 @@ import re
 from fedkd.pipeline import Plan, validate_config
 from fedkd.pipeline.plan import FEATURES_CODE
 from fedkd.provenance import package_files_hash
+from fedkd.report import sections
 
 plan = Plan(config)
 

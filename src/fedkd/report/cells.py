@@ -93,7 +93,8 @@ def fmt_mean_std(mean: float, std: float, decimals: int) -> tuple[str, str]:
 def cell_text(cell: Cell, scale: float, decimals: int) -> Text:
     if cell.kind != "value":
         return Text.plain(cell.text())
-    if math.isnan(cell.std):
+    # one seed has no spread to show: "5.00", not "5.00 ± 0.00"
+    if cell.n < 2 or math.isnan(cell.std):
         return Text.plain(f"{cell.mean * scale:.{decimals}f}")
     tex, md = fmt_mean_std(cell.mean * scale, cell.std * scale, decimals)
     return Text(tex, md)

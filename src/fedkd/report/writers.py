@@ -1,8 +1,9 @@
-"""Output files: a table document as LaTeX (booktabs), Markdown and CSV; a figure as PDF and PNG.
+"""Output files: a table document as LaTeX (booktabs), Markdown, CSV and HTML; a figure as PDF and PNG.
 Every file is written atomically and without timestamps, so the same inputs give the same bytes."""
 
 from __future__ import annotations
 
+import html
 import io
 import os
 from dataclasses import dataclass, field
@@ -120,12 +121,68 @@ def to_markdown(doc: TableDoc) -> str:
     return "\n".join(lines)
 
 
+HTML_STYLE = """body{font-family:system-ui,sans-serif;margin:1em;color:#222}
+table{border-collapse:collapse;font-size:14px}caption{caption-side:top;text-align:left;
+max-width:60em;margin-bottom:.6em;line-height:1.4}th,td{padding:3px 10px;white-space:nowrap}
+thead tr:last-child th{border-bottom:1px solid #444}thead tr:first-child th{border-top:2px solid
+#444}tbody tr:last-child td{border-bottom:2px solid #444}td.stub,th.stub{text-align:left}
+td,th{text-align:center}tr.group td{border-top:1px solid #bbb}"""
+
+
+def _html_text(t: Text) -> str:
+    text = html.escape(t.md.replace(r"\|", "|"))
+    if t.style == "best":
+        return f"<b>{text}</b>"
+    if t.style == "second":
+        return f"<u>{text}</u>"
+    return text
+
+
+def to_html(doc: TableDoc) -> str:
+    """The table as a standalone HTML page: what `snakemake --report` shows (it embeds HTML
+    files; a CSV would be shown as its long form, one line per cell)."""
+    out = [
+        "<!DOCTYPE html>",
+        '<html><head><meta charset="utf-8">',
+        f"<title>{html.escape(doc.label)}</title><style>{HTML_STYLE}</style></head><body>",
+        "<table>",
+        f"<caption>{html.escape(doc.caption)}</caption>",
+        "<thead>",
+    ]
+    if doc.groups:
+        cells = "".join(
+            f'<th colspan="{span}">{_html_text(text)}</th>' for text, span in doc.groups
+        )
+        out.append(f"<tr>{cells}</tr>")
+    heads = "".join(
+        f"<th{' class=stub' if j < doc.n_stub else ''}>{_html_text(c)}</th>"
+        for j, c in enumerate(doc.columns)
+    )
+    out += [f"<tr>{heads}</tr>", "</thead>", "<tbody>"]
+    prev = None
+    for row in doc.body:
+        first = row[0].md if row else None
+        # like the LaTeX table: a rule between groups of rows sharing their first key
+        group = doc.n_stub > 1 and prev is not None and first != prev
+        cells = "".join(
+            f"<td{' class=stub' if j < doc.n_stub else ''}>{_html_text(t)}</td>"
+            for j, t in enumerate(row)
+        )
+        out.append(f"<tr{' class=group' if group else ''}>{cells}</tr>")
+        prev = first
+    out += ["</tbody>", "</table>"]
+    out += [f"<p>{html.escape(note)}</p>" for note in doc.notes]
+    out += ["</body></html>", ""]
+    return "\n".join(out)
+
+
 def write_table(doc: TableDoc, prefix, name: str) -> list:
     paths = []
     for suffix, text in (
         (".tex", to_latex(doc, name)),
         (".md", to_markdown(doc)),
         (".csv", _csv_text(doc.csv)),
+        (".html", to_html(doc)),
     ):
         path = output_path(prefix, suffix)
         write_atomic(path, text)

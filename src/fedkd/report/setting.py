@@ -1,0 +1,71 @@
+"""The sentence every table and figure caption ends with: the run setting its runs share (clients,
+C, local epochs E, rounds, model), the (stand-in) data sizes, the seeds and what ± means. Read from
+the aggregate, so it states what was run, whatever the configuration's caption says."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from fedkd.report.text import key_value
+
+
+def _values(df: pd.DataFrame, column: str) -> list:
+    if column not in df.columns:
+        return []
+    values = {key_value(v) for v in df[column].unique()}
+    return sorted(v for v in values if v is not None)
+
+
+def _joined(values: list, fmt=lambda v: f"{v:g}" if isinstance(v, float) else str(v)) -> str:
+    return ", ".join(fmt(v) for v in values)
+
+
+def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
+    """E.g. "Runs: 10 clients, C = 0.2, E = 1, 5 rounds, model cnn; mnist5k 3,600 train / 1,000
+    test samples; seeds 0, 1 (± = population std over the seeds)." Keys that vary in the output
+    list their values."""
+    runs = df.drop_duplicates("run") if "run" in df.columns else df
+    parts = []
+    clients = _values(runs, "clients")
+    if clients:
+        parts.append(f"{_joined(clients)} clients")
+    for column, name in (("participation", "C"), ("local_epochs", "E")):
+        values = _values(runs, column)
+        if values:
+            parts.append(f"{name} = {_joined(values)}")
+    rounds = _values(runs, "rounds_planned")
+    if rounds:
+        parts.append(f"{_joined(rounds)} rounds")
+    models = _values(runs, "model")
+    if models:
+        parts.append(f"model {_joined(models)}")
+    sentence = "Runs: " + ", ".join(parts) if parts else ""
+    sizes = []
+    if {"dataset", "train_size", "test_size"} <= set(runs.columns):
+        for dataset, rows in runs.groupby("dataset", sort=True):
+            train, test = _values(rows, "train_size"), _values(rows, "test_size")
+            if train and test:
+                sizes.append(
+                    f"{dataset} {_joined(train, lambda v: f'{int(v):,}')} train / "
+                    f"{_joined(test, lambda v: f'{int(v):,}')} test samples"
+                )
+    if sizes:
+        sentence += ("; " if sentence else "Data: ") + ", ".join(sizes)
+    seeds = _values(runs, "seed")
+    if seeds:
+        sentence += ("; " if sentence else "") + f"seed{'s' if len(seeds) > 1 else ''} "
+        sentence += _joined(seeds)
+        if len(seeds) > 1:
+            kind = "population std (ddof 0)" if ddof == 0 else "sample std (ddof 1)"
+            sentence += f" (± = {kind} over the seeds)"
+        else:
+            sentence += " (one seed: no ±)"
+    return sentence + "." if sentence else ""
+
+
+def with_setting(caption: str, df: pd.DataFrame, ddof: int = 0) -> str:
+    sentence = setting_sentence(df, ddof)
+    caption = caption.strip()
+    if not sentence or sentence in caption:
+        return caption
+    return f"{caption} {sentence}" if caption else sentence
