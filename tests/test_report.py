@@ -19,6 +19,7 @@ from fedkd.report import (
     render,
     write_aggregate,
 )
+from fedkd.report.names import display_name
 
 
 # --------------------------------------------------------------------------- fake runs
@@ -209,6 +210,7 @@ def grid(tmp_path):
 
 
 COLUMNS = ["fedavg", "fedprox", "fedgkd", "moon", "fedgen"]
+TABLE_FILES = (".tex", ".md", ".csv", ".html")
 
 
 def test_table3_mean_std_highlight_and_diverged(tmp_path, grid):
@@ -234,7 +236,10 @@ def test_table3_mean_std_highlight_and_diverged(tmp_path, grid):
         "diverged", "--",
     ]  # fmt: skip
     assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
-    assert r"\caption{CIFAR\_10 50\%}" in tex and r"\label{tab:table3}" in tex
+    assert r"\label{tab:table3}" in tex
+    # the caption given, then the setting of its runs, the seeds and what ± means
+    assert r"\caption{CIFAR\_10 50\% Runs: 20 clients, C = 0.2, E = 20, 3 rounds, model" in tex
+    assert r"seeds 0, 1 ($\pm$ = population std (ddof 0) over the seeds).}" in tex
     md = read(out, ".md")
     assert (
         "| cifar10 | 0.1 | **55.00 ± 5.00** | <u>52.00 ± 2.00</u> | 41.00 ± 1.00 | diverged | – |"
@@ -277,14 +282,16 @@ def test_grid_final_stat_sample_std_and_across_layout(tmp_path, grid):
         out,
         aggregate=grid,
         options={
-            "columns": ["fedavg", "fedprox"], "rows": ["alpha"], "across": ["alpha"],
+            "columns": ["fedavg", "fedprox"],
+            "rows": ["alpha"],
+            "across": ["alpha"],
             "val_selected": False,
         },  # fmt: skip
     )
     md = read(out, ".md")
     assert "| Method | α=1 | α=0.1 |" in md
-    assert "| fedavg | **75.00 ± 5.00** | **55.00 ± 5.00** |" in md
-    assert "| fedprox | <u>72.00 ± 2.00</u> | <u>52.00 ± 2.00</u> |" in md
+    assert "| FedAvg | **75.00 ± 5.00** | **55.00 ± 5.00** |" in md
+    assert "| FedProx | <u>72.00 ± 2.00</u> | <u>52.00 ± 2.00</u> |" in md
 
 
 def test_table5_best_and_final_subcolumns(tmp_path, grid):
@@ -294,18 +301,20 @@ def test_table5_best_and_final_subcolumns(tmp_path, grid):
         out,
         aggregate=grid,
         options={
-            "columns": ["fedavg", "fedprox"], "rows": ["alpha"], "stats": ["best", "final"],
+            "columns": ["fedavg", "fedprox"],
+            "rows": ["alpha"],
+            "stats": ["best", "final"],
             "across": ["label"],
         },  # fmt: skip
     )
     tex = read(out, ".tex")
-    assert r"\multicolumn{2}{c}{fedavg} & \multicolumn{2}{c}{fedprox}" in tex
+    assert r"\multicolumn{2}{c}{FedAvg} & \multicolumn{2}{c}{FedProx}" in tex
     # best: fedavg 75 > fedprox 72; final: fedavg 50 > fedprox 10 (each stat compared on its own)
     assert (
         r"1 & \textbf{75.00$\pm$5.00} & \textbf{50.00$\pm$0.00} & \underline{72.00$\pm$2.00} & \underline{10.00$\pm$0.00} \\"
         in tex
     )
-    assert "| α | fedavg Best | fedavg Final | fedprox Best | fedprox Final |" in read(out, ".md")
+    assert "| α | FedAvg Best | FedAvg Final | FedProx Best | FedProx Final |" in read(out, ".md")
 
 
 def test_table6_accuracy_at_rounds(tmp_path):
@@ -328,8 +337,9 @@ def test_table6_accuracy_at_rounds(tmp_path):
         "| Method | Test accuracy at round 2 | Test accuracy at round 5 | Test accuracy at round 10 |"
         in md
     )
-    assert "| fedavg | <u>30.00 ± 10.00</u> | 60.00 ± 10.00 | – |" in md
-    assert "| fedgkd | **60.00 ± 0.00** | diverged | – |" in md
+    assert "| FedAvg | <u>30.00 ± 10.00</u> | 60.00 ± 10.00 | – |" in md
+    # one seed: its value alone, no "± 0.00"
+    assert "| FedGKD | **60.00** | diverged | – |" in md
     tex = read(out, ".tex")
     assert r"\multicolumn{3}{c}{Test accuracy at round}" in tex
     csv = pd.read_csv(out.with_suffix(".csv"))
@@ -337,8 +347,8 @@ def test_table6_accuracy_at_rounds(tmp_path):
     # sample std (ddof 1) is undefined for a single seed: the cell shows the mean alone
     opts = {"columns": ["fedavg", "fedgkd"], "rounds": [2], "ddof": 1}
     render("table6", out, aggregate=tmp_path / "agg.parquet", options=opts)
-    assert "| fedgkd | **60.00** |" in read(out, ".md")
-    assert "| fedavg | <u>30.00 ± 14.14</u> |" in read(out, ".md")
+    assert "| FedGKD | **60.00** |" in read(out, ".md")
+    assert "| FedAvg | <u>30.00 ± 14.14</u> |" in read(out, ".md")
 
 
 def test_rounds_to_target_reached_and_not_reached(tmp_path):
@@ -356,10 +366,10 @@ def test_rounds_to_target_reached_and_not_reached(tmp_path):
     opts = {"columns": ["fedavg", "fedprox", "feddf"], "targets": {"1.0": 0.8, "0.1": 0.75}}
     render("rounds_to_target", out, aggregate=agg_file(tmp_path, runs), options=opts)
     md = read(out, ".md")
-    assert "| α | C | E | T | fedavg | fedprox | feddf |" in md
+    assert "| α | C | E | T | FedAvg | FedProx | FedDF |" in md
     # fedavg: rounds 3 and 5 -> 4 ± 1; feddf: rounds 1 and 2 -> 2 ± 0 (1.5 shown without decimals)
     assert "| 1 | 0.2 | 20 | 80% | <u>4 ± 1</u> | not reached | **2 ± 0** |" in md
-    assert "| 0.1 | 0.2 | 20 | 75% | 2 ± 0 | – | – |" in md
+    assert "| 0.1 | 0.2 | 20 | 75% | 2 | – | – |" in md  # one seed: no ±
     csv = pd.read_csv(out.with_suffix(".csv"))
     feddf = csv[csv["label"] == "feddf"].iloc[0]
     assert (feddf["mean"], feddf["std"], feddf["target"]) == (1.5, 0.5, 0.8)
@@ -407,7 +417,8 @@ def test_table1_traits_come_from_strategy_classes(tmp_path):
             "✓" if f else "✗"
             for f in (tr.extra_information != "none", tr.proxy_data, tr.modifies_model)
         ]
-        shown = {"fedavg": "FedAvg", "fedprox": "FedProx*"}.get(name, name)
+        # a name given in the options, else the papers' name (fedkd.report.names)
+        shown = {"fedprox": "FedProx*"}.get(name, display_name(name))
         assert f"| {shown} | {' | '.join(marks)} |" in md
     assert "| FedAvg | ✗ | ✗ | ✗ |" in md
     tex = read(out, ".tex")
@@ -463,8 +474,8 @@ def test_renders_are_byte_identical(tmp_path, grid):
     curves = agg_file(tmp_path, runs, "curves.parquet")
     parts = [str(_partition_file(tmp_path, a)) for a in (0.1, 1.0)]
     jobs = [
-        ("table3", dict(aggregate=grid, options={"columns": COLUMNS}), (".tex", ".md", ".csv")),
-        ("table5", dict(aggregate=grid, options={"rows": ["alpha"]}), (".tex", ".md", ".csv")),
+        ("table3", dict(aggregate=grid, options={"columns": COLUMNS}), TABLE_FILES),
+        ("table5", dict(aggregate=grid, options={"rows": ["alpha"]}), TABLE_FILES),
         ("fig_curves", dict(aggregate=curves, options={"panels": ["partition"]}), (".pdf", ".png")),
         ("fig_forgetting", dict(aggregate=curves), (".pdf", ".png")),
         ("fig_fedcad", dict(aggregate=curves, options={"panels": ["partition"]}), (".pdf", ".png")),
@@ -541,7 +552,8 @@ def test_options_from_file(tmp_path, grid):
     path.write_text(
         json.dumps(
             {
-                "columns": ["fedprox", "fedavg"], "column_names": {"fedprox": "FedProx"},
+                "columns": ["fedprox", "fedavg"],
+                "column_names": {"fedprox": "FedProx"},
                 "val_selected": False,
             }  # fmt: skip
         )
@@ -562,7 +574,7 @@ def test_options_from_file(tmp_path, grid):
         )
         == 0
     )
-    assert "| Dataset | α | FedProx | fedavg |" in read(out, ".md")
+    assert "| Dataset | α | FedProx | FedAvg |" in read(out, ".md")
 
 
 def test_help_lists_targets(capsys):
@@ -652,3 +664,87 @@ def test_real_run_tsne(tmp_path, real_run):
         render("fig_tsne", tmp_path / "x", run=str(bad))
     with pytest.raises(FeaturesError, match="client must be an integer in \\[0, 3\\]"):
         tsne_features(real_run, tmp_path / "c.npz", client=4)
+
+
+# --------------------------------------------------------------------------- what a reader sees
+def test_every_registered_strategy_has_its_papers_name():
+    from fedkd.report.names import STRATEGY_NAMES
+    from fedkd.strategies import strategy_names
+
+    assert set(STRATEGY_NAMES) == set(strategy_names())
+    assert display_name("fedgkd-vote") == "FedGKD-VOTE" and display_name("moon") == "MOON"
+    assert display_name("fedgkd-M5") == "FedGKD (M=5)"
+    assert display_name("fedgkd-vote-M3") == "FedGKD-VOTE (M=3)"
+    assert display_name("fedgkd-mse-M1") == "FedGKD (MSE, M=1)"
+    assert display_name("M=1") == "M=1" and display_name("none") == "none"
+
+
+def test_tables_carry_the_setting_and_an_html_rendering(tmp_path, grid):
+    out = tmp_path / "t3"
+    render("table3", out, aggregate=grid, options={"columns": COLUMNS, "caption": "Top-1."})
+    html = read(out, ".html")
+    assert html.startswith("<!DOCTYPE html>") and "<table>" in html
+    assert "<caption>Top-1. Runs: 20 clients, C = 0.2, E = 20, 3 rounds" in html
+    assert "<th>FedAvg</th>" in html and "<th>MOON</th>" in html
+    assert "<b>90.00 ± 0.00</b>" in html and "<u>75.00 ± 5.00</u>" in html
+    assert "cifar10 " in html and "train / " in html and "test samples" in html
+
+
+def test_a_single_seed_output_says_it_has_no_spread(tmp_path):
+    r = tmp_path / "runs"
+    runs = [("fedavg", make_run(r, "a", [0.2, 0.5])), ("fedgkd", make_run(r, "g", [0.3, 0.6]))]
+    out = tmp_path / "t"
+    render(
+        "table3",
+        out,
+        aggregate=agg_file(tmp_path, runs),
+        options={"columns": ["fedavg", "fedgkd"], "val_selected": False},
+    )
+    md = read(out, ".md")
+    assert "seed 0 (one seed: no ±)" in md
+    assert "| cifar10 | 0.5 | <u>50.00</u> | **60.00** |" in md
+
+
+def test_curves_differ_in_marker_and_line_style(tmp_path, grid):
+    from fedkd.report.figures.draw import line_styles
+
+    styles = line_styles(COLUMNS)
+    assert len({(s["marker"], s["linestyle"]) for s in styles.values()}) == len(COLUMNS)
+    fig = _figure(tmp_path, "figures.curves:build", grid, {"columns": COLUMNS})
+    lines = [ln for ax in fig.axes for ln in ax.get_lines()]
+    assert lines and all(ln.get_marker() not in (None, "None", "") for ln in lines)
+    legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert "FedAvg" in legend and "FedProx" in legend
+
+
+def test_the_partition_figure_has_a_legend_for_bubble_size(tmp_path):
+    from fedkd.report.figures.partition import build
+    from fedkd.report.options import Options
+
+    parts = [str(_partition_file(tmp_path, a)) for a in (0.1, 1.0)]
+    fig = build(parts, Options("partition", {}, ("titles", "ncols")))
+    (legend,) = fig.legends
+    assert "bubble area" in legend.get_title().get_text()
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert len(texts) >= 2 and all(t.endswith(" samples") for t in texts)
+
+
+def _figure(tmp_path, builder: str, aggregate: Path, options: dict):
+    from fedkd.report.aggregate import read_aggregate
+    from fedkd.report.options import Options
+    from fedkd.report.targets import _resolve
+
+    allowed = ("panels", "columns", "row_names", "column_names", "order", "ddof", "ncols")
+    return _resolve(builder)(read_aggregate(aggregate), Options("curves", options, allowed))
+
+
+def test_report_sections_follow_the_papers_references():
+    from fedkd.report.sections import report_section
+
+    assert report_section("Accuracy (fedgkd Table 3); 10 clients.", "table", "table3") == (
+        "FedGKD (Yao et al.)", "Table 3",
+    )  # fmt: skip
+    assert report_section("Curves (FedCAD Fig. 1).", "figure", "fedcad") == (
+        "FedCAD (He et al.)", "Fig. 1",
+    )  # fmt: skip
+    assert report_section("Rounds to a target.", "table", "rtt") == ("Other tables", "rtt")

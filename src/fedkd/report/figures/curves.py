@@ -10,8 +10,8 @@ from fedkd.report.figures.draw import (
     hide_unused,
     integer_rounds,
     legend,
+    line_styles,
     new_figure,
-    palette,
     panel_grid,
     panel_title,
     status_note,
@@ -37,7 +37,8 @@ def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
     groups = group_runs(df[df["label"].isin(labels)], panels)
     pids = order_rows(panels, groups, opts.mapping("order"))
     nrows, ncols = panel_grid(len(pids), opts.integer("ncols", 3, 1))
-    colors = dict(zip(labels, palette(len(labels)), strict=True))
+    styles = line_styles(labels)
+    colors = {label: s["color"] for label, s in styles.items()}
     with style():
         fig, axes = new_figure(nrows, ncols)
         handles = {}
@@ -51,7 +52,7 @@ def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
                 if len(x) == 0:
                     continue
                 name = label_text(label, col_names).md
-                (line,) = ax.plot(x, mean * 100, color=colors[label], lw=1.2)
+                (line,) = ax.plot(x, mean * 100, **styles[label])
                 ax.fill_between(
                     x, (mean - std) * 100, (mean + std) * 100, color=colors[label], alpha=0.2, lw=0
                 )

@@ -45,6 +45,28 @@ def palette(n: int) -> list:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
+# every line also differs in marker and dash, so lines that coincide (two methods with the same
+# accuracy in a round) stay visible and the figure reads in grey
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+DASHES = ("-", "--", "-.", ":")
+
+
+def line_styles(labels: list[str]) -> dict[str, dict]:
+    """Per label: colour, marker and line style for ``ax.plot`` (the legend shows all three)."""
+    colors = palette(len(labels))
+    return {
+        label: {
+            "color": colors[i],
+            "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": DASHES[i % len(DASHES)],
+            "markersize": 4,
+            "markerfacecolor": "none" if i % 2 else colors[i],
+            "lw": 1.2,
+        }
+        for i, label in enumerate(labels)
+    }
+
+
 def panel_grid(n: int, ncols: int) -> tuple[int, int]:
     ncols = max(1, min(ncols, n))
     return math.ceil(n / ncols), ncols

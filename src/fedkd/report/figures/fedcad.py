@@ -10,8 +10,8 @@ from fedkd.report.figures.draw import (
     curve,
     integer_rounds,
     legend,
+    line_styles,
     new_figure,
-    palette,
     panel_title,
     status_note,
     style,
@@ -44,7 +44,8 @@ def build(df: pd.DataFrame, opts: Options):
         )
     groups = group_runs(sub, panels)
     pids = order_rows(panels, groups, opts.mapping("order"))
-    colors = dict(zip(labels, palette(len(labels)), strict=True))
+    styles = line_styles(labels)
+    colors = {label: s["color"] for label, s in styles.items()}
     metrics = (("test_acc", "Global accuracy (%)"), ("local_acc", "Local average accuracy (%)"))
     with style():
         fig, axes = new_figure(len(pids), 2)
@@ -58,7 +59,7 @@ def build(df: pd.DataFrame, opts: Options):
                         continue
                     check_same_setting(runs, f"{opts.target} panel {pid} label {label!r}", "panels")
                     x, mean, std = curve(runs, column, ddof)
-                    (line,) = ax.plot(x, mean * 100, color=colors[label], lw=1.2)
+                    (line,) = ax.plot(x, mean * 100, **styles[label])
                     ax.fill_between(
                         x,
                         (mean - std) * 100,

@@ -64,15 +64,18 @@ def build(files: list[str], opts: Options):
         )
     data = [read_partition_counts(f) for f in files]
     nrows, ncols = panel_grid(len(files), opts.integer("ncols", 3, 1))
+    # one scale for all panels, so the size legend holds for each of them
+    largest = max(int(counts.max()) for counts, _ in data) or 1
+    n_classes_max = max(counts.shape[1] for counts, _ in data)
+    area = 120.0 * (10 / max(n_classes_max, 10)) / largest  # points² per sample
     with style():
         fig, axes = new_figure(nrows, ncols, width=3.2, height=3.0)
         for k, (ax, (counts, meta)) in enumerate(zip(axes.flat, data, strict=False)):
             n_clients, n_classes = counts.shape
             cc, yy = np.meshgrid(np.arange(n_clients), np.arange(n_classes), indexing="ij")
             nz = counts > 0
-            # bubble area proportional to the count; the largest cell of a panel gets a fixed size
-            size = 120.0 * counts[nz] / counts.max() * (10 / max(n_classes, 10))
-            ax.scatter(cc[nz], yy[nz], s=size, color="tab:red", alpha=0.7, lw=0)
+            # bubble area proportional to the count, on the same scale in every panel
+            ax.scatter(cc[nz], yy[nz], s=area * counts[nz], color="tab:red", alpha=0.7, lw=0)
             ax.set_title(titles[k] if titles else _partition_title(meta))
             ax.set_xlabel("Client")
             ax.set_ylabel("Class")
@@ -83,4 +86,26 @@ def build(files: list[str], opts: Options):
             ax.set_xticks(np.arange(0, n_clients, max(1, n_clients // 10)))
             ax.grid(alpha=0.2)
         hide_unused(axes, len(files))
+        _size_legend(fig, largest, area)
     return fig
+
+
+def _size_legend(fig, largest: int, area: float) -> None:
+    """What a bubble's size means: reference bubbles for a few sample counts."""
+    counts = sorted({c for c in (largest, _round_count(largest / 2), _round_count(largest / 8))
+                     if c > 0}, reverse=True)  # fmt: skip
+    handles = [
+        fig.axes[0].scatter([], [], s=area * c, color="tab:red", alpha=0.7, lw=0) for c in counts
+    ]
+    fig.legend(
+        handles, [f"{c:,} samples" for c in counts], loc="outside lower center",
+        ncols=len(counts), frameon=False, title="Samples of a class on a client (bubble area)",
+    )  # fmt: skip
+
+
+def _round_count(x: float) -> int:
+    """A count rounded to one or two significant digits (1, 2, 5 × 10^k), for legend bubbles."""
+    if x < 1:
+        return 0
+    magnitude = 10 ** int(np.floor(np.log10(x)))
+    return int(min((1, 2, 5, 10), key=lambda m: abs(m * magnitude - x)) * magnitude)

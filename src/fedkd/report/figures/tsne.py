@@ -9,6 +9,7 @@ import numpy as np
 
 from fedkd.report.aggregate import ReportError
 from fedkd.report.figures.draw import new_figure, palette, style
+from fedkd.report.names import display_name
 from fedkd.report.options import Options
 
 
@@ -52,7 +53,12 @@ def build(features: str | Path, opts: Options):
                     ax.scatter(emb[m, 0], emb[m, 1], s=3, color=colors[c], label=name, lw=0)
             else:
                 ax.scatter(emb[:, 0], emb[:, 1], s=3, c=labels, cmap="viridis", lw=0)
-            ax.set_title(f"{data['strategy']}, {title.lower()}: test acc {acc * 100:.2f}%")
+            # a model at chance says nothing about its features: the title says so
+            chance = " (chance level)" if acc <= 1.5 / k else ""
+            ax.set_title(
+                f"{display_name(data['strategy'])}, {title.lower()}: test acc "
+                f"{acc * 100:.2f}%{chance}"
+            )
             ax.set_xticks([])
             ax.set_yticks([])
         if k <= 20:
