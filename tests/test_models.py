@@ -173,3 +173,25 @@ def test_distilbert_argument_errors():
             vocab_size=VOCAB,
             text_config={"max_position_embeddings": 8},
         )
+
+
+def test_narrow_cnn_and_he_head_init_are_model_options():
+    from fedkd.models import build_model
+
+    paper = build_model("cnn", 10, (1, 28, 28))
+    assert sum(p.numel() for p in paper.parameters()) == 1_663_370  # FedAvg's CNN unchanged
+    narrow = build_model("cnn", 10, (1, 28, 28), channels=[16, 32], hidden=128)
+    assert narrow.conv[3].out_channels == 32 and narrow.feature_dim == 128
+    torch.manual_seed(0)
+    default = build_model("cnn", 10, (1, 28, 28), projection_head=True)
+    torch.manual_seed(0)
+    he = build_model("cnn", 10, (1, 28, 28), projection_head=True, head_init="he")
+    # He-normal: std sqrt(2 / fan_in) for l1; PyTorch's default is uniform with std 1/sqrt(3 fan_in)
+    fan_in = he.projection.l1.in_features
+    assert abs(he.projection.l1.weight.std().item() - (2 / fan_in) ** 0.5) < 0.005
+    assert default.projection.l1.weight.std().item() < 0.7 * (2 / fan_in) ** 0.5
+    assert torch.count_nonzero(he.projection.l1.bias) == 0
+    with pytest.raises(ValueError, match="head_init='xavier' is unknown"):
+        build_model("cnn", 10, (1, 28, 28), head_init="xavier")
+    with pytest.raises(ValueError, match="cnn only"):
+        build_model("resnet8", 10, (3, 32, 32), hidden=64)

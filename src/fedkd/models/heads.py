@@ -16,5 +16,12 @@ class ProjectionHead(nn.Module):
         self.l1 = nn.Linear(in_dim, in_dim)
         self.l2 = nn.Linear(in_dim, out_dim)
 
+    def reset_he(self) -> None:
+        """He-normal weights (fan-in; ReLU gain for l1, linear for l2), zero biases."""
+        nn.init.kaiming_normal_(self.l1.weight, nonlinearity="relu")
+        nn.init.kaiming_normal_(self.l2.weight, nonlinearity="linear")
+        nn.init.zeros_(self.l1.bias)
+        nn.init.zeros_(self.l2.bias)
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.l2(torch.relu(self.l1(h)))
