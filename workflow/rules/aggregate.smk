@@ -17,5 +17,7 @@ rule aggregate:
     params:
         runs=aggregate_args,
         code=package_files_hash("report", "metrics.py"),
+    message:
+        "aggregate {output}"
     shell:
         "fedkd aggregate --out {output:q} {params.runs} > {log:q} 2>&1"

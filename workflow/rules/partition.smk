@@ -18,5 +18,7 @@ rule partition:
         args=partition_args,
         # the data and partition code: an edit re-draws the partitions (and so re-trains)
         code=package_files_hash("data", "config.py"),
+    message:
+        "partition {output}"
     shell:
         "fedkd partition {params.args} --force --out {output:q} > {log:q} 2>&1"

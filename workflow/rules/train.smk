@@ -26,6 +26,8 @@ rule train:
         # re-runs its runs only, and a revert restores "nothing to be done"
         code=train_code_hash,
         stamp=train_stamp,
+    message:
+        "train results/runs/{wildcards.dataset}/{wildcards.variant}/{wildcards.setting}/seed{wildcards.seed}"
     shell:
         # A killed job resumes from its checkpoint, but only under the same flags and code;
         # otherwise the run starts afresh. The log starts with where the job ran (which GPU).
