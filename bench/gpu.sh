@@ -5,8 +5,10 @@
 #      batched, batched + CUDA graphs) on the default and the table-3 shapes;
 #   2. the table-3-shaped run through the full engine: sequential, batched, batched + graphs,
 #      then bf16, and bf16 with torch.compile reduce-overhead (which runs sequentially);
-#   3. packing: K table-3-shaped runs sharing the GPU at once against one alone;
-#   4. the bf16 accuracy check; 5. the GPU test suites (pytest -m gpu).
+#   3. the cost of determinism: the table-3-shaped run (batched, fp32) with deterministic: true
+#      against the same run without, back to back;
+#   4. packing: K table-3-shaped runs sharing the GPU at once against one alone;
+#   5. the bf16 accuracy check; 6. the GPU test suites (pytest -m gpu).
 set -euo pipefail
 python -m fedkd.bench --device cuda --steps 300 --repeats 5 --skip-run --round-epochs 2
 python -m fedkd.bench --device cuda --skip-throughput --rounds-bench none --run-rounds 2 \
@@ -19,6 +21,12 @@ FEDKD_CUDA_GRAPHS=1 python -m fedkd.bench --device cuda --skip-throughput --roun
     --run-rounds 2 --engine batched --precision bf16
 python -m fedkd.bench --device cuda --skip-throughput --rounds-bench none --run-rounds 2 \
     --precision bf16 --compile reduce-overhead
+for det in "" --deterministic; do
+  # a kernel without a deterministic implementation raises under deterministic: true; that is a
+  # finding to report, not a reason to skip the rest
+  python -m fedkd.bench --device cuda --skip-throughput --rounds-bench none --run-rounds 2 \
+      --engine batched $det || echo "determinism: the run with '${det:-(default)}' failed (exit $?)"
+done
 for k in 1 4; do
   start=$(date +%s.%N)
   for _ in $(seq "$k"); do
