@@ -1,7 +1,6 @@
 # fedkd: partition → train (one job per run) → aggregate (one Parquet per table or figure) →
 # render. The rules live in workflow/rules/*.smk, one stage each, as thin adapters over
 # fedkd.pipeline; see docs/pipeline.md and config/README.md.
-import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -42,30 +41,7 @@ localrules:
     all,
 
 
-# Each table also as HTML, the form the report shows (asked for here, so that tables built before
-# the HTML existed get it on the next run).
-TABLE_HTML = [f"results/tables/{name}.html" for name in plan.names(output="table")]
-# `snakemake --report` reports the outputs built so far: after a partial build (one table) the
-# default target would name every output, and the report would stop at the first missing one.
-# A table counts once its HTML exists. (The Snakefile sees the command line only through sys.argv;
-# `--report-after-run` builds everything first.)
-REPORTING = any(
-    a == "--report" or a.startswith("--report=") for a in sys.argv
-) and not any(a == "--report-after-run" for a in sys.argv)
-
-
-def built_outputs():
-    return [
-        f
-        for f in plan.all_outputs() + TABLE_HTML
-        if Path(f).exists()
-        and (
-            not f.startswith("results/tables/") or Path(f).with_suffix(".html").exists()
-        )
-    ]
-
-
 rule all:
     default_target: True
     input:
-        built_outputs() if REPORTING else plan.all_outputs() + TABLE_HTML,
+        default_targets(),

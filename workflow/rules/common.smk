@@ -3,6 +3,8 @@ the logic lives and is unit-tested (tests/test_pipeline.py). See docs/pipeline.m
 
 import json
 import re
+import sys
+from pathlib import Path
 
 from fedkd.pipeline import Plan, validate_config
 from fedkd.pipeline.plan import FEATURES_CODE
@@ -74,3 +76,37 @@ def features_inputs(wc):
 
 def render_options(wc):
     return json.dumps(plan.render_options(wc.name), sort_keys=True)
+
+
+def report_section(name):
+    """(category, subcategory) of an output in `snakemake --report`: its paper and table."""
+    return sections.report_section(
+        plan.outputs[name]["caption"], plan.layout(name).output, name
+    )
+
+
+# ----------------------------------------------------------------------------- rule all
+# Each table also as HTML, the form the report shows (asked for by rule all, so that tables built
+# before the HTML existed get it on the next run).
+TABLE_HTML = [f"results/tables/{name}.html" for name in plan.names(output="table")]
+# `snakemake --report` reports the outputs built so far: after a partial build (one table) the
+# default target would name every output, and the report would stop at the first missing one.
+# A table counts once its HTML exists. (The Snakefile sees the command line only through sys.argv;
+# `--report-after-run` builds everything first.)
+REPORTING = any(
+    a == "--report" or a.startswith("--report=") for a in sys.argv
+) and not any(a == "--report-after-run" for a in sys.argv)
+
+
+def default_targets():
+    wanted = plan.all_outputs() + TABLE_HTML
+    if not REPORTING:
+        return wanted
+    return [
+        f
+        for f in wanted
+        if Path(f).exists()
+        and (
+            not f.startswith("results/tables/") or Path(f).with_suffix(".html").exists()
+        )
+    ]

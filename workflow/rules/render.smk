@@ -1,10 +1,3 @@
-def report_section(name):
-    """(category, subcategory) of an output in `snakemake --report`: its paper and table."""
-    return sections.report_section(
-        plan.outputs[name]["caption"], plan.layout(name).output, name
-    )
-
-
 rule features:
     """A run's t-SNE features (its global model and a local model trained from it), for a figure
     of layout tsne: the training stays out of the render rule."""
