@@ -55,7 +55,6 @@ def _updated_at(record: dict, run: Path) -> float:
 
 def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECONDS) -> RunProgress:
     """The progress of one run directory (one holding run.json)."""
-    import pandas as pd
 
     rel = str(run.relative_to(root))
     try:
@@ -66,8 +65,10 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
     rounds = int((record.get("spec") or {}).get("rounds") or 0)
     seconds, best = [], None
     if (run / METRICS).exists():
+        from fedkd.engine.run_outputs import read_metrics
+
         try:
-            metrics = pd.read_parquet(run / METRICS, columns=["round", "test_acc", "seconds"])
+            metrics = read_metrics(run / METRICS, columns=["round", "test_acc", "seconds"])
             played = metrics[metrics["round"] >= 1]
             seconds = [float(s) for s in played["seconds"] if s == s and s > 0]
             best = float(played["test_acc"].max()) if len(played) else None

@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
+from fedkd.engine.run_outputs import read_metrics
+
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (pytest -m gpu)"),
@@ -53,7 +55,7 @@ def _kill_after(cmd: list[str], out, rounds: int) -> None:
     try:
         while time.time() < deadline and proc.poll() is None:
             mf = out / "metrics.parquet"
-            if mf.exists() and len(pd.read_parquet(mf)) >= rounds:
+            if mf.exists() and len(read_metrics(mf)) >= rounds:
                 break
             time.sleep(0.02)
     finally:

@@ -7,6 +7,7 @@ checkpoint.pt    global model, strategy state (incl. per-client state), metrics 
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,12 @@ METRIC_COLUMNS = [
     "round", "test_acc", "test_loss", "val_acc", "val_loss", "class_acc", "train_loss", "local_acc",
     "bytes_sent", "bytes_received", "clients", "seconds",
 ]  # fmt: skip
+
+
+def read_metrics(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """A run's metrics, safe to call while the run writes them: the file is read in one open, so a
+    rename by the writer between pyarrow's metadata and data reads cannot mix two versions."""
+    return pd.read_parquet(io.BytesIO(Path(path).read_bytes()), columns=columns)
 
 
 def write_metrics(path: Path, rows: list[dict]) -> None:

@@ -88,7 +88,7 @@ RENDER_OPTION_HELP = {
     "stats": 'default ["best", "final", "val_selected"]',
     "across": '["label"] or run keys among rows that become the columns (grid: ["label"], '
     "grid_by_stat: its rows, the paper's Table 5)",
-    "best_of": '{label: [variant, ...]}: per setting the best of a sweep, marked a, b, ...',
+    "best_of": "{label: [variant, ...]}: per setting the best of a sweep, marked a, b, ...",
     "rounds": "rounds whose accuracy is shown (default [10, 20, 50, 100])",
     "targets": '[{"alpha": 1.0, "accuracy": 0.8}, ...] or {"1.0": 0.8}: target accuracy (0-1)',
     "paper": "the paper table's key in fedkd/report/paper_values.yaml, e.g. fedgkd_table3",
