@@ -27,8 +27,9 @@ validate_config(
 )
 
 
-# the front page of `snakemake --report`; each table and figure brings its own caption
-report: "workflow/report/workflow.rst"
+# the front page of `snakemake --report`, with the agreement of the comparison tables built so far
+# appended (fedkd.report.agreement); each table and figure brings its own caption
+report: front_page()
 
 
 include: "workflow/rules/partition.smk"

@@ -235,3 +235,29 @@ def test_every_paper_table_of_the_configs_gets_a_companion_target():
     cfg["tables"]["table3"]["paper"] = "fedgkd_table99"
     with pytest.raises(ConfigError, match="'fedgkd_table99' is not a paper table"):
         validate_config(cfg, SCHEMA, check_specs=False)
+
+
+def test_front_page_summarises_the_agreement_of_the_comparison_tables(tmp_path):
+    from fedkd.report.agreement import write_front_page
+
+    r = tmp_path / "runs"
+    runs = [("fedavg", make_run(r, f"a{s}", [0.1, acc], dataset="mnist5k", alpha=1.0, seed=s))
+            for s, acc in ((0, 0.76), (1, 0.78))]  # fmt: skip
+    runs += [("moon", make_run(r, f"m{s}", [0.1, acc], dataset="mnist5k", alpha=1.0, seed=s))
+             for s, acc in ((0, 0.50), (1, 0.52))]  # fmt: skip
+    tables = tmp_path / "tables"
+    opts = {"paper": "fedgkd_table3", "stand_ins": {"mnist5k": "CIFAR-10"}, "caption": "Beside."}
+    render("vs_paper", tables / "table3_vs_paper", aggregate=agg_file(tmp_path, runs), options=opts)
+    template = tmp_path / "workflow.rst"
+    template.write_text("Fixed text.\n")
+    out = write_front_page(template, tables, tmp_path / "front.rst", stand_in=True)
+    text = out.read_text()
+    assert text.startswith("Fixed text.\n")
+    # fedavg 77 ± 1 holds the paper's 77.30; moon 51 ± 1 is 27.17 below its 78.17
+    assert "Of 72 paper cells in the 1 comparison tables built so far, 2 have reproduced runs" in text
+    assert "for 1 of those the paper value lies within" in text
+    assert "     - 13.74 points" in text  # mean of |−0.30| and |−27.17|
+    assert "stand-in datasets" in text
+    # nothing built yet: the page says so instead of an empty table
+    empty = write_front_page(template, tmp_path / "none", tmp_path / "empty.rst", stand_in=False)
+    assert "No comparison table is built yet" in empty.read_text()

@@ -9,7 +9,7 @@ from pathlib import Path
 from fedkd.pipeline import Plan, validate_config
 from fedkd.pipeline.plan import FEATURES_CODE
 from fedkd.provenance import package_files_hash
-from fedkd.report import sections
+from fedkd.report import agreement, sections
 
 plan = Plan(config)
 
@@ -96,6 +96,21 @@ TABLE_HTML = [f"results/tables/{name}.html" for name in plan.names(output="table
 REPORTING = any(
     a == "--report" or a.startswith("--report=") for a in sys.argv
 ) and not any(a == "--report-after-run" for a in sys.argv)
+
+
+def front_page():
+    """The report's front page: the fixed text, plus the agreement summary when reporting."""
+    template = Path(workflow.basedir) / "workflow" / "report" / "workflow.rst"
+    if not (REPORTING and workflow.is_main_process):
+        return str(template)
+    return str(
+        agreement.write_front_page(
+            template,
+            Path("results/tables"),
+            Path("results/report/front_page.rst").resolve(),
+            stand_in=bool(config.get("stand_ins")),
+        )
+    )
 
 
 def default_targets():

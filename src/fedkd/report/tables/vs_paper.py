@@ -182,8 +182,16 @@ def _record(cell: dict, dataset, got: Cell, scale: float) -> dict:
         "n_seeds": got.n if ok else 0,
         "seeds": ";".join(str(s) for s in got.seeds),
         "status": "ok" if ok else got.kind,
+        "unit": _unit(cell),
     }
     return rec
+
+
+def _unit(cell: dict) -> str:
+    """What a cell's numbers count: accuracy points, rounds, or the dataset quantity."""
+    if cell.get("quantity") is not None:
+        return str(cell["quantity"])
+    return "rounds" if cell.get("target_accuracy") is not None else "points"
 
 
 def _line(cell: dict, dataset, rec: dict, got: Cell, decimals: int) -> list[Text]:
