@@ -1,6 +1,7 @@
 """Unit tests of the engine's parts: sampling, averaging, preprocessing, evaluation, checkpoints."""
 
 import copy
+import json
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import torch
 from fedkd.data.base import ArraySplit, FedDataset
 from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, save_checkpoint
 from fedkd.engine.evaluate import evaluate
-from fedkd.engine.preprocess import Preprocessor, random_crop_flip
+from fedkd.engine.preprocess import Preprocessor, random_crop_flip, use_channels_last
 from fedkd.engine.seeding import derive_seed, sample_clients
 from fedkd.strategies.base import tensor_bytes, weighted_average
 
@@ -83,6 +84,55 @@ def test_preprocessor_normalises_and_augments_only_colour_training_batches():
     assert pre.crop_flip
     assert not Preprocessor(_toy_image_dataset(1), "auto", torch.device("cpu")).crop_flip
     assert Preprocessor(_toy_image_dataset(1), "crop-flip", torch.device("cpu")).crop_flip
+
+
+def test_channels_last_batches_hold_the_same_values():
+    ds = _toy_image_dataset(3)
+    plain = Preprocessor(ds, "auto", torch.device("cpu"))(ds.train.x, train=False)
+    nhwc = Preprocessor(ds, "auto", torch.device("cpu"), channels_last=True)(ds.train.x, False)
+    assert nhwc.is_contiguous(memory_format=torch.channels_last) and plain.is_contiguous()
+    assert torch.equal(plain, nhwc)
+
+
+def test_memory_format_auto_is_channels_last_for_images_on_a_cpu_with_the_sequential_engine():
+    from types import SimpleNamespace as Spec
+
+    cpu, cuda, image = torch.device("cpu"), torch.device("cuda"), _toy_image_dataset(3)
+    text = FedDataset("t", "text", 2, image.train, image.val, image.test)
+    assert use_channels_last(Spec(memory_format="auto", engine="auto"), cpu, image)
+    assert not use_channels_last(Spec(memory_format="auto", engine="batched"), cpu, image)
+    assert not use_channels_last(Spec(memory_format="auto", engine="auto"), cuda, image)
+    assert not use_channels_last(Spec(memory_format="auto", engine="auto"), cpu, text)
+    assert use_channels_last(Spec(memory_format="channels_last", engine="auto"), cuda, image)
+    assert not use_channels_last(Spec(memory_format="contiguous", engine="auto"), cpu, image)
+
+
+def test_a_channels_last_run_trains_like_a_contiguous_one(tmp_path):
+    from fedkd.config import RunSpec
+    from fedkd.engine.run import Run
+
+    base = dict(
+        dataset="mnist5k", clients=4, participation=0.5, rounds=2, local_epochs=1, seed=0,
+        device="cpu", model_options={"channels": [8, 16], "hidden": 32},
+    )  # fmt: skip
+    runs = {}
+    for fmt in ("contiguous", "channels_last"):
+        run = Run(RunSpec(memory_format=fmt, **base), tmp_path / fmt, log=lambda m: None)
+        run.run()
+        runs[fmt] = run
+    nhwc = runs["channels_last"].global_model.conv[3].weight
+    assert nhwc.is_contiguous(memory_format=torch.channels_last)
+    assert runs["contiguous"].global_model.conv[3].weight.is_contiguous()
+    # the same model and batches: only the order of floating-point sums differs
+    pairs = zip(
+        runs["contiguous"].global_model.parameters(),
+        runs["channels_last"].global_model.parameters(),
+        strict=True,
+    )
+    for a, b in pairs:
+        assert torch.allclose(a, b, atol=1e-3)
+    det = json.loads((tmp_path / "channels_last" / "run.json").read_text())["determinism"]
+    assert det["memory_format"] == "channels_last"
 
 
 def test_evaluate_accuracy_loss_and_per_class():

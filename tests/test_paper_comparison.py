@@ -254,7 +254,9 @@ def test_front_page_summarises_the_agreement_of_the_comparison_tables(tmp_path):
     text = out.read_text()
     assert text.startswith("Fixed text.\n")
     # fedavg 77 ± 1 holds the paper's 77.30; moon 51 ± 1 is 27.17 below its 78.17
-    assert "Of 72 paper cells in the 1 comparison tables built so far, 2 have reproduced runs" in text
+    assert (
+        "Of 72 paper cells in the 1 comparison tables built so far, 2 have reproduced runs" in text
+    )
     assert "for 1 of those the paper value lies within" in text
     assert "     - 13.74 points" in text  # mean of |−0.30| and |−27.17|
     assert "stand-in datasets" in text

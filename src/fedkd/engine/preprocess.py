@@ -26,9 +26,24 @@ def random_crop_flip(x: torch.Tensor, gen: torch.Generator, pad: int = 4) -> tor
     return padded[batch, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
 
 
+def use_channels_last(spec, device: torch.device, dataset: FedDataset) -> bool:
+    """Whether image batches and conv weights are channels_last (spec ``memory_format``).
+    "auto": on a CPU with the sequential engine, where it measured faster; elsewhere unmeasured
+    (CUDA) or untested (the batched engine's stacked weights), so contiguous."""
+    if dataset.kind != "image":
+        return False
+    wanted = getattr(spec, "memory_format", "auto")
+    if wanted == "auto":
+        return device.type == "cpu" and getattr(spec, "engine", "auto") != "batched"
+    return wanted == "channels_last"
+
+
 class Preprocessor:
-    def __init__(self, dataset: FedDataset, augment: str, device: torch.device):
+    def __init__(
+        self, dataset: FedDataset, augment: str, device: torch.device, channels_last: bool = False
+    ):
         self.is_image = dataset.kind == "image"
+        self.channels_last = self.is_image and channels_last
         channels = dataset.input_shape[0] if self.is_image else 0
         # crop+flip is the CIFAR/Tiny-ImageNet recipe; flipping digits would change their meaning
         self.crop_flip = self.is_image and (
@@ -46,4 +61,5 @@ class Preprocessor:
         x = x.float().div_(255.0)
         if train and self.crop_flip:
             x = random_crop_flip(x, gen)
-        return (x - self.mean) / self.std
+        x = (x - self.mean) / self.std
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x

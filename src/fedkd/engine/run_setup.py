@@ -17,7 +17,7 @@ from fedkd.data import load_dataset
 from fedkd.data.partition import client_indices, partition_labels, read_partition
 from fedkd.engine.client import TrainEnv
 from fedkd.engine.gpu import claim_gpu
-from fedkd.engine.preprocess import Preprocessor
+from fedkd.engine.preprocess import Preprocessor, use_channels_last
 from fedkd.engine.reproducibility import configure_determinism
 from fedkd.engine.seeding import derive_seed
 from fedkd.models import build_model
@@ -128,24 +128,27 @@ class RunSetup:
         strategy_cls = get_strategy_class(spec.strategy)
         self.params = strategy_cls.make_params(spec.params, spec.dataset, self.model_name)
         options = dict(spec.model_options)
+        self.channels_last = use_channels_last(spec, self.device, ds)
+        self.determinism["memory_format"] = "channels_last" if self.channels_last else "contiguous"
 
         def build():
-            return build_model(
+            model = build_model(
                 self.model_name, ds.num_classes, ds.input_shape,
                 projection_head=strategy_cls.uses_projection_head,
                 vocab_size=ds.vocab_size, pad_id=ds.pad_id, **options,
             ).to(self.device)  # fmt: skip
+            return model.to(memory_format=torch.channels_last) if self.channels_last else model
 
         self.build_model = build
         torch.manual_seed(derive_seed(spec.seed, "init"))
         self.global_model = build()
-        self.preprocess = Preprocessor(ds, spec.augment, self.device)
+        self.preprocess = Preprocessor(ds, spec.augment, self.device, self.channels_last)
         self.strategy = strategy_cls(
             self.params,
             ServerContext(
                 spec=spec, num_classes=ds.num_classes, num_clients=spec.clients,
                 device=self.device, build_model=build, dataset=ds,
-                client_sizes=sizes, client_label_counts=counts,
+                client_sizes=sizes, client_label_counts=counts, preprocess=self.preprocess,
             ),
         )  # fmt: skip
         self.env = TrainEnv(

@@ -55,6 +55,16 @@ class ServerContext:
     )
     client_sizes: list[int]
     client_label_counts: torch.Tensor  # (num_clients, num_classes), int64
+    # the run's batch preprocessing (fedkd.engine.preprocess.Preprocessor); None: built from spec
+    preprocess: Any = None
+
+    def preprocessor(self):
+        """The run's preprocessing: augmentation policy, normalisation and memory format."""
+        if self.preprocess is None:
+            from fedkd.engine.preprocess import Preprocessor
+
+            self.preprocess = Preprocessor(self.dataset, self.spec.augment, self.device)
+        return self.preprocess
 
 
 @dataclass

@@ -114,7 +114,6 @@ class FedDF(Strategy):
         if problems:
             raise ValueError("feddf: " + "; ".join(problems))
         super().__init__(params, ctx)
-        self._preprocess = None
         self._pool: torch.Tensor | None = None  # unlabeled inputs (uint8 images or token ids)
         if ctx is not None:
             self._unlabeled_pool()  # a missing or unfit dataset fails the run before training
@@ -181,10 +180,7 @@ class FedDF(Strategy):
     # ------------------------------------------------------------------ server step
     def _preprocessor(self) -> Preprocessor:
         """The run's preprocessing (augmentation policy, normalisation of the model's input)."""
-        if self._preprocess is None:
-            ds, spec = self.ctx.dataset, self.ctx.spec
-            self._preprocess = Preprocessor(ds, spec.augment, self.ctx.device)
-        return self._preprocess
+        return self.ctx.preprocessor()
 
     def _val_acc(self, model) -> float:
         split = self.ctx.dataset.val

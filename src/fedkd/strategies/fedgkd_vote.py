@@ -20,7 +20,6 @@ from typing import Any
 import torch
 
 from fedkd.engine.evaluate import evaluate
-from fedkd.engine.preprocess import Preprocessor
 from fedkd.losses import frozen_outputs, kd_kl
 from fedkd.models.base import FedModel
 from fedkd.strategies._buffer import BufferedStrategy
@@ -71,7 +70,7 @@ class FedGKDVote(BufferedStrategy):
                 "has none; load it with a non-zero validation fraction"
             )
         self.beta = params.beta if params.beta is not None else 1.0 / params.buffer
-        self._preprocess = Preprocessor(ctx.dataset, ctx.spec.augment, ctx.device)
+        self._preprocess = ctx.preprocessor()
         self._record: tuple[int, list[float], list[float]] | None = None
 
     @classmethod
