@@ -42,6 +42,18 @@ localrules:
     all,
 
 
+onstart:
+    start_fork_server()
+
+
+onsuccess:
+    FORK_SERVER.stop()
+
+
+onerror:
+    FORK_SERVER.stop()
+
+
 rule all:
     default_target: True
     input:

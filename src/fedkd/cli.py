@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -219,7 +220,20 @@ def cmd_status(args) -> int:
 
 
 # --------------------------------------------------------------------------- parser
-def build_parser() -> argparse.ArgumentParser:
+def cmd_forkserver(args) -> int:
+    from fedkd.forkserver import serve
+
+    serve(args.socket, parent=args.parent, idle_exit=args.idle_exit)
+    return 0
+
+
+# commands a fork server may run (fedkd.forkserver): those that import the heavy libraries
+SERVED = ("train", "partition", "aggregate", "render", "features")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command-line parser; given the ``command`` about to run, other commands' help texts
+    that are costly to build (render's) are left short."""
     parser = argparse.ArgumentParser(
         prog="fedkd",
         description="Federated knowledge-distillation reproduction: partition data, train runs, "
@@ -294,15 +308,20 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.set_defaults(func=cmd_aggregate)
 
-    from fedkd.report.render import TARGETS, render_description
+    # the layouts' list imports the report package (pandas): only when render is what runs
+    if command in (None, "render"):
+        from fedkd.report.render import TARGETS, render_description
 
+        description, layouts = render_description(), "one of: " + ", ".join(TARGETS)
+    else:
+        description, layouts = None, "a layout (`fedkd render --help` lists them)"
     p = sub.add_parser(
         "render",
         help="render a table (.tex/.md/.csv) or figure (.pdf/.png) of the papers",
-        description=render_description(),
+        description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("target", metavar="LAYOUT", help="one of: " + ", ".join(TARGETS))
+    p.add_argument("target", metavar="LAYOUT", help=layouts)
     p.add_argument(
         "--out", "-o", required=True, metavar="PREFIX",
         help="output path without suffix (PREFIX.tex/.md/.csv or PREFIX.pdf/.png)",
@@ -349,6 +368,19 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.set_defaults(func=cmd_status)
 
+    p = sub.add_parser(
+        "forkserver",
+        help="serve fedkd commands from one process with the libraries imported (the workflow "
+        "starts it on local runs)",
+        description="Import torch, numpy, pyarrow and pandas once, listen on a Unix socket and run "
+        "each fedkd command sent there in a forked child (fedkd.forkserver). Commands find it "
+        "through FEDKD_FORKSERVER=SOCKET.",
+    )
+    p.add_argument("--socket", required=True, help="the Unix socket path to listen on")
+    p.add_argument("--parent", type=int, help="exit once this process is gone")
+    p.add_argument("--idle-exit", type=float, metavar="SECONDS", help="exit after idle seconds")
+    p.set_defaults(func=cmd_forkserver)
+
     # listed for --help only: main() hands everything after "bench" to fedkd.bench
     sub.add_parser("bench", help="benchmarks: engine vs bare PyTorch loop; a table-3-shaped run")
 
@@ -361,7 +393,13 @@ def main(argv: list[str] | None = None) -> int:
         from fedkd.bench import main as bench_main
 
         return bench_main(argv[1:])
-    parser = build_parser()
+    if argv[:1] and argv[0] in SERVED and "FEDKD_FORKSERVER" in os.environ:
+        from fedkd.forkserver import run_remote
+
+        code = run_remote(argv)
+        if code is not None:
+            return code
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
     from fedkd.config import SpecError
     from fedkd.data.base import DatasetCorruptError, DatasetNotFoundError

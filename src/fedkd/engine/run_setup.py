@@ -182,6 +182,15 @@ class RunSetup:
             )
 
     # ------------------------------------------------------------------ provenance
+    def _code_hashes(self) -> dict[str, str]:
+        """The hashes of the code this process runs, read once (each parses and reads sources)."""
+        if not hasattr(self, "_code"):
+            self._code = {
+                "code_hash": run_code_hash(self.spec.strategy),
+                "package_hash": package_hash(),
+            }
+        return self._code
+
     def _run_record(self, status: str, extra: dict | None = None) -> dict:
         spec = self.spec
         rec = {
@@ -197,8 +206,7 @@ class RunSetup:
                 "data_split": spec.seed,
                 "partition": spec.seed,
             },
-            "code_hash": run_code_hash(spec.strategy),
-            "package_hash": package_hash(),
+            **self._code_hashes(),
             "versions": library_versions(),
             "device": {
                 "type": self.device.type,

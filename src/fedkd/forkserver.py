@@ -1,0 +1,276 @@
+"""A faster start for the workflow's jobs on one machine: a server process that has imported the
+heavy libraries (torch, numpy, pyarrow, pandas) once, and forks a child for each ``fedkd`` command
+sent to it. The child runs the command exactly as a fresh process would: the sender's argv,
+working directory, environment and stdin/stdout/stderr (passed as file descriptors), and fedkd's
+own modules imported afresh from disk, so an edited source file is seen at once. The sender waits
+and exits with the child's exit code; a signal to the sender is passed to the child, and a sender
+that dies (even by SIGKILL) takes its child with it.
+
+Used by the Snakefile on local executions: ``fedkd forkserver`` starts with the workflow and ends
+with it (or when its parent process goes away); `fedkd` commands find it through the environment
+variable FEDKD_FORKSERVER (a Unix socket path). Without it, or when it cannot be reached, a
+command runs in its own process as usual. The server never runs torch code itself, so no thread
+pool or CUDA context exists when it forks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+
+ENV = "FEDKD_FORKSERVER"
+PRELOAD = ("torch", "numpy", "pyarrow", "pyarrow.parquet", "pandas", "yaml")
+_HEADER = struct.Struct("!I")
+
+
+# ----------------------------------------------------------------------------- the sender
+def run_remote(argv: list[str]) -> int | None:
+    """Run ``fedkd argv`` in a child of the server named by FEDKD_FORKSERVER and return its exit
+    code, or None when there is no server to reach (the caller then runs it itself)."""
+    path = os.environ.get(ENV)
+    if not path:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        request = json.dumps(
+            {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "prefix": sys.prefix}
+        ).encode()
+        socket.send_fds(sock, [b"R"], [0, 1, 2])
+        sock.sendall(_HEADER.pack(len(request)) + request)
+        reply = sock.makefile("r")
+        pid = int(reply.readline())  # not a number: refused (another Python environment)
+    except (OSError, ValueError):
+        sock.close()
+        return None
+
+    def forward(signum, frame):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    line = reply.readline()
+    sock.close()
+    if not line.startswith("exit "):
+        print(f"fedkd: the fork server lost command {argv[:1]} (pid {pid})", file=sys.stderr)
+        return 1
+    code = int(line.split()[1])
+    return 128 - code if code < 0 else code  # killed by signal N: the shell's 128 + N
+
+
+# ----------------------------------------------------------------------------- the server
+def serve(path: str, parent: int | None = None, idle_exit: float | None = None) -> None:
+    """Serve on the Unix socket ``path`` until the process ``parent`` is gone (checked twice a
+    second) or, with no command running, nothing was asked for ``idle_exit`` seconds."""
+    # stopped with SIGTERM: end the running commands and remove the socket on the way out
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    for name in PRELOAD:
+        __import__(name)
+    if os.path.exists(path):
+        os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    children: dict[int, socket.socket] = {}  # pid → its sender's connection
+    last = time.monotonic()
+    try:
+        while True:
+            if parent is not None and os.getppid() != parent:
+                break
+            if idle_exit is not None and not children and time.monotonic() - last > idle_exit:
+                break
+            ready, _, _ = select.select([listener, *children.values()], [], [], 0.5)
+            for s in ready:
+                if s is listener:
+                    conn, _ = listener.accept()
+                    pid = _start(conn, listener, children)
+                    if pid is not None:
+                        children[pid] = conn
+                    last = time.monotonic()
+                else:  # a sender sends nothing more: readable means it went away
+                    pid = next(p for p, c in children.items() if c is s)
+                    _kill(pid)
+            _reap(children)
+    finally:
+        for pid in children:
+            _kill(pid)
+        listener.close()
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+def _start(conn: socket.socket, listener: socket.socket, children: dict) -> int | None:
+    try:
+        _, fds, _, _ = socket.recv_fds(conn, 1, 3)
+        (size,) = _HEADER.unpack(_recv_exactly(conn, _HEADER.size))
+        request = json.loads(_recv_exactly(conn, size))
+    except (OSError, ValueError, struct.error):
+        conn.close()
+        return None
+    if request.get("prefix") != sys.prefix:  # the libraries here are not the sender's
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(b"refused: another Python environment\n")
+        conn.close()
+        return None
+    pid = os.fork()
+    if pid == 0:  # the child: become the command
+        listener.close()
+        for c in children.values():
+            c.close()
+        conn.close()
+        _run_child(request, fds)
+    for fd in fds:
+        os.close(fd)
+    try:
+        conn.sendall(f"{pid}\n".encode())
+    except OSError:
+        _kill(pid)
+    return pid
+
+
+def _run_child(request: dict, fds: list[int]) -> None:
+    code = 1
+    try:
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(
+                sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+            )
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ.pop(ENV, None)  # the command runs here, not in yet another child
+        # fedkd itself from disk, as a fresh process would import it (the server holds only
+        # this module, which may be older than the sources)
+        for name in [m for m in sys.modules if m == "fedkd" or m.startswith("fedkd.")]:
+            del sys.modules[name]
+        import torch
+
+        threads = os.environ.get("OMP_NUM_THREADS")
+        if threads and threads.isdigit():
+            torch.set_num_threads(int(threads))
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the descriptors outlive this frame
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        sys.argv = ["fedkd", *request["argv"]]
+        from fedkd.cli import main
+
+        code = main(request["argv"]) or 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int) and exc.code is not None:
+            print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # reported as a fresh process would, then the exit code
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _recv_exactly(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            raise OSError("the sender closed the connection")
+        data += chunk
+    return data
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(children: dict[int, socket.socket]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is None:
+            continue
+        try:
+            conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+        except OSError:
+            pass
+        conn.close()
+
+
+# ----------------------------------------------------------------------------- the workflow's side
+class ForkServer:
+    """The workflow's fork server: ``start()`` launches ``fedkd forkserver`` as a child of this
+    process and sets FEDKD_FORKSERVER for the jobs it starts; ``stop()`` ends it.
+    FEDKD_FORKSERVER=off in the environment keeps it from starting."""
+
+    def __init__(self, log: str | os.PathLike | None = None, wait: float = 30.0):
+        self.log, self.wait = log, wait
+        self.proc = None
+        self.path: str | None = None
+
+    def start(self) -> bool:
+        """Start it; False (and the jobs start as usual) when it does not listen within ``wait``
+        seconds."""
+        import subprocess
+        import tempfile
+
+        if os.environ.get(ENV) == "off":
+            return False
+        self.path = os.path.join(tempfile.mkdtemp(prefix="fedkd-"), "forkserver.sock")
+        if self.log:
+            os.makedirs(os.path.dirname(os.path.abspath(self.log)), exist_ok=True)
+        err = open(self.log, "a") if self.log else subprocess.DEVNULL  # noqa: SIM115
+        cmd = [sys.executable, "-m", "fedkd", "forkserver", "--socket", self.path]
+        self.proc = subprocess.Popen(
+            [*cmd, "--parent", str(os.getpid())],
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + self.wait
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if os.path.exists(self.path):
+                os.environ[ENV] = self.path
+                return True
+            time.sleep(0.05)
+        self.stop()
+        return False
+
+    def stop(self) -> None:
+        os.environ.pop(ENV, None)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except Exception:  # noqa: BLE001 - it is going away either way
+                self.proc.kill()
+        if self.path:
+            for leftover in (self.path, os.path.dirname(self.path)):
+                try:
+                    (os.rmdir if leftover != self.path else os.unlink)(leftover)
+                except OSError:
+                    pass
+        self.proc = None

@@ -1,0 +1,98 @@
+"""The fork server (fedkd.forkserver): a command sent to it runs as a fresh process would (same
+output, files, exit code), a killed sender takes its command with it, and without a reachable
+server a command runs in its own process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fedkd.forkserver import ENV, ForkServer, run_remote
+
+TRAIN = [
+    "train", "--dataset", "mnist5k", "--clients", "4", "--participation", "0.5", "--rounds",
+    "2", "--local-epochs", "1", "--seed", "0", "--model-options",
+    "{channels: [8, 16], hidden: 32}",
+]  # fmt: skip
+
+
+@pytest.fixture
+def server(tmp_path):
+    fs = ForkServer(log=tmp_path / "forkserver.log")
+    assert fs.start(), (tmp_path / "forkserver.log").read_text()
+    yield fs
+    fs.stop()
+
+
+def fedkd(args, env, cwd, **kwargs):
+    return subprocess.run(
+        [sys.executable, "-m", "fedkd", *args], env=env, cwd=cwd, capture_output=True,
+        text=True, **kwargs,
+    )  # fmt: skip
+
+
+def test_a_served_command_runs_as_a_fresh_process_would(server, tmp_path):
+    served_env = dict(os.environ)
+    assert served_env[ENV] == server.path
+    alone_env = {k: v for k, v in os.environ.items() if k != ENV}
+    served = fedkd([*TRAIN, "--out", "served"], served_env, tmp_path)
+    alone = fedkd([*TRAIN, "--out", "alone"], alone_env, tmp_path)
+    assert served.returncode == alone.returncode == 0, served.stderr
+    # the sender's stdout and stderr are the command's
+    assert served.stdout.replace("served", "alone") == alone.stdout
+    assert "complete: best acc" in served.stdout and "round 2/2" in served.stderr
+    a = pd.read_parquet(tmp_path / "served" / "metrics.parquet")
+    b = pd.read_parquet(tmp_path / "alone" / "metrics.parquet")
+    assert a["test_acc"].tolist() == b["test_acc"].tolist()
+    assert a["train_loss"].tolist() == b["train_loss"].tolist()
+    # a bad spec: the same error and exit code as in its own process
+    bad = fedkd(["train", "--out", "x", "--dataset", "nope"], served_env, tmp_path)
+    assert bad.returncode == 2 and "dataset='nope' is unknown" in bad.stderr
+
+
+def test_a_killed_sender_takes_its_command_with_it(server, tmp_path):
+    sender = subprocess.Popen(
+        [sys.executable, "-m", "fedkd", *TRAIN, "--rounds", "200", "--out", "long"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    metrics = tmp_path / "long" / "metrics.parquet"
+    deadline = time.monotonic() + 60
+    while not metrics.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert metrics.exists(), "the served run never wrote a round"
+    sender.send_signal(signal.SIGKILL)
+    sender.wait()
+    rounds = len(pd.read_parquet(metrics))
+    time.sleep(3)  # the server notices within half a second, then the child is gone
+    assert len(pd.read_parquet(metrics)) <= rounds + 1
+    assert rounds < 200
+
+
+def test_without_a_server_commands_run_in_their_own_process(monkeypatch, tmp_path):
+    monkeypatch.setenv(ENV, str(tmp_path / "no-such.sock"))
+    assert run_remote(["train", "--help"]) is None
+    monkeypatch.delenv(ENV)
+    assert run_remote(["train", "--help"]) is None
+    monkeypatch.setenv(ENV, "off")
+    assert not ForkServer().start()
+
+
+def test_a_sender_from_another_python_environment_is_refused(server, monkeypatch):
+    monkeypatch.setattr(sys, "prefix", "/another/venv")
+    assert run_remote(["train", "--help"]) is None
+
+
+def test_stop_removes_the_socket_and_the_variable(tmp_path):
+    fs = ForkServer(log=tmp_path / "log")
+    assert fs.start()
+    path = Path(fs.path)
+    assert path.exists() and os.environ[ENV] == str(path)
+    fs.stop()
+    assert not path.exists() and ENV not in os.environ
