@@ -168,6 +168,16 @@ ROUND_SHAPES = {
 }  # fmt: skip
 
 
+_SCRATCH: list[tempfile.TemporaryDirectory] = []
+
+
+def _scratch_dir() -> str:
+    """A fresh directory for a benchmark run, inside one removed when the process exits."""
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.TemporaryDirectory(prefix="fedkd-bench-"))
+    return tempfile.mkdtemp(dir=_SCRATCH[0].name)
+
+
 def _round_setup(shape: str, engine: str, args, device: torch.device, dataset) -> Run:
     options = dict(ROUND_SHAPES[shape])
     if shape == "table3":
@@ -175,7 +185,7 @@ def _round_setup(shape: str, engine: str, args, device: torch.device, dataset) -
     spec = RunSpec(
         engine=engine, device=device.type, precision=args.precision, rounds=1, **options
     )  # fmt: skip
-    run = Run(spec, tempfile.mkdtemp(prefix="fedkd-bench-"), dataset=dataset, log=lambda m: None)
+    run = Run(spec, _scratch_dir(), dataset=dataset, log=lambda m: None)
     run.prepare()
     if args.client_samples:  # a shorter round (CPU): each client's first samples only
         run.env.client_index = [ix[: args.client_samples] for ix in run.env.client_index]

@@ -1,6 +1,6 @@
 """A faster start for the workflow's jobs on one machine: a server process that has imported the
-heavy libraries (torch, numpy, pyarrow, pandas) once, and forks a child for each ``fedkd`` command
-sent to it. The child runs the command exactly as a fresh process would: the sender's argv,
+heavy libraries (torch, numpy, pyarrow, pandas, DistilBERT's modules) once, and forks a child
+for each ``fedkd`` command sent to it. The child runs the command exactly as a fresh process would: the sender's argv,
 working directory, environment and stdin/stdout/stderr (passed as file descriptors), and fedkd's
 own modules imported afresh from disk, so an edited source file is seen at once. The sender waits
 and exits with the child's exit code; a signal to the sender is passed to the child, and a sender
@@ -26,6 +26,8 @@ import time
 
 ENV = "FEDKD_FORKSERVER"
 PRELOAD = ("torch", "numpy", "pyarrow", "pyarrow.parquet", "pandas", "yaml")
+# the text runs' model (about 1 s more to import), where transformers is installed
+PRELOAD_OPTIONAL = ("transformers.models.distilbert.modeling_distilbert",)
 _HEADER = struct.Struct("!I")
 
 
@@ -75,6 +77,11 @@ def serve(path: str, parent: int | None = None, idle_exit: float | None = None) 
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     for name in PRELOAD:
         __import__(name)
+    for name in PRELOAD_OPTIONAL:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
     if os.path.exists(path):
         os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
