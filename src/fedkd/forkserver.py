@@ -87,6 +87,7 @@ def serve(path: str, parent: int | None = None, idle_exit: float | None = None) 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
+    _log(f"ready on {path} (pid {os.getpid()})")
     children: dict[int, socket.socket] = {}  # pid → its sender's connection
     last = time.monotonic()
     try:
@@ -138,6 +139,7 @@ def _start(conn: socket.socket, listener: socket.socket, children: dict) -> int 
         _run_child(request, fds)
     for fd in fds:
         os.close(fd)
+    _log(f"pid {pid}: fedkd {' '.join(request['argv'][:3])}")
     try:
         conn.sendall(f"{pid}\n".encode())
     except OSError:
@@ -194,6 +196,11 @@ def _run_child(request: dict, fds: list[int]) -> None:
             os._exit(code)
 
 
+def _log(message: str) -> None:
+    """One line in the server's log (its stderr): what it started and how that ended."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
 def _recv_exactly(conn: socket.socket, n: int) -> bytes:
     data = b""
     while len(data) < n:
@@ -222,8 +229,10 @@ def _reap(children: dict[int, socket.socket]) -> None:
         conn = children.pop(pid, None)
         if conn is None:
             continue
+        code = os.waitstatus_to_exitcode(status)
+        _log(f"pid {pid}: exit {code}")
         try:
-            conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+            conn.sendall(f"exit {code}\n".encode())
         except OSError:
             pass
         conn.close()
