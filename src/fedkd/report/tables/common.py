@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from fedkd.report.cells import Cell
-from fedkd.report.keys import check_same_setting, group_runs
+from fedkd.report.cells import Cell, highlight, make_cell
+from fedkd.report.keys import check_same_setting, group_runs, order_rows
 from fedkd.report.options import Options
 from fedkd.report.text import format_key_value, key_value
 
@@ -76,3 +76,29 @@ def csv_record(keys: list[str], row: tuple, label: str, cell: Cell, extra: dict,
         status="ok" if ok else cell.kind,
     )
     return rec
+
+
+def cells_by_stat(
+    df: pd.DataFrame, keys: list[str], labels: list[str], stats: list[str], opts: Options,
+    order: dict,
+) -> tuple[dict, list[tuple], dict]:  # fmt: skip
+    """The cells of a table with one or more statistics: ``{stat: {row: {label: Cell}}}``, the
+    rows in ``order``, and the style of each ``(row, label, stat)`` cell: bold for the best of its
+    row and statistic, underlined for the second (option ``highlight``, on by default)."""
+    ddof, decimals = opts.ddof(), opts.integer("decimals", 2, 0, 6)
+    cells, rows = {}, []
+    for stat in stats:
+        value = stat_fn(stat)
+        cells[stat], rows = table_cells(
+            df, keys, labels, lambda runs, v=value: make_cell(runs, v, ddof), opts.target, "rows"
+        )
+    rows = order_rows(keys, rows, order)
+    styles = {}
+    if opts.boolean("highlight", True):
+        for stat in stats:
+            for row in rows:
+                for label, style in highlight(
+                    list(cells[stat][row].items()), 100, decimals
+                ).items():
+                    styles[(row, label, stat)] = style
+    return cells, rows, styles

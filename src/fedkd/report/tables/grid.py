@@ -6,16 +6,16 @@ import pandas as pd
 
 from fedkd.report.aggregate import ReportError
 from fedkd.report.best_of import caption_note, mark, pick_best_of
-from fedkd.report.cells import cell_text, highlight, make_cell
+from fedkd.report.cells import cell_text
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
 from fedkd.report.tables.common import (
     STAT_NAMES,
     STATS,
     caption_and_label,
+    cells_by_stat,
     csv_record,
     stat_fn,
-    table_cells,
 )
 from fedkd.report.text import (
     DASH,
@@ -53,25 +53,9 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         )
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     order = {**opts.mapping("order"), "label": labels, "stat": stats}
-    ddof, decimals, marks = (
-        opts.ddof(),
-        opts.integer("decimals", 2, 0, 6),
-        opts.boolean("highlight", True),
-    )
+    decimals = opts.integer("decimals", 2, 0, 6)
     df, chosen = pick_best_of(df, keys, opts, stat_fn(stat))
-    cells, rows = {}, []
-    for s in stats:
-        value = stat_fn(s)
-        cells[s], rows = table_cells(
-            df, keys, labels, lambda runs, v=value: make_cell(runs, v, ddof), opts.target, "rows"
-        )
-    rows = order_rows(keys, rows, order)
-    styles = {}
-    if marks:
-        for s in stats:
-            for row in rows:
-                for label, style in highlight(list(cells[s][row].items()), 100, decimals).items():
-                    styles[(row, label, s)] = style
+    cells, rows, styles = cells_by_stat(df, keys, labels, stats, opts, order)
 
     # layout: every cell has coordinates over keys + ["label"] (+ ["stat"] with two statistics);
     # "across" picks the column ones

@@ -9,16 +9,16 @@ import pandas as pd
 
 from fedkd.report.aggregate import ReportError
 from fedkd.report.best_of import caption_note, mark, pick_best_of
-from fedkd.report.cells import cell_text, highlight, make_cell
+from fedkd.report.cells import cell_text
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
 from fedkd.report.tables.common import (
     STAT_NAMES,
     STATS,
     caption_and_label,
+    cells_by_stat,
     csv_record,
     stat_fn,
-    table_cells,
 )
 from fedkd.report.text import (
     Text,
@@ -50,25 +50,9 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         )
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     order = opts.mapping("order")
-    ddof, decimals, marks = (
-        opts.ddof(),
-        opts.integer("decimals", 2, 0, 6),
-        opts.boolean("highlight", True),
-    )
+    decimals = opts.integer("decimals", 2, 0, 6)
     df, chosen = pick_best_of(df, keys, opts, stat_fn(stats[0]))
-    per_stat = {}
-    rows: list[tuple] = []
-    for stat in stats:
-        value = stat_fn(stat)
-        per_stat[stat], rows = table_cells(
-            df, keys, labels, lambda runs, v=value: make_cell(runs, v, ddof), opts.target, "rows"
-        )
-    rows = order_rows(keys, rows, order)
-    styles = {}
-    for row in rows:
-        for stat in stats:
-            found = highlight(list(per_stat[stat][row].items()), 100, decimals) if marks else {}
-            styles.update({(row, label, stat): s for label, s in found.items()})
+    per_stat, rows, styles = cells_by_stat(df, keys, labels, stats, opts, order)
 
     def cell(row, label, stat) -> Text:
         t = cell_text(per_stat[stat][row][label], 100, decimals)
