@@ -96,3 +96,11 @@ def test_stop_removes_the_socket_and_the_variable(tmp_path):
     assert path.exists() and os.environ[ENV] == str(path)
     fs.stop()
     assert not path.exists() and ENV not in os.environ
+
+
+def test_on_a_machine_with_an_nvidia_gpu_it_starts_only_on_request(monkeypatch, tmp_path):
+    real_exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda p: p == "/dev/nvidiactl" or real_exists(p))
+    monkeypatch.delenv(ENV, raising=False)
+    assert not ForkServer(log=tmp_path / "log").start()
+    assert ENV not in os.environ

@@ -242,7 +242,8 @@ def _reap(children: dict[int, socket.socket]) -> None:
 class ForkServer:
     """The workflow's fork server: ``start()`` launches ``fedkd forkserver`` as a child of this
     process and sets FEDKD_FORKSERVER for the jobs it starts; ``stop()`` ends it.
-    FEDKD_FORKSERVER=off in the environment keeps it from starting."""
+    FEDKD_FORKSERVER=off in the environment keeps it from starting; on a machine with an NVIDIA
+    GPU it starts only with FEDKD_FORKSERVER=on (tests/gpu checks it there)."""
 
     def __init__(self, log: str | os.PathLike | None = None, wait: float = 30.0):
         self.log, self.wait = log, wait
@@ -255,16 +256,25 @@ class ForkServer:
         import subprocess
         import tempfile
 
-        if os.environ.get(ENV) == "off":
+        wanted = os.environ.get(ENV)
+        if wanted == "off":
+            return False
+        # Forking after CUDA is initialised breaks CUDA in the child; the server runs no CUDA
+        # code, but this path has not been run on a GPU machine yet: there, only on request
+        if wanted != "on" and os.path.exists("/dev/nvidiactl"):
             return False
         self.path = os.path.join(tempfile.mkdtemp(prefix="fedkd-"), "forkserver.sock")
         if self.log:
             os.makedirs(os.path.dirname(os.path.abspath(self.log)), exist_ok=True)
         err = open(self.log, "a") if self.log else subprocess.DEVNULL  # noqa: SIM115
         cmd = [sys.executable, "-m", "fedkd", "forkserver", "--socket", self.path]
+        # a CUDA availability check in an imported library asks NVML, not the CUDA runtime,
+        # so the server never initialises CUDA before it forks
+        env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+        env.pop(ENV, None)
         self.proc = subprocess.Popen(
             [*cmd, "--parent", str(os.getpid())],
-            stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True, env=env,
         )  # fmt: skip
         deadline = time.monotonic() + self.wait
         while time.monotonic() < deadline and self.proc.poll() is None:
