@@ -44,6 +44,10 @@ RUN_KEY_HELP = {
     "compile": "torch.compile the training model: none, default, reduce-overhead (CUDA graphs)",
     "deterministic": "true: deterministic GPU kernels, so repeated GPU runs end bit-identical "
     "(CPU runs are bit-identical either way)",
+    "engine": "local training: auto (batched on CUDA, sequential on a CPU), sequential, batched",
+    "memory_format": "image tensor layout: auto (channels_last on a CPU with the sequential "
+    "engine), contiguous, channels_last",
+    "stop_at_acc": "end the run once its test accuracy reaches this (0-1); null: never",
     "model_options": "model options as a YAML mapping, e.g. '{norm: batch}'",
     "dataset_options": "dataset loader options as a YAML mapping, e.g. '{tokenizer: word, max_len: 64}'",
 }
