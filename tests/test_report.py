@@ -749,3 +749,23 @@ def test_report_sections_follow_the_papers_references():
         "FedCAD (He et al.)", "Fig. 1",
     )  # fmt: skip
     assert report_section("Rounds to a target.", "table", "rtt") == ("Other tables", "rtt")
+
+
+def test_the_caption_names_a_stand_in_models_options(tmp_path):
+    from fedkd.report.setting import setting_sentence
+
+    run = make_run(tmp_path / "runs", "a", [0.5, 0.6])
+    rec = json.loads((run / "run.json").read_text())
+    rec["spec"]["model_options"] = {"channels": [16, 32], "hidden": 128, "head_init": "he"}
+    (run / "run.json").write_text(json.dumps(rec))
+    df = pd.read_parquet(agg_file(tmp_path, [("fedavg", run)]))
+    assert json.loads(df["model_options"].iloc[0])["hidden"] == 128
+    sentence = setting_sentence(df)
+    assert "model resnet8 (channels 16/32, head_init he, hidden 128);" in sentence
+    # without options the model alone, as before
+    plain = make_run(tmp_path / "runs", "b", [0.5, 0.6])
+    assert "model resnet8;" in setting_sentence(pd.read_parquet(agg_file(tmp_path, [("x", plain)])))
+    # a distilbert without pretrained weights is not the papers' DistilBERT
+    df["model"] = "distilbert"
+    df["model_options"] = "{}"
+    assert "model distilbert (small, trained from scratch);" in setting_sentence(df)

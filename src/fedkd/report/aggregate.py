@@ -58,7 +58,8 @@ ROUND_COLUMNS = [
     "bytes_received",
     "seconds",
 ]
-EXTRA_COLUMNS = ["val_size", "dataset_kind"]
+# model_options: a stand-in model's deviations from the paper's (e.g. a narrowed cnn), as JSON
+EXTRA_COLUMNS = ["val_size", "dataset_kind", "model_options"]
 AGGREGATE_COLUMNS = RUN_KEY_COLUMNS + ROUND_COLUMNS + EXTRA_COLUMNS
 
 SORT_KEYS = ["label", "dataset", "alpha", "participation", "local_epochs", "seed", "round"]
@@ -163,6 +164,7 @@ def _run_keys(label: str, run_dir: str, rec: dict, where: Path) -> dict:
             "num_classes": _int_or_none(ds.get("num_classes")),
             "val_size": _int_or_none(ds.get("val")),
             "dataset_kind": str(ds.get("kind") or ""),
+            "model_options": json.dumps(spec.get("model_options") or {}, sort_keys=True),
         }
     except (KeyError, TypeError, ValueError) as exc:
         raise ReportError(f"{where} lacks or has a bad spec value ({exc!r})") from exc

@@ -4,6 +4,8 @@ the aggregate, so it states what was run, whatever the configuration's caption s
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from fedkd.report.text import key_value
@@ -20,9 +22,35 @@ def _joined(values: list, fmt=lambda v: f"{v:g}" if isinstance(v, float) else st
     return ", ".join(fmt(v) for v in values)
 
 
+def model_notes(name: str, options: dict) -> list[str]:
+    """What a caption must say about a model beyond its name and options: distilbert without
+    pretrained weights is a small encoder trained from scratch (fedkd.models.text), not the
+    papers' pretrained DistilBERT."""
+    if name == "distilbert" and not options.get("pretrained"):
+        return ["small, trained from scratch"]
+    return []
+
+
+def _model_texts(runs: pd.DataFrame) -> list[str]:
+    """Each model with its options, e.g. "cnn (channels 16/32, head_init he, hidden 128)"."""
+    if "model_options" not in runs.columns:
+        return [str(m) for m in _values(runs, "model")]
+    texts = set()
+    for model, options in runs[["model", "model_options"]].drop_duplicates().itertuples(False):
+        if key_value(model) is None:
+            continue
+        opts = json.loads(options) if isinstance(options, str) and options else {}
+        shown = model_notes(str(model), opts) + [
+            f"{k} {'/'.join(str(x) for x in v) if isinstance(v, list) else v}"
+            for k, v in sorted(opts.items())
+        ]
+        texts.add(f"{model} ({', '.join(shown)})" if shown else str(model))
+    return sorted(texts)
+
+
 def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
-    """E.g. "Runs: 10 clients, C = 0.2, E = 1, 5 rounds, model cnn; mnist5k 3,600 train / 1,000
-    test samples; seeds 0, 1 (± = population std over the seeds)." Keys that vary in the output
+    """E.g. "Runs: 10 clients, C = 0.2, E = 1, 5 rounds, model cnn (hidden 128); mnist5k 3,600
+    train / 1,000 test samples; seeds 0, 1 (± = population std over the seeds)." Keys that vary in the output
     list their values."""
     runs = df.drop_duplicates("run") if "run" in df.columns else df
     parts = []
@@ -36,9 +64,9 @@ def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
     rounds = _values(runs, "rounds_planned")
     if rounds:
         parts.append(f"{_joined(rounds)} rounds")
-    models = _values(runs, "model")
+    models = _model_texts(runs)
     if models:
-        parts.append(f"model {_joined(models)}")
+        parts.append(f"model {', '.join(models)}")
     sentence = "Runs: " + ", ".join(parts) if parts else ""
     sizes = []
     if {"dataset", "train_size", "test_size"} <= set(runs.columns):
