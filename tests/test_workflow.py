@@ -177,7 +177,7 @@ def expected_outputs(config: dict) -> set[str]:
         f"results/tables/{n}_vs_paper.{e}"
         for n, entry in config["tables"].items()
         if entry.get("paper")
-        for e in ("tex", "md", "csv")
+        for e in ("tex", "md", "csv", "html")
     }
     return out | {f"results/figures/{n}.{e}" for n in config["figures"] for e in ("pdf", "png")}
 

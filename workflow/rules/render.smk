@@ -106,8 +106,9 @@ rule render_vs_paper:
     output:
         tex="results/tables/{name}_vs_paper.tex",
         md="results/tables/{name}_vs_paper.md",
-        csv=report(
-            "results/tables/{name}_vs_paper.csv",
+        csv="results/tables/{name}_vs_paper.csv",
+        html=report(
+            "results/tables/{name}_vs_paper.html",
             caption="../report/table.rst",
             category="Beside the paper",
             labels={"table": "{name}"},

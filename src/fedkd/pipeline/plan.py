@@ -30,7 +30,7 @@ from fedkd.report.targets import Layout, get_layout
 FEATURES_CODE = ("engine", "models", "data", "strategies", "config.py")
 # the code every rendered output depends on
 REPORT_CODE = ("report", "metrics.py")
-# a table's companion beside the paper: results/tables/<name>_vs_paper.{tex,md,csv}
+# a table's companion beside the paper: results/tables/<name>_vs_paper.{tex,md,csv,html}
 VS_PAPER = "_vs_paper"
 
 
