@@ -104,3 +104,23 @@ def test_on_a_machine_with_an_nvidia_gpu_it_starts_only_on_request(monkeypatch, 
     monkeypatch.delenv(ENV, raising=False)
     assert not ForkServer(log=tmp_path / "log").start()
     assert ENV not in os.environ
+
+
+def test_a_server_whose_workflow_died_ends_and_leaves_nothing(tmp_path):
+    """The workflow process killed outright (no stop()): the server notices its parent is gone,
+    ends, and removes its socket and directory."""
+    code = (
+        "import os, sys, time; from fedkd.forkserver import ForkServer; "
+        f"fs = ForkServer(log={str(tmp_path / 'log')!r}); assert fs.start(); "
+        "print(fs.path, fs.proc.pid, flush=True); time.sleep(60)"
+    )
+    workflow = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    path, _ = workflow.stdout.readline().split()
+    assert Path(path).exists()
+    workflow.kill()
+    workflow.wait()
+    deadline = time.monotonic() + 10
+    while Path(path).parent.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    # removed by the server on its way out: it saw its parent go and left its loop
+    assert not Path(path).parent.exists()

@@ -227,7 +227,7 @@ def cmd_status(args) -> int:
 def cmd_forkserver(args) -> int:
     from fedkd.forkserver import serve
 
-    serve(args.socket, parent=args.parent, idle_exit=args.idle_exit)
+    serve(args.socket, parent=args.parent, idle_exit=args.idle_exit, own_dir=args.own_dir)
     return 0
 
 
@@ -383,6 +383,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--socket", required=True, help="the Unix socket path to listen on")
     p.add_argument("--parent", type=int, help="exit once this process is gone")
     p.add_argument("--idle-exit", type=float, metavar="SECONDS", help="exit after idle seconds")
+    p.add_argument(
+        "--own-dir", action="store_true", help="remove the socket's directory on exit (it is ours)"
+    )
     p.set_defaults(func=cmd_forkserver)
 
     # listed for --help only: main() hands everything after "bench" to fedkd.bench

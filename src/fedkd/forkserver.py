@@ -70,9 +70,12 @@ def run_remote(argv: list[str]) -> int | None:
 
 
 # ----------------------------------------------------------------------------- the server
-def serve(path: str, parent: int | None = None, idle_exit: float | None = None) -> None:
+def serve(
+    path: str, parent: int | None = None, idle_exit: float | None = None, own_dir: bool = False
+) -> None:
     """Serve on the Unix socket ``path`` until the process ``parent`` is gone (checked twice a
-    second) or, with no command running, nothing was asked for ``idle_exit`` seconds."""
+    second) or, with no command running, nothing was asked for ``idle_exit`` seconds; with
+    ``own_dir`` the socket's (empty) directory is removed on the way out too."""
     # stopped with SIGTERM: end the running commands and remove the socket on the way out
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     for name in PRELOAD:
@@ -114,6 +117,11 @@ def serve(path: str, parent: int | None = None, idle_exit: float | None = None) 
         listener.close()
         if os.path.exists(path):
             os.unlink(path)
+        if own_dir:  # the private directory the workflow made for the socket
+            try:
+                os.rmdir(os.path.dirname(path))
+            except OSError:
+                pass
 
 
 def _start(conn: socket.socket, listener: socket.socket, children: dict) -> int | None:
@@ -273,7 +281,7 @@ class ForkServer:
         env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
         env.pop(ENV, None)
         self.proc = subprocess.Popen(
-            [*cmd, "--parent", str(os.getpid())],
+            [*cmd, "--parent", str(os.getpid()), "--own-dir"],
             stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True, env=env,
         )  # fmt: skip
         deadline = time.monotonic() + self.wait
