@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from pathlib import Path
 
@@ -400,8 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         from fedkd.bench import main as bench_main
 
         return bench_main(argv[1:])
-    if argv[:1] and argv[0] in SERVED and "FEDKD_FORKSERVER" in os.environ:
-        from fedkd.forkserver import run_remote
+    if argv[:1] and argv[0] in SERVED:
+        from fedkd.forkserver import run_remote  # None unless FEDKD_FORKSERVER names a server
 
         code = run_remote(argv)
         if code is not None:

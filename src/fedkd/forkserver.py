@@ -21,7 +21,9 @@ import select
 import signal
 import socket
 import struct
+import subprocess
 import sys
+import tempfile
 import time
 
 ENV = "FEDKD_FORKSERVER"
@@ -261,9 +263,6 @@ class ForkServer:
     def start(self) -> bool:
         """Start it; False (and the jobs start as usual) when it does not listen within ``wait``
         seconds."""
-        import subprocess
-        import tempfile
-
         wanted = os.environ.get(ENV)
         if wanted == "off":
             return False
@@ -284,6 +283,8 @@ class ForkServer:
             [*cmd, "--parent", str(os.getpid()), "--own-dir"],
             stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True, env=env,
         )  # fmt: skip
+        if self.log:
+            err.close()  # the server holds its own copy
         deadline = time.monotonic() + self.wait
         while time.monotonic() < deadline and self.proc.poll() is None:
             if os.path.exists(self.path):
@@ -294,17 +295,22 @@ class ForkServer:
         return False
 
     def stop(self) -> None:
+        """End the server (it removes its socket and directory itself; here too in case it was
+        killed or never listened)."""
         os.environ.pop(ENV, None)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(10)
-            except Exception:  # noqa: BLE001 - it is going away either way
+            except subprocess.TimeoutExpired:
                 self.proc.kill()
         if self.path:
-            for leftover in (self.path, os.path.dirname(self.path)):
+            for remove, leftover in (
+                (os.unlink, self.path),
+                (os.rmdir, os.path.dirname(self.path)),
+            ):
                 try:
-                    (os.rmdir if leftover != self.path else os.unlink)(leftover)
+                    remove(leftover)
                 except OSError:
                     pass
         self.proc = None

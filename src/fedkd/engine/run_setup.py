@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -182,14 +183,10 @@ class RunSetup:
             )
 
     # ------------------------------------------------------------------ provenance
+    @cached_property
     def _code_hashes(self) -> dict[str, str]:
         """The hashes of the code this process runs, read once (each parses and reads sources)."""
-        if not hasattr(self, "_code"):
-            self._code = {
-                "code_hash": run_code_hash(self.spec.strategy),
-                "package_hash": package_hash(),
-            }
-        return self._code
+        return {"code_hash": run_code_hash(self.spec.strategy), "package_hash": package_hash()}
 
     def _run_record(self, status: str, extra: dict | None = None) -> dict:
         spec = self.spec
@@ -206,7 +203,7 @@ class RunSetup:
                 "data_split": spec.seed,
                 "partition": spec.seed,
             },
-            **self._code_hashes(),
+            **self._code_hashes,
             "versions": library_versions(),
             "device": {
                 "type": self.device.type,

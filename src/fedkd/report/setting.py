@@ -50,8 +50,8 @@ def _model_texts(runs: pd.DataFrame) -> list[str]:
 
 def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
     """E.g. "Runs: 10 clients, C = 0.2, E = 1, 5 rounds, model cnn (hidden 128); mnist5k 3,600
-    train / 1,000 test samples; seeds 0, 1 (± = population std over the seeds)." Keys that vary in the output
-    list their values."""
+    train / 1,000 test samples; seeds 0, 1 (± = population std over the seeds)." Keys that vary
+    in the output list their values."""
     runs = df.drop_duplicates("run") if "run" in df.columns else df
     parts = []
     clients = _values(runs, "clients")

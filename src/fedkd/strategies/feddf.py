@@ -34,7 +34,6 @@ from dataclasses import dataclass
 import torch
 
 from fedkd.engine.evaluate import evaluate
-from fedkd.engine.preprocess import Preprocessor
 from fedkd.engine.seeding import derive_seed
 from fedkd.losses import kd_kl
 from fedkd.strategies.base import ClientUpdate, Strategy, Traits
@@ -157,7 +156,7 @@ class FedDF(Strategy):
         """Endless preprocessed unlabeled batches for one round: reshuffled passes over the pool
         (or fresh noise), all randomness from (seed, "feddf", round)."""
         p, ds, device = self.params, self.ctx.dataset, self.ctx.device
-        preprocess = self._preprocessor()
+        preprocess = self.ctx.preprocessor()
         seed = derive_seed(self.ctx.spec.seed, "feddf", round)
         cpu_gen = torch.Generator().manual_seed(seed)
         dev_gen = torch.Generator(device=device).manual_seed(seed)
@@ -178,13 +177,9 @@ class FedDF(Strategy):
                 yield preprocess(x, train=True, gen=dev_gen)
 
     # ------------------------------------------------------------------ server step
-    def _preprocessor(self) -> Preprocessor:
-        """The run's preprocessing (augmentation policy, normalisation of the model's input)."""
-        return self.ctx.preprocessor()
-
     def _val_acc(self, model) -> float:
         split = self.ctx.dataset.val
-        return evaluate(model, split, self._preprocessor(), self.ctx.num_classes)["acc"]
+        return evaluate(model, split, self.ctx.preprocessor(), self.ctx.num_classes)["acc"]
 
     def _teacher(self, state: dict[str, torch.Tensor]):
         model = self.ctx.build_model()
