@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fedkd.config import RunSpec
-from fedkd.engine.batched import GRAPHS_ENV
+from fedkd.engine.cuda_graphs import GRAPHS_ENV
 from fedkd.engine.run import Run
 
 pytestmark = [

@@ -9,9 +9,9 @@ import torch
 
 from fedkd.data.base import ArraySplit, FedDataset
 from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, save_checkpoint
-from fedkd.engine.evaluate import evaluate
-from fedkd.engine.preprocess import Preprocessor, random_crop_flip, use_channels_last
-from fedkd.engine.seeding import derive_seed, sample_clients
+from fedkd.runtime.evaluate import evaluate
+from fedkd.runtime.preprocess import Preprocessor, random_crop_flip, use_channels_last
+from fedkd.runtime.seeding import derive_seed, sample_clients
 from fedkd.strategies.base import tensor_bytes, weighted_average
 
 

@@ -13,6 +13,8 @@ from fedkd.config import RunSpec
 from fedkd.engine.checkpoint import load_checkpoint
 from fedkd.engine.run import Run
 from fedkd.models import build_model
+from fedkd.runtime.seeding import derive_seed
+from fedkd.engine.sequential import local_loss_on
 from fedkd.strategies import get_strategy_class
 from fedkd.strategies.base import (
     ClientContext,
@@ -158,7 +160,7 @@ def test_moon_previous_model_is_per_client_state():
     moon.client_begin(client)
     # first participation: the received global model stands in for the previous one -> log 2
     b = batch_of(client)
-    assert moon.local_loss(b, client).item() == pytest.approx(b.ce().item() + 5 * LN2, rel=1e-6)
+    assert local_loss_on(moon, client, b).item() == pytest.approx(b.ce().item() + 5 * LN2, rel=1e-6)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.1 * torch.randn_like(p))  # "local training"
@@ -179,13 +181,14 @@ def test_moon_previous_model_is_per_client_state():
     with torch.no_grad():
         z_glob, z_prev = new_global.features(b.x), model.features(b.x)
     expected = b.ce() + 5 * model_contrastive_loss(b.features, z_glob, z_prev, 0.5)
-    got = resumed.local_loss(b, client)
+    got = local_loss_on(resumed, client, b)
     assert got.item() == pytest.approx(expected.item(), rel=1e-6)
     assert got.item() != pytest.approx(b.ce().item() + 5 * LN2, rel=1e-3)
     # a client never seen still gets the global model as its negative
     other = tiny_client(ctx, 3, 3, worker, new_global, {}, [0, 1])
     resumed.client_begin(other)
-    assert other.scratch["previous"] is None
+    previous = other.declared.own_models["previous"]
+    assert all(torch.equal(previous[n], t) for n, t in new_global.state_dict().items())
 
 
 # ------------------------------------------------------------------ feddistill+
@@ -232,7 +235,7 @@ def test_feddistill_plus_hooks():
     model = ctx.build_model()
     client = tiny_client(ctx, 0, 0, model, model, {}, [0, 2, 2, 0, 0])
     b = batch_of(client)
-    assert s.local_loss(b, client).item() == pytest.approx(b.ce().item())
+    assert local_loss_on(s, client, b).item() == pytest.approx(b.ce().item())
     up = s.client_end(client)
     assert model.training  # restored after the eval-mode pass
     with torch.no_grad():
@@ -270,8 +273,8 @@ def test_feddistill_plus_hooks():
     expected = b.ce() + 0.1 * label_distill_loss(
         b.logits, b.y, sent["global_logits"], sent["known"]
     )
-    assert s.local_loss(b, client).item() == pytest.approx(expected.item(), rel=1e-6)
-    assert s.local_loss(b, client).item() > b.ce().item()
+    assert local_loss_on(s, client, b).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert local_loss_on(s, client, b).item() > b.ce().item()
 
 
 def test_feddistill_plus_released_target_is_uniform():
@@ -289,16 +292,16 @@ def test_feddistill_plus_released_target_is_uniform():
     assert tensor_bytes(sent) == tensor_bytes(default.payload(1, None)) > 0
     # first round: CE only
     b = batch_of(client)
-    assert released.local_loss(b, client).item() == pytest.approx(b.ce().item())
+    assert local_loss_on(released, client, b).item() == pytest.approx(b.ce().item())
     # later rounds: every sample toward softmax(0) = uniform, whatever the received logits
     sent = {"global_logits": 5.0 * torch.eye(3), "known": torch.ones(3, dtype=torch.bool)}
     client = tiny_client(ctx, 0, 1, model, model, sent, [0, 2, 2, 0, 1])
     b = batch_of(client)
     log_q = torch.log_softmax(b.logits, dim=1)
     kl_uniform = (-math.log(3.0) - log_q).mean(1).mean()  # KL(u || q) = sum_k u_k log(u_k / q_k)
-    got = released.local_loss(b, client)
+    got = local_loss_on(released, client, b)
     assert got.item() == pytest.approx((b.ce() + 0.1 * kl_uniform).item(), rel=1e-5)
-    toward_global = default.local_loss(b, client)
+    toward_global = local_loss_on(default, client, b)
     assert toward_global.item() - got.item() > 0.05  # the default: toward softmax(5 onehot(y))
     with pytest.raises(ValueError, match="target='zeros'.*uniform"):
         FedDistillPlusParams(target="zeros")
@@ -437,17 +440,12 @@ def test_fedgen_server_draws_labels_uniformly_among_the_held_ones(monkeypatch):
     assert abs(freq[0] - 0.5) < 0.06 and abs(freq[1] - 0.5) < 0.06
 
 
-def _generated_labels(strategy, client, batch, draws=20):
-    """The labels y_s the client term generates features for, over ``draws`` local steps."""
-    gen, seen = strategy._client_generator, []
-    forward = gen.forward
-    gen.forward = lambda y, noise: (seen.append(y.clone()), forward(y, noise))[1]
-    try:
-        for _ in range(draws):
-            strategy.local_loss(batch, client)
-    finally:
-        del gen.forward
-    return set(torch.cat(seen).tolist())
+def _declared_steps(strategy, cid, ctx, model, payload, labels, steps=20, batch=4):
+    """A client with ``steps`` local steps of ``batch`` after the strategy's client_begin."""
+    client = tiny_client(ctx, cid, 1, model, model, payload, labels)
+    client.num_steps, client.batch_size, client.seed = steps, batch, 7
+    strategy.client_begin(client)
+    return client
 
 
 def test_fedgen_client_term():
@@ -458,34 +456,37 @@ def test_fedgen_client_term():
     _fedgen_round(s, 0, heads, [[4, 0, 4]])
     payload = s.payload(1, None)
     model = ctx.build_model()
-    client = tiny_client(ctx, 0, 1, model, model, payload, [0, 2, 2, 0])
-    s.client_begin(client)
-    assert client.scratch["coef"] == pytest.approx(10 * 0.98)
-    assert client.scratch["labels"].tolist() == [0, 1, 2]  # every label, 1 not held here
-    b = batch_of(client)
+    client = _declared_steps(s, 0, ctx, model, payload, [0, 2, 2, 0])
+    d = client.declared
+    assert d.shared["coef"].item() == pytest.approx(10 * 0.98)
+    y_s = d.per_step["generated_labels"]
+    assert y_s.shape == (20, 4)
+    assert set(y_s.flatten().tolist()) == {0, 1, 2}  # every label, 1 not held here
+    # labels and noise from the client's own seed; features are G's, computed once
+    rng = torch.Generator().manual_seed(derive_seed(7, "fedgen"))
+    assert torch.equal(y_s, torch.randint(3, (20, 4), generator=rng))
+    noise = torch.rand(20, 4, 64, generator=rng)
     gen = FeatureGenerator(3, 512, 512, 64)
     gen.load_state_dict(payload["generator"])
     gen.eval()
-    torch.manual_seed(5)
-    got = s.local_loss(b, client)
-    torch.manual_seed(5)  # same draws, by hand
-    y_s = torch.tensor([0, 1, 2])[torch.randint(3, (4,))]
     with torch.no_grad():
-        z = gen(y_s, torch.rand(4, 64))
-    ce_gen = torch.nn.functional.cross_entropy(model.classifier(z), y_s)
+        z = gen(y_s.flatten(), noise.flatten(0, 1)).view(20, 4, -1)
+    assert torch.allclose(d.per_step["generated"], z, rtol=1e-6, atol=1e-7)
+    b = batch_of(client)
+    got = local_loss_on(s, client, b, step=3)
+    ce_gen = torch.nn.functional.cross_entropy(model.classifier(z[3]), y_s[3])
     assert got.item() == pytest.approx((b.ce() + 10 * 0.98 * ce_gen).item(), rel=1e-6)
     assert s.client_end(client)["label_counts"].tolist() == [2, 0, 2]
-    # generated labels include the class this client lacks, unless restricted to its own
-    assert _generated_labels(s, client, b) == {0, 1, 2}
+    # restricted to its own labels, a client never generates the class it lacks
     own = FedGen(FedGenParams(coef=10.0, gen_steps=2, sample_labels="client"), ctx)
     _fedgen_round(own, 0, heads, [[4, 0, 4]])
-    own_client = tiny_client(ctx, 0, 1, model, model, own.payload(1, None), [0, 2, 2, 0])
-    own.client_begin(own_client)
-    assert _generated_labels(own, own_client, b) == {0, 2}
-    # round 1: no generator yet, plain CE
+    own_client = _declared_steps(own, 0, ctx, model, own.payload(1, None), [0, 2, 2, 0])
+    assert set(own_client.declared.per_step["generated_labels"].flatten().tolist()) == {0, 2}
+    # round 1: no generator yet, plain CE and nothing declared
     first = tiny_client(ctx, 0, 0, model, model, {}, [0, 2, 2, 0])
     s.client_begin(first)
-    assert s.local_loss(b, first).item() == pytest.approx(b.ce().item())
+    assert not first.declared.per_step
+    assert local_loss_on(s, first, b).item() == pytest.approx(b.ce().item())
 
 
 # ------------------------------------------------------------------ real runs (mnist5k, CPU)

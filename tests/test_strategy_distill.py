@@ -15,9 +15,16 @@ from fedkd.config import RunSpec
 from fedkd.data.base import ArraySplit
 from fedkd.engine.run import Run
 from fedkd.models.base import FedModel
+from fedkd.engine.sequential import local_loss_on
 from fedkd.strategies import get_strategy_class
 from fedkd.strategies._selfdistill import self_distill_loss
-from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, ServerContext
+from fedkd.strategies.base import (
+    ClientContext,
+    ClientUpdate,
+    LocalBatch,
+    LocalContext,
+    ServerContext,
+)
 from fedkd.strategies.fedcad import FedCAD, FedCADParams, class_adaptive_weights
 from fedkd.strategies.feddf import FedDF, FedDFParams, avg_logits_kl, noise_images
 from fedkd.strategies.fedlsd import FedLSD, FedLSDParams
@@ -116,7 +123,9 @@ def test_fedntd_local_loss_is_ce_plus_beta_ntd():
     logits = torch.tensor([[1.0, 2.0, 3.0]])
     y = torch.tensor([1])
     batch = LocalBatch(torch.zeros(1, 4), y, None, logits)
-    loss = strategy.local_loss(batch, client(ConstantTeacher(teacher_logits), classes=3))
+    c = client(ConstantTeacher(teacher_logits), classes=3)
+    strategy.client_begin(c)
+    loss = local_loss_on(strategy, c, batch)
     expected = F.cross_entropy(logits, y) + 0.7 * not_true_kl(logits, teacher_logits, y, 2.0)
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
 
@@ -157,13 +166,15 @@ def test_fedlsd_with_zero_weight_is_plain_ce():
     batch = LocalBatch(x, y, None, logits)
     teacher = ConstantTeacher([[4.0, -1.0, 0.5]])
     lsd0 = FedLSD(FedLSDParams(distill_weight=0.0), ctx=None)
-    assert lsd0.local_loss(batch, client(teacher, classes=3)).item() == pytest.approx(
+    c = client(teacher, classes=3)
+    lsd0.client_begin(c)
+    assert local_loss_on(lsd0, c, batch).item() == pytest.approx(
         batch.ce().item(), rel=1e-6
     )
     lsd = FedLSD(FedLSDParams(), ctx=None)
     assert lsd.params.distill_weight == 0.5 and lsd.params.temperature == 1.0
     expected = self_distill_loss(logits, teacher.logits.expand(5, -1), y, 0.5)
-    assert lsd.local_loss(batch, client(teacher, classes=3)).item() == pytest.approx(
+    assert local_loss_on(lsd, c, batch).item() == pytest.approx(
         expected.item(), rel=1e-6
     )
 
@@ -194,9 +205,11 @@ def test_fedcad_client_begin_uses_the_global_model_on_local_data():
     strategy = FedCAD(FedCADParams(), ctx=None)
     c = client(teacher, data=data, classes=3)
     strategy.client_begin(c)
-    assert torch.allclose(c.scratch["class_weights"], torch.tensor([0.5, 0.25, 0.375]))
+    assert torch.allclose(c.declared.own["class_weights"], torch.tensor([0.5, 0.25, 0.375]))
+    assert c.declared.shared_models["global"] is teacher
     batch = LocalBatch(torch.zeros(3, 4), torch.tensor([1, 0, 1]), None, torch.zeros(3, 3))
-    assert strategy.sample_weights(batch, c).tolist() == [0.25, 0.5, 0.25]
+    ctx = LocalContext(params={}, model=None, global_params={}, own=c.declared.own)
+    assert strategy.sample_weights(batch, ctx).tolist() == [0.25, 0.5, 0.25]
 
 
 def test_fedcad_with_equal_bounds_is_fedlsd():
@@ -209,7 +222,7 @@ def test_fedcad_with_equal_bounds_is_fedlsd():
     c = client(teacher, data=data, classes=3)
     cad.client_begin(c)
     batch = LocalBatch(torch.zeros(6, 4), data.y, None, torch.randn(6, 3))
-    assert cad.local_loss(batch, c).item() == pytest.approx(lsd.local_loss(batch, c).item())
+    assert local_loss_on(cad, c, batch).item() == pytest.approx(local_loss_on(lsd, c, batch).item())
 
 
 def test_bad_parameters_are_refused():

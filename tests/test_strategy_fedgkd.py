@@ -14,6 +14,7 @@ from fedkd.config import RunSpec
 from fedkd.data.base import ArraySplit
 from fedkd.engine.run import Run
 from fedkd.models.base import FedModel
+from fedkd.engine.sequential import local_loss_on
 from fedkd.strategies import get_strategy_class
 from fedkd.strategies._buffer import ModelBuffer
 from fedkd.strategies.base import ClientContext, LocalBatch, ServerContext
@@ -136,7 +137,7 @@ def test_fedgkd_local_loss_is_ce_plus_half_gamma_times_regulariser(regularizer):
     else:
         reg = (0 + math.log(3.0) ** 2 + 1 + 1) / 4
     assert F.cross_entropy(batch.logits, y).item() == pytest.approx(ce)
-    assert strategy.local_loss(batch, client).item() == pytest.approx(ce + 0.1 * reg, rel=1e-6)
+    assert local_loss_on(strategy, client, batch).item() == pytest.approx(ce + 0.1 * reg, rel=1e-6)
 
 
 def test_fedgkd_no_distillation_in_first_round_or_with_gamma_zero():
@@ -146,9 +147,9 @@ def test_fedgkd_no_distillation_in_first_round_or_with_gamma_zero():
         strategy = FedGKD(FedGKD.make_params({"gamma": gamma}, "mnist5k", "cnn"), server_ctx())
         client = client_ctx(round, {}, global_model=teacher)
         strategy.client_begin(client)
-        assert client.scratch["teacher"] is None
+        assert "teacher" not in client.declared.shared_models
         # exactly the CE tensor: no zero-weighted term that could change floating point
-        assert torch.equal(strategy.local_loss(batch, client), batch.ce())
+        assert torch.equal(local_loss_on(strategy, client, batch), batch.ce())
 
 
 # ---------------------------------------------------------------------------- model buffer
@@ -196,13 +197,13 @@ def test_fedgkd_teacher_is_the_average_of_the_last_m_global_models():
     c1, c2 = client_ctx(2, {"teacher": teacher}), client_ctx(2, {"teacher": teacher})
     strategy.client_begin(c1)
     strategy.client_begin(c2)
-    t = c1.scratch["teacher"]
-    assert t is c2.scratch["teacher"] and not t.training
+    t = c1.declared.shared_models["teacher"]
+    assert t is c2.declared.shared_models["teacher"] and not t.training
     assert not any(p.requires_grad for p in t.parameters())
     assert torch.allclose(t.body.weight, torch.full((3, 4), 3.0))
     c3 = client_ctx(3, {"teacher": teacher})
     strategy.client_begin(c3)
-    assert c3.scratch["teacher"] is not t  # a new round builds a new one
+    assert c3.declared.shared_models["teacher"] is not t  # a new round builds a new one
 
 
 def test_fedgkd_with_one_model_sends_nothing_and_distils_the_global_model():
@@ -214,7 +215,7 @@ def test_fedgkd_with_one_model_sends_nothing_and_distils_the_global_model():
     assert len(strategy.buffer) == 1
     client = client_ctx(1, {}, global_model=m1)
     strategy.client_begin(client)
-    assert client.scratch["teacher"] is m1
+    assert client.declared.shared_models["teacher"] is m1
 
 
 def test_fedgkd_m1_released_teacher_stays_the_initial_model():
@@ -226,18 +227,18 @@ def test_fedgkd_m1_released_teacher_stays_the_initial_model():
     assert strategy.payload(0, m0) == {}  # w_0 kept, nothing sent
     first = client_ctx(0, {}, global_model=m0)
     strategy.client_begin(first)
-    assert first.scratch["teacher"] is None  # no distillation in the first round
+    assert "teacher" not in first.declared.shared_models  # no distillation in the first round
     for round, (aggregated, received) in enumerate([(m1, m1), (m2, m2)], start=1):
         strategy.server_update(round - 1, aggregated, [])
         assert strategy.payload(round, received) == {}  # the worker keeps w_0 locally
         client = client_ctx(round, {}, global_model=received)
         strategy.client_begin(client)
-        teacher = client.scratch["teacher"]
+        teacher = client.declared.shared_models["teacher"]
         assert teacher is not received and not teacher.training
         assert torch.equal(teacher.body.weight, m0.body.weight)  # w_0, not w_t
     batch, _ = _batch()
     expected = batch.ce() + 0.1 * gkd_regularizer(batch.logits, m0(batch.x))
-    assert strategy.local_loss(batch, client).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert local_loss_on(strategy, client, batch).item() == pytest.approx(expected.item(), rel=1e-6)
     toward_current = batch.ce() + 0.1 * gkd_regularizer(batch.logits, m2(batch.x))
     assert expected.item() != pytest.approx(toward_current.item(), rel=1e-3)
     # the default follows the paper: the received global model
@@ -246,7 +247,7 @@ def test_fedgkd_m1_released_teacher_stays_the_initial_model():
     paper.server_update(0, m1, [])
     client = client_ctx(1, {}, global_model=m1)
     paper.client_begin(client)
-    assert client.scratch["teacher"] is m1
+    assert client.declared.shared_models["teacher"] is m1
     # w_0 survives a checkpoint
     restored = FedGKD(params, server_ctx())
     restored.load_state_dict(strategy.state_dict())
@@ -313,7 +314,7 @@ def test_vote_payload_losses_weights_and_local_loss_by_hand():
             p_t = F.softmax(m(xb), dim=1)
         log_p_s = F.log_softmax(batch.logits, dim=1)
         expected = expected + w * (p_t * (p_t.log() - log_p_s)).sum(1).mean()
-    assert strategy.local_loss(batch, client).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert local_loss_on(strategy, client, batch).item() == pytest.approx(expected.item(), rel=1e-6)
 
 
 def test_vote_needs_a_validation_split():

@@ -160,9 +160,8 @@ def test_scaffold_client_recovers_the_gradient_under_the_engine_optimizer(rho):
     s.client_begin(client)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=rho)
     for _ in range(5):
-        loss = (g * model.w).sum() + control_variate_term(
-            client.scratch["cv_params"], client.scratch["cv_corr"]
-        )
+        corr = client.declared.own["correction"]
+        loss = (g * model.w).sum() + control_variate_term([model.w], [corr["w"]])
         opt.zero_grad()
         loss.backward()
         opt.step()

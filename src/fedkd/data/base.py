@@ -2,7 +2,7 @@
 errors a loader raises for a missing or damaged dataset.
 
 A dataset is three ``ArraySplit``s of plain tensors: images stay uint8 (N, C, H, W) and are
-normalised and augmented on the training device (``fedkd.engine.preprocess``); texts are int64
+normalised and augmented on the training device (``fedkd.runtime.preprocess``); texts are int64
 token ids (N, L). Labels are int64.
 """
 

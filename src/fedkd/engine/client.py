@@ -1,25 +1,27 @@
-"""Local training: one function trains the round's clients and returns their updates.
+"""Local training of a round's clients: the one seam between the round loop and the trainers.
 
-``train_clients`` is the only place that loops over clients: it trains them one after another
-here, or side by side in ``fedkd.engine.batched`` (the spec's ``engine``), without touching any
-strategy.
+``train_clients`` owns the client loop: every selected client's ``client_begin`` (declaring what
+its ``local_loss`` reads), then one trainer call that trains them all, then every ``client_end``.
+Two trainers implement ``Trainer.train``: ``SequentialTrainer`` (one client after another,
+``fedkd.engine.sequential``) and ``KClientTrainer`` (the K clients side by side as one folded
+network, ``fedkd.engine.kclient``). They draw the same batches and augmentations (each client's
+``fedkd.runtime.schedule``) and differ only in floating-point summation order.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from dataclasses import dataclass, field
 import torch
 
-from fedkd.engine.evaluate import evaluate
-from fedkd.engine.optim import ForeachSGD
-from fedkd.engine.seeding import derive_seed
-from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, Strategy, frozen_copy
-
-
-class DivergedError(FloatingPointError):
-    """Training produced a non-finite loss; the run stops and is recorded as diverged. Any
-    FloatingPointError raised in a round (e.g. by a strategy's server step) counts the same."""
+from fedkd.engine.choice import engine_choice
+from fedkd.engine.kclient import KClientTrainer
+from fedkd.engine.sequential import SequentialTrainer
+from fedkd.engine.trainers import DivergedError
+from fedkd.runtime.evaluate import evaluate
+from fedkd.runtime.preprocess import TrainInputs
+from fedkd.runtime.schedule import ClientSchedule, client_schedule
+from fedkd.runtime.seeding import derive_seed
+from fedkd.strategies.base import ClientContext, ClientUpdate, Strategy, frozen_copy
 
 
 @dataclass
@@ -35,18 +37,19 @@ class TrainEnv:
     num_classes: int
     _worker: object = None
     _engine: dict | None = None
+    _trainer: object = None
+    _inputs: object = None
+    _index_cpu: list = field(default_factory=list)
 
     def engine(self, strategy: Strategy) -> dict:
-        """Which local-training path this run uses and why (recorded in run.json)."""
+        """Which trainer this run uses and why (recorded in run.json)."""
         if self._engine is None:
-            from fedkd.engine.batched import engine_choice
-
             self._engine = engine_choice(self.spec, strategy, self.worker(), self.device)
         return self._engine
 
     def worker(self):
-        """The model clients train in, built (and compiled, if asked) once per run and reloaded
-        with the global weights for each client: no per-client allocation or recompilation."""
+        """The model clients train in (sequential trainer) or that the K-client trainer folds,
+        built (and compiled, if asked) once per run."""
         if self._worker is None:
             keep_freed_memory()
             self._worker = self.build_model()
@@ -56,6 +59,39 @@ class TrainEnv:
                     self._worker.features_and_logits, mode=None if mode == "default" else mode
                 )
         return self._worker
+
+    def inputs(self) -> TrainInputs:
+        """The training split laid out for one-gather batches (once per run)."""
+        if self._inputs is None:
+            self._inputs = TrainInputs(self.dataset.train, self.preprocess)
+        return self._inputs
+
+    def trainer(self, strategy: Strategy, k: int):
+        """The run's trainer, built once (the K-client one keeps its buffers and CUDA graphs)."""
+        if self._trainer is None or getattr(self._trainer, "k", k) != k:
+            if self.engine(strategy)["used"] == "batched":
+                self._trainer = KClientTrainer(self, strategy, k)
+            else:
+                self._trainer = SequentialTrainer(self, strategy)
+        return self._trainer
+
+    def schedule(self, round: int, cid: int) -> ClientSchedule:
+        """Client ``cid``'s batches and augmentation draws for ``round``."""
+        spec, crop = self.spec, self.inputs().pad
+        return client_schedule(
+            len(self.client_index[cid]), spec.local_epochs, spec.batch_size,
+            derive_seed(spec.seed, "client", round, cid), crop_pad=crop, flip=bool(crop),
+        )  # fmt: skip
+
+    def client_rows(self, cid: int) -> torch.Tensor:
+        """Client ``cid``'s training indices on the CPU (for building its step tables)."""
+        if not self._index_cpu:
+            self._index_cpu = [ix.cpu() for ix in self.client_index]
+        return self._index_cpu[cid]
+
+    def release(self) -> None:
+        """Drop the trainer and its buffers (and CUDA graphs) at the end of a run."""
+        self._trainer = None
 
 
 _MALLOC_TUNED = False
@@ -83,53 +119,6 @@ def keep_freed_memory() -> None:
         pass
 
 
-def make_optimizer(model: torch.nn.Module, spec):
-    params = [p for p in model.parameters() if p.requires_grad]
-    # foreach keeps the optimizer to a handful of kernels per step
-    if spec.optimizer == "sgd":
-        return ForeachSGD(
-            params, lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay
-        )
-    return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay, foreach=True)
-
-
-def local_train(client: ClientContext, strategy: Strategy, env: TrainEnv, seed: int) -> float:
-    """Run the local epochs of one client in place on ``client.model``; returns the mean loss."""
-    spec = env.spec
-    model = client.model
-    model.train()
-    opt = make_optimizer(model, spec)
-    params = [p for p in model.parameters() if p.requires_grad]
-    # one generator per (run seed, round, client): shuffling and augmentation are reproducible
-    # and independent of what ran before, so a resumed run draws exactly the same batches
-    cpu_gen = torch.Generator().manual_seed(seed)
-    dev_gen = torch.Generator(device=env.device).manual_seed(seed)
-    torch.manual_seed(seed)  # dropout and anything else drawing from the global generator
-    n = len(client.data)
-    loss_sum = torch.zeros((), device=env.device)
-    steps = 0
-    # bf16 autocast is opt-in (spec.precision); its accuracy is checked against fp32 in the bench
-    autocast = torch.autocast(env.device.type, torch.bfloat16, enabled=spec.precision == "bf16")
-    for _ in range(spec.local_epochs):
-        order = torch.randperm(n, generator=cpu_gen).to(env.device, non_blocking=True)
-        for start in range(0, n, spec.batch_size):
-            idx = order[start : start + spec.batch_size]
-            x = env.preprocess(client.data.x[idx], train=True, gen=dev_gen)
-            y = client.data.y[idx]
-            with autocast:
-                features, logits = model.features_and_logits(x)
-                loss = strategy.local_loss(LocalBatch(x, y, features, logits), client)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if spec.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(params, spec.grad_clip, foreach=True)
-            opt.step()
-            loss_sum += loss.detach()
-            steps += 1
-            client.steps = steps
-    return float(loss_sum / max(steps, 1))
-
-
 def train_clients(
     round: int,
     selected: list[int],
@@ -140,51 +129,55 @@ def train_clients(
     eval_local: bool = False,
 ) -> tuple[list[ClientUpdate], list[float]]:
     """Train the selected clients; returns updates and (optionally) the local models' test
-    accuracies before aggregation. Side by side (``fedkd.engine.batched``) where the spec asks for
-    it and the strategy and model support it, else one after another."""
-    if env.engine(strategy)["used"] == "batched":
-        from fedkd.engine.batched import train_clients_batched
-
-        return train_clients_batched(
-            round, selected, global_model, payload, strategy, env, eval_local
-        )
+    accuracies before aggregation."""
+    spec, device = env.spec, env.device
     frozen_global = frozen_copy(global_model)
     global_state = global_model.state_dict()
     worker = env.worker()
-    updates, local_acc = [], []
+    worker.load_state_dict(global_state)
+    clients, schedules = [], []
     for cid in selected:
-        worker.load_state_dict(global_state)
-        data = env.dataset.train.subset(env.client_index[cid])
+        schedule = env.schedule(round, cid)
         client = ClientContext(
-            client_id=cid,
-            round=round,
-            model=worker,
-            global_model=frozen_global,
-            payload=payload,
-            data=data,
-            num_classes=env.num_classes,
-            device=env.device,
-            build_model=env.build_model,
-            preprocess=env.preprocess,
-        )
+            client_id=cid, round=round, model=worker, global_model=frozen_global,
+            payload=payload, data=env.dataset.train.subset(env.client_index[cid]),
+            num_classes=env.num_classes, device=device, build_model=env.build_model,
+            preprocess=env.preprocess, num_steps=schedule.num_steps, batch_size=spec.batch_size,
+            seed=derive_seed(spec.seed, "client", round, cid),
+        )  # fmt: skip
         strategy.client_begin(client)
-        seed = derive_seed(env.spec.seed, "client", round, cid)
-        train_loss = local_train(client, strategy, env, seed)
-        if not torch.isfinite(torch.tensor(train_loss)):
+        clients.append(client)
+        schedules.append(schedule)
+
+    trained = env.trainer(strategy, len(selected)).train(clients, schedules, frozen_global)
+
+    losses = torch.stack([t.loss.float() for t in trained]).cpu()  # one read per round
+    for cid, loss in zip(selected, losses.tolist(), strict=True):
+        if not torch.isfinite(torch.tensor(loss)):
             raise DivergedError(
                 f"client {cid} reached a non-finite training loss in round {round + 1}"
             )
+    updates, local_acc = [], []
+    named = dict(worker.named_parameters())
+    for client, result, loss in zip(clients, trained, losses.tolist(), strict=True):
+        with torch.no_grad():
+            worker.load_state_dict(global_state)
+            for n, v in result.params.items():
+                named[n].copy_(v)
+        client.model = worker
+        client.steps = result.steps
+        # the global generator is the same for client_end whichever trainer ran
+        torch.manual_seed(derive_seed(spec.seed, "client_end", round, client.client_id))
         extras = strategy.client_end(client)
         if eval_local:
-            stats = evaluate(worker, env.dataset.test, env.preprocess, env.num_classes)
-            local_acc.append(stats["acc"])
+            local_acc.append(evaluate(worker, env.dataset.test, env.preprocess, env.num_classes)["acc"])
         updates.append(
             ClientUpdate(
-                client_id=cid,
+                client_id=client.client_id,
                 state={k: v.detach().clone() for k, v in worker.state_dict().items()},
-                num_samples=len(data),
-                num_steps=client.steps,
-                train_loss=train_loss,
+                num_samples=len(client.data),
+                num_steps=result.steps,
+                train_loss=loss,
                 extras=extras,
             )
         )

@@ -1,51 +1,52 @@
-"""CUDA graphs for the batched engine (``FEDKD_CUDA_GRAPHS=1`` on a CUDA device).
+"""CUDA graphs for the K-client trainer (``FEDKD_CUDA_GRAPHS=1`` on a CUDA device).
 
-Each group shape's whole step (forward, backward, clipping, optimizer, loss accumulation) is
-captured once per round over static buffers and replayed; batch gathering and augmentation fill
-the static inputs outside the graph. This path has not been run on a GPU by its author (no GPU
-was available); see tests/test_batched_gpu.py.
+The trainer's step reads and writes only buffers that live for the whole run (the flat
+parameters and optimizer state, the step tables, the declared values, a device step counter), so
+its kernels are captured once and replayed for every step of every round. Capture follows
+torch's recipe: warm-up iterations on a side stream (they are real steps), then the capture (which
+runs nothing), then replays. The capture happens on the run's device (``torch.cuda.set_device`` is
+called when the run starts).
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from fedkd.engine.batched_trainer import BatchedTrainer, Group
-
 GRAPHS_ENV = "FEDKD_CUDA_GRAPHS"
+WARMUP_STEPS = 2  # eager steps on a side stream before the capture (torch's recipe uses a few)
 
 
 def graphs_requested(device: torch.device) -> bool:
     return device.type == "cuda" and os.environ.get(GRAPHS_ENV, "0") not in ("", "0")
 
 
-def on_side_stream(fn) -> None:
-    """CUDA graph capture wants the warm-up iterations on a side stream."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-
-
 class GraphedStep:
-    """One group shape's whole step captured as a CUDA graph over static input buffers.
+    """A step function run eagerly for its first ``WARMUP_STEPS`` calls, then captured and
+    replayed. The step must advance its own device step counter (the capture does not run)."""
 
-    The stacked parameters, optimizer buffers and loss sums live at fixed addresses for the round,
-    so the graph updates them in place; each replay only needs the batch copied into ``x``/``y``.
-    Unverified on a GPU by its author (see the module doc)."""
+    def __init__(self, step_fn, device: torch.device):
+        self.step_fn, self.device = step_fn, device
+        self.calls = 0
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.stream = torch.cuda.Stream(device=device)
 
-    def __init__(self, trainer: BatchedTrainer, g: Group, x: torch.Tensor, y: torch.Tensor, t):
-        self.x, self.y = x.clone(), y.clone()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            trainer.step(g, self.x, self.y, t)  # t > 0: the momentum update, not its creation
-
-    def replay(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        self.x.copy_(x, non_blocking=True)
-        self.y.copy_(y, non_blocking=True)
-        self.graph.replay()
+    def step(self) -> None:
+        if self.graph is not None:
+            self.graph.replay()
+            return
+        current = torch.cuda.current_stream(self.device)
+        self.stream.wait_stream(current)
+        if self.calls < WARMUP_STEPS:
+            with torch.cuda.stream(self.stream):
+                self.step_fn()
+            current.wait_stream(self.stream)
+            self.calls += 1
+            return
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=self.stream):
+            self.step_fn()
+        current.wait_stream(self.stream)
+        self.graph = graph
+        graph.replay()  # the capture ran nothing: this is the step

@@ -80,7 +80,7 @@ def _compute(run_dir, samples: int, client: int, device: str, objective: str) ->
     from fedkd.config import RunSpec
     from fedkd.engine.checkpoint import load_checkpoint
     from fedkd.engine.client import train_clients
-    from fedkd.engine.evaluate import evaluate
+    from fedkd.runtime.evaluate import evaluate
     from fedkd.engine.run import Run
     from fedkd.strategies.base import Strategy
 

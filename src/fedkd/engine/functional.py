@@ -1,10 +1,5 @@
-"""The stacked-parameter view of the batched engine (``fedkd.engine.batched``).
-
-``FunctionalModel`` calls a module with given tensors in place of its parameters (inside the
-vmapped loss: one client's slice of the stacked parameters); ``stack_copies`` lays out the K
-clients' copies of a parameter; the module-state helpers fingerprint and describe a module's
-tensors for the scratch plan (``fedkd.engine.scratch``).
-"""
+"""``FunctionalModel``: a module called with given tensors in place of its parameters; inside the
+K-client trainer's vmapped loss, ``ctx.model`` (one client's slice of the stacked parameters)."""
 
 from __future__ import annotations
 
@@ -63,31 +58,3 @@ class FunctionalModel:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {k: self._tensors[k] for k in self._module.state_dict()}
-
-
-def module_state(m: nn.Module) -> dict[str, torch.Tensor]:
-    return dict(m.named_parameters()) | dict(m.named_buffers())
-
-
-def fingerprint(m: nn.Module) -> tuple:
-    """Changes whenever the module's tensors are replaced or written in place (load_state_dict)."""
-    return tuple((t.data_ptr(), t._version) for t in module_state(m).values())
-
-
-def module_signature(m: nn.Module) -> tuple:
-    return (
-        type(m),
-        tuple(sub.training for sub in m.modules()),
-        tuple((k, tuple(t.shape), t.dtype) for k, t in module_state(m).items()),
-    )
-
-
-def stack_copies(t: torch.Tensor, k: int) -> torch.Tensor:
-    """k copies of a parameter along a new leading dimension. A matrix (a linear layer's weight)
-    is laid out transposed in memory: the vmapped linear is a bmm whose weight gradient comes out
-    transposed, and in this layout it matches the parameter's strides, so the clipping and the
-    optimizer's element-wise kernels read both contiguously instead of transposing 2 x 1.6 M
-    values (the cnn's fc layer) every step."""
-    if t.dim() == 2:
-        return t.t().unsqueeze(0).repeat(k, 1, 1).transpose(1, 2)
-    return t.unsqueeze(0).repeat(k, *[1] * t.dim())

@@ -71,7 +71,8 @@ def configure_determinism(enabled: bool, device: torch.device) -> dict[str, Any]
     if torch.are_deterministic_algorithms_enabled() != enabled:
         torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
-    torch.backends.cudnn.benchmark = False
+    # autotuned convolutions where results may vary run to run anyway
+    torch.backends.cudnn.benchmark = device.type == "cuda" and not enabled
     return {
         "deterministic": enabled,
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),

@@ -16,7 +16,7 @@ import numpy as np
 from fedkd.config import RunSpec
 from fedkd.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedkd.engine.client import DivergedError, train_clients
-from fedkd.engine.evaluate import evaluate
+from fedkd.runtime.evaluate import evaluate
 from fedkd.engine.reproducibility import capture_rng, restore_rng
 from fedkd.engine.run_outputs import (
     CHECKPOINT,
@@ -36,7 +36,7 @@ from fedkd.engine.run_setup import (
     platform_cpu,
     resolve_device,
 )
-from fedkd.engine.seeding import sample_clients
+from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies.base import tensor_bytes
 
 # importable from here as before the split into run_setup and run_outputs

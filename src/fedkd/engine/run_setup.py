@@ -18,9 +18,9 @@ from fedkd.data import load_dataset
 from fedkd.data.partition import client_indices, partition_labels, read_partition
 from fedkd.engine.client import TrainEnv
 from fedkd.engine.gpu import claim_gpu
-from fedkd.engine.preprocess import Preprocessor, use_channels_last
+from fedkd.runtime.preprocess import Preprocessor, use_channels_last
 from fedkd.engine.reproducibility import configure_determinism
-from fedkd.engine.seeding import derive_seed
+from fedkd.runtime.seeding import derive_seed
 from fedkd.models import build_model
 from fedkd.provenance import library_versions, package_hash, run_code_hash
 from fedkd.strategies import get_strategy_class
@@ -50,7 +50,10 @@ def resolve_device(name: str) -> torch.device:
             "device='cuda' was asked for but CUDA is not available; use device=auto or cpu"
         )
     count = torch.cuda.device_count()
-    return torch.device("cuda", claim_gpu(count) if count > 1 else 0)
+    device = torch.device("cuda", claim_gpu(count) if count > 1 else 0)
+    # streams, graphs and caches made without a device argument land on the current device
+    torch.cuda.set_device(device)
+    return device
 
 
 def device_name(device: torch.device) -> str:

@@ -15,6 +15,8 @@ from fedkd.models.base import FedModel, image_shape
 
 
 class FedAvgCNN(FedModel):
+    foldable = True
+
     def __init__(
         self,
         num_classes: int,

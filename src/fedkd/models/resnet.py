@@ -80,6 +80,8 @@ class Bottleneck(nn.Module):
 
 
 class ResNet(FedModel):
+    foldable = True
+
     def __init__(
         self,
         block: type[BasicBlock] | type[Bottleneck],

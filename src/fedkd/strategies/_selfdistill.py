@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from fedkd.losses import frozen_outputs, soft_cross_entropy
-from fedkd.strategies.base import ClientContext, LocalBatch, Strategy, Traits
+from fedkd.losses import soft_cross_entropy
+from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Strategy, Traits
 
 
 def self_distill_loss(
@@ -25,14 +25,17 @@ def self_distill_loss(
     y: torch.Tensor,
     weight: torch.Tensor | float,
     temperature: float = 1.0,
+    reduction: str = "mean",
 ) -> torch.Tensor:
-    """Batch mean of (1 - a_i) CE(y_i, p_i) + a_i CE(softmax(t_i/T), softmax(s_i/T)).
+    """Batch mean (per sample with ``reduction="none"``) of
+    (1 - a_i) CE(y_i, p_i) + a_i CE(softmax(t_i/T), softmax(s_i/T)).
 
     ``weight`` is a scalar a (FedLSD) or one a_i per sample (FedCAD's a_{y_i})."""
     ce = F.cross_entropy(student_logits, y, reduction="none")
     t = temperature
     soft = soft_cross_entropy(student_logits / t, F.softmax(teacher_logits.detach() / t, dim=1))
-    return ((1.0 - weight) * ce + weight * soft).mean()
+    per_sample = (1.0 - weight) * ce + weight * soft
+    return per_sample if reduction == "none" else per_sample.mean()
 
 
 class SelfDistillStrategy(Strategy):
@@ -44,15 +47,20 @@ class SelfDistillStrategy(Strategy):
     # no shared extras, no proxy data, no change to the network (FedCAD / FedLSD papers)
     traits = Traits(extra_information="none", proxy_data=False, modifies_model=False)
 
-    def sample_weights(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor | float:
+    def sample_weights(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor | float:
         raise NotImplementedError
 
-    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
-        _, teacher_logits = frozen_outputs(client.global_model, batch.x)
-        return self_distill_loss(
+    def client_begin(self, client: ClientContext) -> None:
+        client.share_model("global", client.global_model)
+
+    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
+        per_sample = self_distill_loss(
             batch.logits,
-            teacher_logits,
+            ctx.outputs["global"].logits,
             batch.y,
-            self.sample_weights(batch, client),
+            self.sample_weights(batch, ctx),
             self.params.temperature,
+            reduction="none",
         )
+        return batch.mean(per_sample)
+

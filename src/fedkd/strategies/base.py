@@ -1,15 +1,36 @@
 """What a strategy is: a name, hyperparameters with the paper's defaults, table-1 traits, and hooks.
 
 The engine owns every loop (rounds, clients, batches), devices, seeding, checkpoints and metrics;
-a strategy only answers the engine's questions:
+a strategy only answers the engine's questions. Per round, in this order:
 
     payload(round, global_model)          what the server sends besides the global weights
-    client_begin(client)                  per-client set-up before local training (teachers, ...)
-    local_loss(batch, client)             the local objective for one batch (default: CE)
-    client_end(client)                    what the client uploads besides its weights
+    client_begin(client)                  for every selected client, before any trains: declares
+                                          what its local_loss will read (below)
+    local_loss(batch, ctx)                the local objective of one step (default: CE), called
+                                          by one of two trainers: one client after another, or
+                                          the K selected clients side by side (vmapped over K)
+    client_end(client)                    for every client, after all trained: what it uploads
+                                          besides its weights
     aggregate(round, global_model, ups)   the new global weights (default: weighted mean)
     server_update(round, global_model, ups)  a server step after aggregation; returns metrics
     state_dict() / load_state_dict()      server and per-client state that survives rounds
+
+The contract of ``local_loss(batch, ctx)``, the same in both trainers:
+- It reads only ``batch`` (``LocalBatch``: this client's inputs, labels, sample weights and the
+  student's features and logits) and ``ctx`` (``LocalContext``): the student's parameters, the
+  received global parameters, and what ``client_begin`` declared on the ``ClientContext``:
+  ``share_model``/``own_model`` (frozen models whose outputs on the batch the engine computes:
+  ``ctx.outputs[name]``), ``share``/``own`` (tensors: ``ctx.shared``/``ctx.own``) and
+  ``own_per_step`` (one row per local step: ``ctx.step``). Shared means identical for every
+  client of the round; own means this client's (every client declares the same names and shapes).
+- It returns a scalar; per-sample terms are averaged with ``batch.mean`` (padding slots weigh 0).
+- It may branch on which names were declared, never on tensor values (no ``.item()``, no
+  ``if tensor``), draws no random numbers (declare them per step instead), and keeps no state:
+  in the K-client trainer it runs under ``torch.func.vmap`` and may be recorded once as a CUDA
+  graph and replayed for every step of every round.
+- ``client_begin`` and ``client_end`` run outside training, one client at a time, and may do
+  anything (evaluate, keep per-client state). In ``client_begin`` ``client.model`` holds the
+  global weights; in ``client_end`` the client's trained weights and ``client.steps`` its steps.
 
 Everything sent or uploaded is counted in bytes by walking the tensors, so the accounting cannot
 drift from what the strategy actually exchanges.
@@ -19,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -55,34 +76,107 @@ class ServerContext:
     )
     client_sizes: list[int]
     client_label_counts: torch.Tensor  # (num_clients, num_classes), int64
-    # the run's batch preprocessing (fedkd.engine.preprocess.Preprocessor); None: built from spec
+    # the run's batch preprocessing (fedkd.runtime.preprocess.Preprocessor); None: built from spec
     preprocess: Any = None
 
     def preprocessor(self):
         """The run's preprocessing: augmentation policy, normalisation and memory format."""
         if self.preprocess is None:
-            from fedkd.engine.preprocess import Preprocessor
+            from fedkd.runtime.preprocess import Preprocessor
 
             self.preprocess = Preprocessor(self.dataset, self.spec.augment, self.device)
         return self.preprocess
 
 
+class Outputs(NamedTuple):
+    """A model's penultimate features and logits on a batch."""
+
+    features: torch.Tensor
+    logits: torch.Tensor
+
+
+@dataclass
+class Declared:
+    """What a client's ``client_begin`` declared for its ``local_loss`` (see the module doc)."""
+
+    shared_models: dict[str, FedModel] = field(default_factory=dict)
+    own_models: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)
+    own: dict[str, Any] = field(default_factory=dict)
+    per_step: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def names(self) -> tuple:
+        return tuple(
+            tuple(sorted(d))
+            for d in (self.shared_models, self.own_models, self.shared, self.own, self.per_step)
+        )
+
+
 @dataclass
 class ClientContext:
-    """One client's view of one round; ``scratch`` holds a strategy's per-round locals."""
+    """One client's view of one round in ``client_begin`` and ``client_end``."""
 
     client_id: int
     round: int  # 0-based
-    model: FedModel  # the model being trained (starts from the global weights)
+    model: FedModel  # begin: the global weights; end: the client's trained weights
     global_model: FedModel  # a frozen copy of the received global model (eval mode)
     payload: dict[str, Any]
     data: Any  # ArraySplit of this client's training data, on the device
     num_classes: int
     device: torch.device
     build_model: Any
-    preprocess: Any  # (x, train: bool) -> model input; augmentation when train
-    scratch: dict[str, Any] = field(default_factory=dict)
-    steps: int = 0  # local SGD steps taken so far
+    preprocess: Any  # (x, train=False) -> model input
+    num_steps: int = 0  # the local steps this client takes this round
+    batch_size: int = 0
+    seed: int = 0  # this client's seed for the round: declare random draws from it
+    steps: int = 0  # in client_end: the local steps taken
+    declared: Declared = field(default_factory=Declared)
+
+    # ---------------------------------------------------------------- declarations
+    def share_model(self, name: str, model: FedModel) -> None:
+        """A frozen model, the same object for every client: ``ctx.outputs[name]`` holds its
+        outputs on each batch (computed once for all clients side by side)."""
+        self.declared.shared_models[name] = model
+
+    def own_model(self, name: str, state: dict[str, torch.Tensor]) -> None:
+        """A frozen model of the student's architecture with this client's weights (``state``,
+        a state dict): ``ctx.outputs[name]`` holds its outputs on each batch."""
+        self.declared.own_models[name] = state
+
+    def share(self, name: str, value: Any) -> None:
+        """A tensor (or number) identical for every client: ``ctx.shared[name]``. Numbers become
+        0-d tensors, so a value that changes between rounds is read, not baked in."""
+        if not isinstance(value, torch.Tensor):
+            value = torch.tensor(float(value), device=self.device)
+        self.declared.shared[name] = value
+
+    def own(self, name: str, value: Any) -> None:
+        """This client's tensor, or dict of tensors (same shapes for every client):
+        ``ctx.own[name]``."""
+        if not isinstance(value, (torch.Tensor, dict)):
+            value = torch.tensor(float(value), device=self.device)
+        self.declared.own[name] = value
+
+    def own_per_step(self, name: str, value: torch.Tensor) -> None:
+        """(num_steps, ...): row s is ``ctx.step[name]`` at this client's local step s."""
+        if value.shape[0] != self.num_steps:
+            raise ValueError(
+                f"own_per_step({name!r}): {value.shape[0]} rows for {self.num_steps} local steps"
+            )
+        self.declared.per_step[name] = value
+
+
+@dataclass
+class LocalContext:
+    """What ``local_loss`` may read besides the batch (see the module doc)."""
+
+    params: dict[str, torch.Tensor]  # this client's trainable parameters, by name
+    model: Any  # the student with these parameters, callable (e.g. model.classifier(z))
+    global_params: dict[str, torch.Tensor]  # the received global model's, frozen
+    outputs: dict[str, Outputs] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)
+    own: dict[str, Any] = field(default_factory=dict)
+    step: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,9 +185,23 @@ class LocalBatch:
     y: torch.Tensor
     features: torch.Tensor
     logits: torch.Tensor
+    # per-sample weights summing to 1 (padding slots 0); None: a plain mean over the batch
+    weight: torch.Tensor | None = None
 
-    def ce(self, reduction: str = "mean") -> torch.Tensor:
-        return F.cross_entropy(self.logits, self.y, reduction=reduction)
+    def mean(self, per_sample: torch.Tensor) -> torch.Tensor:
+        """The batch mean of a per-sample quantity (padding slots excluded)."""
+        if self.weight is None:
+            return per_sample.mean()
+        return (per_sample * self.weight).sum()
+
+    def ce(self) -> torch.Tensor:
+        return self.mean(per_sample_ce(self.logits, self.y))
+
+
+def per_sample_ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy per sample, as -log_softmax at the label: what F.cross_entropy computes, in
+    half the kernels under vmap (its batching rule decomposes nll_loss into a dozen ops)."""
+    return -F.log_softmax(logits, dim=-1).gather(-1, y.unsqueeze(-1)).squeeze(-1)
 
 
 @dataclass
@@ -113,9 +221,9 @@ class Strategy:
     Params: ClassVar[type] = NoParams
     traits: ClassVar[Traits] = Traits()
     uses_projection_head: ClassVar[bool] = False
-    # whether the batched client engine (fedkd.engine.batched) may train this strategy's clients
-    # side by side; tests/test_batched.py holds every strategy that says so to the sequential
-    # path's numbers. False, with a reason, where local_loss does what vmap cannot reproduce.
+    # whether the K-client trainer (fedkd.engine.kclient) may train this strategy's clients side
+    # by side; tests/test_trainers.py holds every strategy that says so to the sequential
+    # trainer's numbers. False, with a reason, for a local_loss that breaks the contract above.
     batched: ClassVar[bool] = True
     batched_reason: ClassVar[str] = ""
 
@@ -150,7 +258,7 @@ class Strategy:
     def client_begin(self, client: ClientContext) -> None:
         pass
 
-    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
+    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
         return batch.ce()
 
     def client_end(self, client: ClientContext) -> dict[str, Any]:

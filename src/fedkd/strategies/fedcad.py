@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from fedkd.losses import frozen_outputs
 from fedkd.strategies._selfdistill import SelfDistillStrategy
-from fedkd.strategies.base import ClientContext, LocalBatch
+from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext
 
 
 @dataclass
@@ -66,15 +66,18 @@ class FedCAD(SelfDistillStrategy):
 
     @torch.no_grad()
     def client_begin(self, client: ClientContext) -> None:
+        super().client_begin(client)
         data, chunk = client.data, 1000
         probs = [torch.empty(0, client.num_classes, device=data.y.device)]
         for start in range(0, len(data), chunk):
             x = client.preprocess(data.x[start : start + chunk], train=False)
             _, logits = frozen_outputs(client.global_model, x)
             probs.append(F.softmax(logits.float() / self.params.temperature, dim=1))
-        client.scratch["class_weights"] = class_adaptive_weights(
+        weights = class_adaptive_weights(
             torch.cat(probs), data.y, client.num_classes, self.params.beta, self.params.gamma
         )
+        client.own("class_weights", weights)
 
-    def sample_weights(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
-        return client.scratch["class_weights"][batch.y]
+    def sample_weights(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
+        return ctx.own["class_weights"][batch.y]
+

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import torch
 
-from fedkd.engine.evaluate import evaluate
-from fedkd.engine.seeding import derive_seed
+from fedkd.runtime.evaluate import evaluate
+from fedkd.runtime.seeding import derive_seed
 from fedkd.losses import kd_kl
 from fedkd.strategies.base import ClientUpdate, Strategy, Traits
 

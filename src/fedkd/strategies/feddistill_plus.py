@@ -33,7 +33,14 @@ from dataclasses import dataclass
 import torch
 
 from fedkd.losses import kd_kl
-from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, Strategy, Traits
+from fedkd.strategies.base import (
+    ClientContext,
+    ClientUpdate,
+    LocalBatch,
+    LocalContext,
+    Strategy,
+    Traits,
+)
 
 EVAL_CHUNK = 512  # samples per forward pass when computing the upload
 TARGETS = ("global", "uniform")
@@ -86,11 +93,13 @@ def label_distill_loss(
     global_logits: torch.Tensor,
     known: torch.Tensor,
     temperature: float = 1.0,
+    reduction: str = "mean",
 ) -> torch.Tensor:
-    """Batch mean of KL(softmax(global_logits[y]/T) || softmax(student/T)) * T^2; samples whose label
-    has no global logits yet contribute zero."""
+    """Batch mean (per sample with ``reduction="none"``) of KL(softmax(global_logits[y]/T) ||
+    softmax(student/T)) * T^2; samples whose label has no global logits yet contribute zero."""
     per_sample = kd_kl(student_logits, global_logits[y], temperature, reduction="none")
-    return (per_sample * known[y].to(per_sample.dtype)).mean()
+    per_sample = per_sample * known[y].to(per_sample.dtype)
+    return per_sample if reduction == "none" else per_sample.mean()
 
 
 class FedDistillPlus(Strategy):
@@ -117,24 +126,28 @@ class FedDistillPlus(Strategy):
         dev = self.ctx.device
         return {"global_logits": self.global_logits.to(dev), "known": self.known.to(dev)}
 
-    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
-        ce = batch.ce()
+    def client_begin(self, client: ClientContext) -> None:
         if self.params.target == "uniform":
-            if client.round == 0:  # the released worker distils from its second round on
-                return ce
-            # the released worker's global logits stay zeros: softmax(0) is uniform
+            # the released worker distils from its second round on, toward softmax(0): uniform
+            if client.round > 0:
+                client.share("uniform_target", 1.0)
+        elif "global_logits" in client.payload:
+            client.share("global_logits", client.payload["global_logits"])
+            client.share("known", client.payload["known"])
+
+    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
+        ce = batch.ce()
+        p = self.params
+        if "uniform_target" in ctx.shared:
             uniform = torch.zeros_like(batch.logits)
-            return ce + self.params.coef * kd_kl(batch.logits, uniform, self.params.temperature)
-        if "global_logits" not in client.payload:
+            return ce + p.coef * batch.mean(kd_kl(batch.logits, uniform, p.temperature, "none"))
+        if "global_logits" not in ctx.shared:
             return ce
         kd = label_distill_loss(
-            batch.logits,
-            batch.y,
-            client.payload["global_logits"],
-            client.payload["known"],
-            self.params.temperature,
-        )
-        return ce + self.params.coef * kd
+            batch.logits, batch.y, ctx.shared["global_logits"], ctx.shared["known"],
+            p.temperature, reduction="none",
+        )  # fmt: skip
+        return ce + p.coef * batch.mean(kd)
 
     @torch.no_grad()
     def client_end(self, client: ClientContext) -> dict:

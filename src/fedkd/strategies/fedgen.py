@@ -26,8 +26,10 @@ Server step each round (after aggregation), following FedGen's train_generator:
 Server randomness (noise, labels) comes from derive_seed(seed, "fedgen", round); the generator's
 initial weights from derive_seed(seed, "fedgen-init"), so a resumed run is identical.
 
-Client side: y_s has the batch's size (FedGen's gen_batch_size / batch_size ratio = 1) and is drawn
-uniformly among all labels of the federation (`sample_labels="all"`, as FedGen's code and the FedGKD
+Client side: y_s has the local batch size (FedGen's gen_batch_size / batch_size ratio = 1; also for
+an epoch's last, smaller batch) and is drawn, with the noise, from the client's own generator
+(seeded per run, round and client) before local training; G is fixed while the client trains, so
+its features G(y_s) for every step are computed then too. y_s is drawn uniformly among all labels of the federation (`sample_labels="all"`, as FedGen's code and the FedGKD
 authors' code do: generated samples of the classes a client lacks are the point of FedGen under
 label skew); `sample_labels="client"` restricts them to the labels the client holds. FedGen's code
 also adds a second client term (generative_beta: KL between the model's outputs on real data and on
@@ -46,9 +48,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedkd.engine.seeding import derive_seed
+from fedkd.runtime.seeding import derive_seed
 from fedkd.strategies._paper_setting import paper_setting
-from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, Strategy, Traits
+from fedkd.strategies.base import (
+    ClientContext,
+    ClientUpdate,
+    LocalBatch,
+    LocalContext,
+    Strategy,
+    Traits,
+)
 
 SAMPLE_LABELS = ("client", "all")
 # alpha_0 per paper setting, from the FedGKD authors' code; 1 elsewhere (CIFAR-100, the text sets)
@@ -147,8 +156,6 @@ class FedGen(Strategy):
     )
     Params = FedGenParams
     traits = Traits(extra_information="label counts", proxy_data=False, modifies_model=False)
-    batched = False
-    batched_reason = "local_loss draws labels and noise from the global random generator"
 
     @classmethod
     def dataset_defaults(cls, dataset, model):
@@ -194,36 +201,41 @@ class FedGen(Strategy):
             "generator": {k: v.detach().clone() for k, v in self.generator.state_dict().items()}
         }
 
+    @torch.no_grad()
     def client_begin(self, client: ClientContext) -> None:
         state = client.payload.get("generator")
         coef = coefficient(self.params.coef, client.round, self.params.coef_decay)
-        client.scratch["coef"] = 0.0 if state is None else coef
-        if client.scratch["coef"] == 0.0:
+        if state is None or coef == 0.0:
             return
         if self._client_generator is None:
             feature_dim = state["out.weight"].shape[0]
             self._client_generator = self._new_generator(feature_dim).to(client.device).eval()
             for p in self._client_generator.parameters():
                 p.requires_grad_(False)
-        self._client_generator.load_state_dict(state)
-        if self.params.sample_labels == "client":
-            client.scratch["labels"] = torch.unique(client.data.y)
-        else:
-            client.scratch["labels"] = torch.arange(client.num_classes, device=client.device)
-
-    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
-        ce = batch.ce()
-        coef = client.scratch["coef"]
-        if coef == 0.0:
-            return ce
-        labels = client.scratch["labels"]
         gen = self._client_generator
-        # torch's global generator is seeded per (run, round, client) by the engine
-        n = batch.y.shape[0]
-        y_s = labels[torch.randint(len(labels), (n,), device=labels.device)]
-        with torch.no_grad():  # G is fixed on the client: only the classifier learns from it
-            z = gen(y_s, gen.sample_noise(n))
-        return ce + coef * F.cross_entropy(client.model.classifier(z), y_s)
+        gen.load_state_dict(state)
+        if self.params.sample_labels == "client":
+            labels = torch.unique(client.data.y)
+        else:
+            labels = torch.arange(client.num_classes, device=client.device)
+        # every step's labels and noise, from this client's generator (on the CPU: the same draws
+        # on every device), and G's features for them
+        rng = torch.Generator().manual_seed(derive_seed(client.seed, "fedgen"))
+        shape = (client.num_steps, client.batch_size)
+        pick = torch.randint(len(labels), shape, generator=rng).to(client.device)
+        y_s = labels[pick]
+        noise = torch.rand(*shape, gen.noise_dim, generator=rng).to(client.device)
+        z = gen(y_s.flatten(), noise.flatten(0, 1)).view(*shape, -1)
+        client.share("coef", coef)
+        client.own_per_step("generated", z)
+        client.own_per_step("generated_labels", y_s)
+
+    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
+        ce = batch.ce()
+        if "generated" not in ctx.step:
+            return ce
+        logits = ctx.model.classifier(ctx.step["generated"])
+        return ce + ctx.shared["coef"] * F.cross_entropy(logits, ctx.step["generated_labels"])
 
     def client_end(self, client: ClientContext) -> dict:
         return {"label_counts": torch.bincount(client.data.y, minlength=client.num_classes)}

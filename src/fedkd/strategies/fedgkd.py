@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import torch
 
-from fedkd.losses import frozen_outputs, kd_kl
+from fedkd.losses import kd_kl
 from fedkd.models.base import FedModel
 from fedkd.strategies._buffer import BufferedStrategy
 from fedkd.strategies._paper_setting import is_text
-from fedkd.strategies.base import ClientContext, LocalBatch, Traits
+from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Traits
 
 REGULARIZERS = ("kl", "mse")
 M1_TEACHERS = ("current", "initial")
@@ -65,12 +65,16 @@ class FedGKDParams:
         self.buffer = int(self.buffer)
 
 
-def logit_mse(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
-    """Mean squared error between logits, averaged over batch and classes.
+def logit_mse(
+    student_logits: torch.Tensor, teacher_logits: torch.Tensor, reduction: str = "mean"
+) -> torch.Tensor:
+    """Mean squared error between logits, averaged over classes (and the batch, unless
+    ``reduction="none"``).
 
     The paper (Table 9) only says "MSE defined over the logit"; this is the authors' code,
     ``F.mse_loss(student_logits, teacher_logits)`` with the same coefficient gamma/2 as the KL."""
-    return (student_logits - teacher_logits.detach()).pow(2).mean()
+    per_sample = (student_logits - teacher_logits.detach()).pow(2).mean(dim=-1)
+    return per_sample if reduction == "none" else per_sample.mean()
 
 
 def gkd_regularizer(
@@ -78,12 +82,16 @@ def gkd_regularizer(
     teacher_logits: torch.Tensor,
     regularizer: str = "kl",
     temperature: float = 1.0,
+    reduction: str = "mean",
 ) -> torch.Tensor:
-    """The distillation term without its coefficient: T^2 KL(teacher ‖ student) or logit MSE."""
+    """The distillation term without its coefficient: T^2 KL(teacher ‖ student) or logit MSE,
+    batch mean (per sample with ``reduction="none"``)."""
     if regularizer == "kl":
-        return kd_kl(student_logits, teacher_logits, temperature)
+        return kd_kl(
+            student_logits, teacher_logits, temperature, "none" if reduction == "none" else "batchmean"
+        )
     if regularizer == "mse":
-        return logit_mse(student_logits, teacher_logits)
+        return logit_mse(student_logits, teacher_logits, reduction)
     raise ValueError(f"regularizer={regularizer!r}; use one of {', '.join(REGULARIZERS)}")
 
 
@@ -132,24 +140,27 @@ class FedGKD(BufferedStrategy):
 
     def client_begin(self, client: ClientContext) -> None:
         if not self.distils(client.round):
-            client.scratch["teacher"] = None
-        elif self.params.m1_teacher == "initial":  # the released code: w_0 stays the teacher
-            client.scratch["teacher"] = self.teachers_from(client, [self.initial_state])[0]
+            return  # exactly FedAvg's loss: not even a zero-weighted term is added
+        if self.params.m1_teacher == "initial":  # the released code: w_0 stays the teacher
+            teacher = self.teachers_from(client, [self.initial_state])[0]
         elif "teacher" in client.payload:
-            client.scratch["teacher"] = self.teachers_from(client, [client.payload["teacher"]])[0]
+            teacher = self.teachers_from(client, [client.payload["teacher"]])[0]
         else:
-            client.scratch["teacher"] = client.global_model  # M = 1: w̄_t = w_t
+            teacher = client.global_model  # M = 1: w̄_t = w_t
+        client.share_model("teacher", teacher)
 
-    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
+    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
         ce = batch.ce()
-        teacher = client.scratch["teacher"]
-        if teacher is None:
-            return ce  # exactly FedAvg's loss: not even a zero-weighted term is added
-        _, teacher_logits = frozen_outputs(teacher, batch.x)
+        if "teacher" not in ctx.outputs:
+            return ce
         reg = gkd_regularizer(
-            batch.logits, teacher_logits, self.params.regularizer, self.params.temperature
+            batch.logits,
+            ctx.outputs["teacher"].logits,
+            self.params.regularizer,
+            self.params.temperature,
+            reduction="none",
         )
-        return ce + self.coef * reg
+        return ce + self.coef * batch.mean(reg)
 
     def state_dict(self) -> dict:
         state = super().state_dict()

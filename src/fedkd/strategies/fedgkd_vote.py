@@ -19,12 +19,12 @@ from typing import Any
 
 import torch
 
-from fedkd.engine.evaluate import evaluate
-from fedkd.losses import frozen_outputs, kd_kl
+from fedkd.runtime.evaluate import evaluate
+from fedkd.losses import kd_kl
 from fedkd.models.base import FedModel
 from fedkd.strategies._buffer import BufferedStrategy
 from fedkd.strategies._paper_setting import is_text
-from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, Traits
+from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, LocalContext, Traits
 
 
 @dataclass
@@ -100,16 +100,17 @@ class FedGKDVote(BufferedStrategy):
 
     def client_begin(self, client: ClientContext) -> None:
         if "weights" not in client.payload:
-            client.scratch["vote"] = []
-            return
+            return  # the first round: nothing to distil
         teachers = [client.global_model, *self.teachers_from(client, client.payload["teachers"])]
-        client.scratch["vote"] = list(zip(client.payload["weights"], teachers, strict=True))
+        for m, (weight, teacher) in enumerate(zip(client.payload["weights"], teachers, strict=True)):
+            client.share_model(f"vote{m}", teacher)
+            client.share(f"vote{m}", weight)
 
-    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
+    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
         loss = batch.ce()
-        for weight, teacher in client.scratch["vote"]:
-            _, teacher_logits = frozen_outputs(teacher, batch.x)
-            loss = loss + weight * kd_kl(batch.logits, teacher_logits)
+        for name, outputs in ctx.outputs.items():  # vote0 (the current global model), vote1, ...
+            kl = kd_kl(batch.logits, outputs.logits, reduction="none")
+            loss = loss + ctx.shared[name] * batch.mean(kl)
         return loss
 
     def server_update(

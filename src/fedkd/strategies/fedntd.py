@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from fedkd.losses import frozen_outputs
-from fedkd.strategies.base import ClientContext, LocalBatch, Strategy, Traits
+from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Strategy, Traits
 
 
 @dataclass
@@ -32,14 +31,20 @@ def not_true_logits(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def not_true_kl(
-    student_logits: torch.Tensor, teacher_logits: torch.Tensor, y: torch.Tensor, tau: float = 1.0
+    student_logits: torch.Tensor,
+    teacher_logits: torch.Tensor,
+    y: torch.Tensor,
+    tau: float = 1.0,
+    reduction: str = "mean",
 ) -> torch.Tensor:
-    """Batch mean of KL(softmax(t_nt / tau) || softmax(s_nt / tau)) over the not-true classes."""
+    """Batch mean (per sample with ``reduction="none"``) of KL(softmax(t_nt / tau) ||
+    softmax(s_nt / tau)) over the not-true classes."""
     s = not_true_logits(student_logits, y)
     t = not_true_logits(teacher_logits.detach(), y)
     log_p_t = F.log_softmax(t / tau, dim=1)
     log_p_s = F.log_softmax(s / tau, dim=1)
-    return (log_p_t.exp() * (log_p_t - log_p_s)).sum(dim=1).mean()
+    per_sample = (log_p_t.exp() * (log_p_t - log_p_s)).sum(dim=1)
+    return per_sample if reduction == "none" else per_sample.mean()
 
 
 class FedNTD(Strategy):
@@ -55,7 +60,11 @@ class FedNTD(Strategy):
             raise ValueError(f"fedntd: tau={params.tau} must be > 0")
         super().__init__(params, ctx)
 
-    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
-        _, teacher_logits = frozen_outputs(client.global_model, batch.x)
-        ntd = not_true_kl(batch.logits, teacher_logits, batch.y, self.params.tau)
-        return batch.ce() + self.params.beta * ntd
+    def client_begin(self, client: ClientContext) -> None:
+        client.share_model("global", client.global_model)
+
+    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
+        teacher_logits = ctx.outputs["global"].logits
+        ntd = not_true_kl(batch.logits, teacher_logits, batch.y, self.params.tau, reduction="none")
+        return batch.ce() + self.params.beta * batch.mean(ntd)
+

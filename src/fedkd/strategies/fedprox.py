@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import torch
 
 from fedkd.strategies._paper_setting import paper_setting
-from fedkd.strategies.base import ClientContext, LocalBatch, Strategy
+from fedkd.strategies.base import LocalBatch, LocalContext, Strategy
 
 # fedgkd Sec. 5.1: mu 0.01 on CIFAR-10, 0.001 on CIFAR-100, Tiny-ImageNet and the text sets
 MU = {"cifar10": 0.01}
@@ -16,11 +16,9 @@ class FedProxParams:
     mu: float = 0.01
 
 
-def proximal_term(model: torch.nn.Module, anchor: torch.nn.Module) -> torch.Tensor:
-    """||w - w_t||^2 over the trainable parameters."""
-    return sum(
-        (p - q).pow(2).sum() for p, q in zip(model.parameters(), anchor.parameters(), strict=True)
-    )
+def proximal_term(params: dict[str, torch.Tensor], anchor: dict[str, torch.Tensor]) -> torch.Tensor:
+    """||w - w_t||^2 over the trainable parameters (both by name)."""
+    return sum((p - anchor[n]).pow(2).sum() for n, p in params.items())
 
 
 class FedProx(Strategy):
@@ -35,6 +33,6 @@ class FedProx(Strategy):
     def dataset_defaults(cls, dataset, model):
         return {"mu": MU.get(paper_setting(dataset), 0.001)}
 
-    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
-        prox = proximal_term(client.model, client.global_model)
+    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
+        prox = proximal_term(ctx.params, ctx.global_params)
         return batch.ce() + 0.5 * self.params.mu * prox

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from fedkd.strategies._paper_setting import paper_setting
-from fedkd.strategies.base import ClientContext, LocalBatch, Strategy, Traits
+from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Strategy, Traits
 
 # fedgkd Sec. 5.1: mu 5 on CIFAR-10 and CIFAR-100, 1 on Tiny-ImageNet, 0.1 on the text sets
 MU = {"tinyimagenet": 1.0, "text": 0.1}
@@ -76,27 +76,18 @@ class Moon(Strategy):
     def __init__(self, params, ctx):
         super().__init__(params, ctx)
         self.previous: dict[int, dict[str, torch.Tensor]] = {}  # client id -> CPU state dict
-        self._prev_model = None  # one reusable frozen model the previous weights are loaded into
 
     def client_begin(self, client: ClientContext) -> None:
-        state = self.previous.get(client.client_id)
-        if state is None:
-            client.scratch["previous"] = None  # first participation: the global model stands in
-            return
-        if self._prev_model is None:
-            self._prev_model = client.build_model().eval()
-            for p in self._prev_model.parameters():
-                p.requires_grad_(False)
-        self._prev_model.load_state_dict(state)
-        client.scratch["previous"] = self._prev_model
+        client.share_model("global", client.global_model)
+        # first participation: the global model stands in for the previous one
+        state = self.previous.get(client.client_id) or client.global_model.state_dict()
+        client.own_model("previous", state)
 
-    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
-        with torch.no_grad():
-            z_glob = client.global_model.features(batch.x)
-            prev = client.scratch["previous"]
-            z_prev = z_glob if prev is None else prev.features(batch.x)
-        con = model_contrastive_loss(batch.features, z_glob, z_prev, self.params.tau)
-        return batch.ce() + self.params.mu * con
+    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
+        z_glob = ctx.outputs["global"].features
+        z_prev = ctx.outputs["previous"].features
+        con = model_contrastive_loss(batch.features, z_glob, z_prev, self.params.tau, "none")
+        return batch.ce() + self.params.mu * batch.mean(con)
 
     def client_end(self, client: ClientContext) -> dict:
         # stays on the client: stored, not uploaded

@@ -38,6 +38,7 @@ from fedkd.strategies.base import (
     ClientContext,
     ClientUpdate,
     LocalBatch,
+    LocalContext,
     Strategy,
     Traits,
     weighted_average,
@@ -102,15 +103,13 @@ class Scaffold(Strategy):
     def client_begin(self, client: ClientContext) -> None:
         c = client.payload["c"]
         ci = self.c_local.get(client.client_id)
-        named = dict(client.model.named_parameters())
-        client.scratch["cv_params"] = [named[n] for n in self.names]
-        client.scratch["cv_corr"] = [
-            c[n] if ci is None else c[n] - ci[n].to(client.device) for n in self.names
-        ]
+        correction = {n: c[n] if ci is None else c[n] - ci[n].to(client.device) for n in self.names}
+        client.own("correction", correction)
 
-    def local_loss(self, batch: LocalBatch, client: ClientContext) -> torch.Tensor:
-        s = client.scratch
-        return batch.ce() + control_variate_term(s["cv_params"], s["cv_corr"])
+    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
+        corr = ctx.own["correction"]
+        params = [ctx.params[n] for n in self.names]
+        return batch.ce() + control_variate_term(params, [corr[n] for n in self.names])
 
     @torch.no_grad()
     def client_end(self, client: ClientContext) -> dict:

@@ -1,0 +1,43 @@
+"""Which trainer a run uses (recorded in run.json): the spec's ``engine``, the strategy and the
+model decide."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fedkd.engine.cuda_graphs import graphs_requested
+from fedkd.engine.folding import fold_error
+from fedkd.strategies.base import Strategy
+
+# engine "auto" off CUDA: a CPU has no kernel-launch overhead for the K-client trainer to save
+AUTO_ON_CPU = (
+    "engine auto: sequential off CUDA, where the K-client trainer saves no launch overhead "
+    "(docs/performance.md); engine: batched forces it"
+)
+
+
+def engine_choice(spec, strategy: Strategy, model: nn.Module, device: torch.device) -> dict:
+    """``{"requested", "used", "reason"}`` (+ ``cuda_graphs`` when K-client): ``used`` is
+    "batched" (the K-client trainer) or "sequential"."""
+    requested = getattr(spec, "engine", "sequential")
+    reason = None
+    wanted = requested
+    if requested == "auto":
+        wanted = "batched" if device.type == "cuda" else "sequential"
+        if wanted == "sequential":
+            reason = AUTO_ON_CPU
+    if wanted == "batched":
+        if not type(strategy).batched:
+            reason = f"strategy {type(strategy).name!r} declares batched = False" + (
+                f": {type(strategy).batched_reason}" if type(strategy).batched_reason else ""
+            )
+        elif getattr(spec, "compile", "none") != "none":
+            reason = f"compile={spec.compile!r} compiles the sequential worker model"
+        else:
+            reason = fold_error(model)
+    used = "batched" if wanted == "batched" and reason is None else "sequential"
+    choice = {"requested": requested, "used": used, "reason": reason}
+    if used == "batched":
+        choice["cuda_graphs"] = graphs_requested(device)
+    return choice

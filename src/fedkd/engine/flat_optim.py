@@ -1,0 +1,100 @@
+"""Clipping and optimizers of the K-client trainer on flat (K, P) buffers: each client's row is all
+its parameters, so clipping, SGD and Adam are a handful of kernels for all clients together.
+
+The arithmetic is torch's per client (``clip_grad_norm_``, ``torch.optim.SGD`` without dampening
+or Nesterov, ``torch.optim.Adam`` with L2 weight decay); clients that have finished their local
+steps (``active`` 0) keep their parameters and optimizer state unchanged. Whatever varies per step
+(the active mask, Adam's bias corrections) comes in as per-step coefficients, computed on the host
+once per round (``coefficients``), so a step reads only device tensors (one CUDA graph).
+"""
+
+from __future__ import annotations
+
+import torch
+
+CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s
+
+
+def clip_rows_(g: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """``clip_grad_norm_`` per row of (K, P) gradients, in place; returns the scale per row."""
+    norm = torch.linalg.vector_norm(g, 2, dim=1, keepdim=True)
+    coef = torch.clamp(max_norm / (norm + CLIP_EPS), max=1.0)
+    g.mul_(coef)
+    return coef
+
+
+class FlatSGD:
+    """Per client: g += wd p; buf = momentum buf + g (torch creates buf as g: the same, from 0);
+    p -= lr buf."""
+
+    names = ("weight_decay", "momentum_keep", "neg_lr")
+
+    def __init__(self, params: torch.Tensor, spec):
+        self.lr, self.momentum = float(spec.lr), float(spec.momentum)
+        self.wd = float(spec.weight_decay)
+        self.buf = torch.zeros_like(params) if self.momentum else None
+
+    def reset(self) -> None:
+        if self.buf is not None:
+            self.buf.zero_()
+
+    def coefficients(self, active: torch.Tensor) -> torch.Tensor:
+        """(S, 3, K) per-step coefficients from the (S, K) 0/1 active mask."""
+        keep = active * (self.momentum - 1.0) + 1.0  # momentum where active, 1 where finished
+        return torch.stack([active * self.wd, keep, active * -self.lr], dim=1)
+
+    @torch.no_grad()
+    def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor) -> None:
+        """``g`` is already zero for finished clients; ``coef`` (3, K) this step's rows."""
+        wd, keep, neg_lr = (c.unsqueeze(1) for c in coef)
+        if self.wd:
+            g.addcmul_(p, wd)
+        if self.buf is not None:
+            self.buf.mul_(keep).add_(g)
+            g = self.buf
+        p.addcmul_(g, neg_lr)
+
+
+class FlatAdam:
+    """torch.optim.Adam per client (betas 0.9/0.999, eps 1e-8, L2 weight decay, no amsgrad);
+    every active client is at the same step t, so the bias corrections are per-step numbers."""
+
+    names = ("weight_decay", "lerp", "keep_sq", "add_sq", "bias2_sqrt", "step_size")
+
+    def __init__(self, params: torch.Tensor, spec, betas=(0.9, 0.999), eps=1e-8):
+        self.lr, self.wd = float(spec.lr), float(spec.weight_decay)
+        self.beta1, self.beta2, self.eps = betas[0], betas[1], eps
+        self.exp_avg = torch.zeros_like(params)
+        self.exp_avg_sq = torch.zeros_like(params)
+
+    def reset(self) -> None:
+        self.exp_avg.zero_()
+        self.exp_avg_sq.zero_()
+
+    def coefficients(self, active: torch.Tensor) -> torch.Tensor:
+        s = active.shape[0]
+        t = torch.arange(1, s + 1, dtype=torch.float64).unsqueeze(1)
+        bias1 = 1 - self.beta1**t
+        bias2_sqrt = (1 - self.beta2**t).sqrt()
+        a = active.double()
+        return torch.stack(
+            [
+                a * self.wd,
+                a * (1 - self.beta1),  # lerp weight: m unchanged where finished
+                a * (self.beta2 - 1.0) + 1.0,
+                a * (1 - self.beta2),
+                bias2_sqrt.expand_as(a),
+                a * -(self.lr / bias1),
+            ],
+            dim=1,
+        ).to(active.dtype)
+
+    @torch.no_grad()
+    def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor) -> None:
+        wd, lerp, keep_sq, add_sq, bias2_sqrt, step_size = (c.unsqueeze(1) for c in coef)
+        if self.wd:
+            g.addcmul_(p, wd)
+        self.exp_avg.lerp_(g, lerp)
+        self.exp_avg_sq.mul_(keep_sq).addcmul_(g * g, add_sq)
+        denom = (self.exp_avg_sq.sqrt() / bias2_sqrt).add_(self.eps)
+        p.addcmul_(self.exp_avg / denom, step_size)

@@ -1,0 +1,131 @@
+"""K copies of a network as one network: the K-client trainer's forward pass.
+
+K clients' images side by side along the channels, (B, K*C, H, W), go through one network whose
+layers are the originals widened K-fold: a convolution with K times the channels and K times the
+groups (each client's channels see only its own filters), GroupNorm with K times the groups
+(groups never straddle two clients), and a grouped linear layer (one batched matmul over the K
+clients). Element-wise layers, pooling, max-pooling and flattening act per channel and need no
+change, so the model's own ``forward`` code runs as written. Linear layers return (K, B, out):
+logits and projected features arrive per client, ready for the vmapped loss.
+
+A client's parameters in the folded network are rows of (K, ...) tensors: a convolution's weight
+(K*out, in/g, kh, kw) is the K clients' (out, in/g, kh, kw) weights one after another, i.e. a
+view of a (K, out, in/g, kh, kw) tensor. Only models whose every module is one of the layers
+below (and whose containers' forward code uses only element-wise ops, pooling and means) fold:
+``FedModel.foldable`` says so per model class, ``fold_error`` checks the modules.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+# modules that act per channel or per feature and fold unchanged
+_PASS_THROUGH = (nn.ReLU, nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, nn.Identity)
+
+
+class FoldedLinear(nn.Module):
+    """K linear layers at once: (B, K*F) or (K, B, F) inputs → (K, B, out). The weight is kept
+    as (K, in, out), each client's weight transposed, so the batched matmul and its gradient
+    need no transposing copy."""
+
+    def __init__(self, k: int, linear: nn.Linear):
+        super().__init__()
+        self.k = k
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        w = linear.weight.detach()
+        self.weight = nn.Parameter(w.new_empty(k, self.in_features, self.out_features))
+        self.bias = (
+            nn.Parameter(w.new_empty(k, self.out_features)) if linear.bias is not None else None
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:  # folded features: client k's are columns k*F .. (k+1)*F
+            x = x.view(x.shape[0], self.k, self.in_features).transpose(0, 1)
+        if self.bias is None:
+            return torch.bmm(x, self.weight)
+        return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight)
+
+
+def fold_error(model: nn.Module) -> str | None:
+    """Why ``model`` cannot be folded (None: it can)."""
+    if not getattr(type(model), "foldable", False):
+        return f"model {type(model).__name__} is not declared foldable (FedModel.foldable)"
+    for name, m in model.named_modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            return (
+                f"the model has BatchNorm ({name}): its running statistics are per-client buffers "
+                "updated in the forward pass"
+            )
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0:
+            return f"the model has active dropout ({name}, p={m.p})"
+        if isinstance(m, nn.Conv2d) and m.padding_mode != "zeros":
+            return f"convolution {name} pads with {m.padding_mode!r}, not zeros"
+        leaf = not any(True for _ in m.children())
+        if leaf and not isinstance(m, (nn.Conv2d, nn.GroupNorm, nn.Linear, *_PASS_THROUGH)):
+            return f"module {name} ({type(m).__name__}) has no folded form"
+    if any(True for _ in model.buffers()):
+        return "the model has buffers (per-client state the folded network does not keep)"
+    return None
+
+
+def _folded_layer(m: nn.Module, k: int) -> nn.Module:
+    if isinstance(m, nn.Conv2d):
+        return nn.Conv2d(
+            k * m.in_channels, k * m.out_channels, m.kernel_size, stride=m.stride,
+            padding=m.padding, dilation=m.dilation, groups=k * m.groups, bias=m.bias is not None,
+            device="meta",
+        )  # fmt: skip
+    if isinstance(m, nn.GroupNorm):
+        return nn.GroupNorm(
+            k * m.num_groups, k * m.num_channels, eps=m.eps, affine=m.affine, device="meta"
+        )
+    if isinstance(m, nn.Linear):
+        return FoldedLinear(k, m)
+    return m
+
+
+def fold(model: nn.Module, k: int) -> nn.Module:
+    """A K-fold copy of ``model`` (its parameters uninitialised: bind them with ``bind``)."""
+    folded = copy.deepcopy(model)
+
+    def widen(parent: nn.Module) -> None:
+        for name, child in parent.named_children():
+            new = _folded_layer(child, k)
+            if new is not child:
+                setattr(parent, name, new)
+            else:
+                widen(child)
+
+    widen(folded)
+    return folded
+
+
+def folded_shape(shape: torch.Size, k: int, kind: str) -> tuple[int, ...]:
+    """The shape of a parameter of original ``shape`` in the folded network (``kind`` from
+    ``param_kinds``)."""
+    if kind == "linear_weight":
+        return (k, shape[1], shape[0])
+    if kind == "linear_bias":
+        return (k, *shape)
+    return (k * shape[0], *shape[1:])
+
+
+def param_kinds(model: nn.Module) -> dict[str, str]:
+    """Per parameter name: "linear_weight", "linear_bias" or "channel" (conv, GroupNorm)."""
+    kinds = {}
+    for mod, m in model.named_modules():
+        for p, _ in m.named_parameters(recurse=False):
+            name = f"{mod}.{p}" if mod else p
+            kinds[name] = f"linear_{p}" if isinstance(m, nn.Linear) else "channel"
+    return kinds
+
+
+def bind(folded: nn.Module, tensors: dict[str, torch.Tensor], requires_grad: bool) -> None:
+    """Make the folded network's parameters the given tensors (views of the trainer's buffers)."""
+    for name, t in tensors.items():
+        mod_name, _, attr = name.rpartition(".")
+        mod = folded.get_submodule(mod_name) if mod_name else folded
+        mod._parameters[attr] = nn.Parameter(t, requires_grad=requires_grad)

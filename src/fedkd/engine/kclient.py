@@ -1,0 +1,374 @@
+"""The K-client trainer: a round's K selected clients trained side by side as one folded network.
+
+Per local step, for all K clients at once (``KClientTrainer._step``):
+- the step's rows of the round's step tables (sample starts, flips, labels, sample weights, the
+  active mask and the optimizer's per-step coefficients) by one index on a device step counter;
+- one gather with the crops and flips, one normalisation (``TrainInputs``): (B, K*C, H, W);
+- the declared frozen models (teachers, the global model, per-client models) run folded on it,
+  a model shared by all clients once for the K batches together;
+- the student's folded forward (``fedkd.engine.folding``), then the strategy's ``local_loss``
+  vmapped over the K clients, one gradient call for the sum of their losses;
+- per-client clipping and the optimizer on flat (K, P) buffers (``fedkd.engine.flat_optim``).
+
+Shapes are static for the whole run: every step has B slots per client (an epoch's last, smaller
+batch is padded with zero-weight slots) and K clients (a client with fewer steps than the round's
+longest is masked once it has finished: it takes no step, not even weight decay or momentum).
+So one step serves every step of every round; on CUDA (``FEDKD_CUDA_GRAPHS=1``) it is captured
+once per run and per set of declared names as a CUDA graph and replayed, each round only copying
+the global weights and the round's tables into the captured buffers.
+
+Numbers equal the sequential trainer's up to floating-point summation order (tests/test_trainers.py
+holds every strategy to it on ResNet-8-GN and the CNN).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.func import vmap
+
+from fedkd.engine.cuda_graphs import GraphedStep, graphs_requested
+from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
+from fedkd.engine.folding import bind, fold, folded_shape, param_kinds
+from fedkd.engine.functional import FunctionalModel
+from fedkd.engine.trainers import Trained
+from fedkd.runtime.schedule import ClientSchedule, steps_per_round
+from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Outputs, Strategy
+
+
+class FlatParams:
+    """K clients' copies of a model's trainable parameters, in two layouts over one set of names:
+    ``rows`` (K, P), one client per row (clipping, optimizer), and ``blocks``, each parameter's
+    K copies contiguous (the folded network's weights), refreshed from ``rows`` by one gather.
+    Linear weights are held transposed in both (``FoldedLinear``); ``fill`` and ``export``
+    translate."""
+
+    def __init__(self, named: dict[str, torch.Tensor], k: int, kinds: dict, dtype, device):
+        self.k, self.names = k, list(named)
+        sizes = [named[n].numel() for n in self.names]
+        self.size = sum(sizes)
+        self.rows = torch.zeros(k, self.size, dtype=dtype, device=device)
+        self.blocks = torch.zeros(k * self.size, dtype=dtype, device=device)
+        self.per_client, self.folded, self.row_views = {}, {}, {}
+        self.transposed = {n for n in self.names if kinds[n] == "linear_weight"}
+        self.shapes = {n: named[n].shape for n in self.names}
+        perm, offset = [], 0
+        for n, numel in zip(self.names, sizes, strict=True):
+            shape = named[n].shape
+            block = self.blocks[k * offset : k * (offset + numel)]
+            self.folded[n] = block.view(folded_shape(shape, k, kinds[n]))
+            self.per_client[n] = (
+                self.folded[n].transpose(1, 2) if n in self.transposed else block.view(k, *shape)
+            )
+            self.row_views[n] = self.rows[:, offset : offset + numel]
+            # blocks[k*offset + c*numel + i] = rows[c, offset + i]
+            perm.append(
+                (torch.arange(k).unsqueeze(1) * self.size + offset + torch.arange(numel)).flatten()
+            )
+            offset += numel
+        self.perm = torch.cat(perm).to(device)
+
+    def _row(self, n: str, t: torch.Tensor) -> torch.Tensor:
+        t = t.detach()
+        return (t.t() if n in self.transposed else t).reshape(-1)
+
+    def fill(self, named: dict[str, torch.Tensor]) -> None:
+        """Every client's row := the given parameters (e.g. the global model's)."""
+        for n in self.names:
+            self.row_views[n].copy_(self._row(n, named[n]).unsqueeze(0).expand(self.k, -1))
+        self.sync()
+
+    def fill_rows(self, states: list[dict[str, torch.Tensor]]) -> None:
+        for c, state in enumerate(states):
+            for n in self.names:
+                self.row_views[n][c].copy_(self._row(n, state[n]))
+        self.sync()
+
+    def export(self, c: int) -> dict[str, torch.Tensor]:
+        """Client ``c``'s parameters in their own shapes (views of its row)."""
+        out = {}
+        for n in self.names:
+            row, shape = self.row_views[n][c], self.shapes[n]
+            out[n] = row.view(shape[1], shape[0]).t() if n in self.transposed else row.view(shape)
+        return out
+
+    def sync(self) -> None:
+        torch.index_select(self.rows.view(-1), 0, self.perm, out=self.blocks)
+
+    def gather_grads(self, grads: list[torch.Tensor]) -> torch.Tensor:
+        """Gradients w.r.t. the folded parameters → (K, P) rows."""
+        return torch.cat([g.reshape(self.k, -1) for g in grads], dim=1)
+
+
+class FrozenSlot:
+    """A declared frozen model, folded, over K copies of its weights: a shared model's repeated,
+    per-client models' own."""
+
+    def __init__(self, student_folded, named, k, kinds, dtype, device):
+        import copy
+
+        self.params = FlatParams(named, k, kinds, dtype, device)
+        self.model = copy.deepcopy(student_folded).eval()
+        bind(self.model, self.params.folded, requires_grad=False)
+
+
+class KClientTrainer:
+    def __init__(self, env, strategy: Strategy, k: int):
+        spec, device = env.spec, env.device
+        self.env, self.strategy, self.spec, self.device, self.k = env, strategy, spec, device, k
+        worker = self.worker = env.worker()
+        named = {n: p for n, p in worker.named_parameters() if p.requires_grad}
+        self.dtype = next(iter(named.values())).dtype
+        self.kinds = param_kinds(worker)
+        self.params = FlatParams(named, k, self.kinds, self.dtype, device)
+        self.student = fold(worker, k).train()
+        bind(self.student, self.params.folded, requires_grad=True)
+        self.leaves = [self.student.get_parameter(n) for n in self.params.names]
+        self.shapes = {n: p.shape for n, p in named.items()}
+        opt_cls = FlatSGD if spec.optimizer == "sgd" else FlatAdam
+        self.opt = opt_cls(self.params.rows, spec)
+        self.inputs = env.inputs()
+        self.batch = spec.batch_size
+        # the longest client's steps: the tables' length for the whole run
+        self.max_steps = max(
+            steps_per_round(len(ix), spec.local_epochs, spec.batch_size) for ix in env.client_index
+        )
+        s, b = self.max_steps, self.batch
+        self.int_table = torch.zeros(s, 3, b, k, dtype=torch.long, device=device)
+        n_opt = len(opt_cls.names)
+        self.float_table = torch.zeros(s, b + 1 + n_opt, k, dtype=self.dtype, device=device)
+        self.t = torch.zeros(1, dtype=torch.long, device=device)
+        self.loss_sum = torch.zeros(k, dtype=torch.float32, device=device)
+        self.global_params = {n: torch.zeros_like(p) for n, p in named.items()}
+        self.slots: dict[str, FrozenSlot] = {}
+        self.values: dict[str, dict[str, object]] = {"shared": {}, "own": {}, "step": {}}
+        self.use_graphs = graphs_requested(device)
+        self.graphs: dict[tuple, GraphedStep] = {}
+        self.names: tuple = ()
+
+    # ---------------------------------------------------------------- per round
+    def train(
+        self, clients: list[ClientContext], schedules: list[ClientSchedule], global_model
+    ) -> list[Trained]:
+        if len(clients) != self.k:
+            raise ValueError(
+                f"the K-client trainer was built for {self.k} clients, got {len(clients)}"
+            )
+        steps = [s.num_steps for s in schedules]
+        self._load_tables(clients, schedules)
+        self._load_declared(clients)
+        with torch.no_grad():
+            for n, p in global_model.named_parameters():
+                if n in self.global_params:
+                    self.global_params[n].copy_(p)
+            self.params.fill(self.global_params)
+        self.opt.reset()
+        self.t.zero_()
+        self.loss_sum.zero_()
+        for _ in range(max(steps, default=0)):
+            self._run_step()
+        return [
+            Trained(
+                self.params.export(c),
+                steps[c],
+                self.loss_sum[c] / max(steps[c], 1),
+            )
+            for c in range(self.k)
+        ]
+
+    def _load_tables(self, clients, schedules) -> None:
+        """The round's step tables: per step, slot and client the sample's start offset, flip and
+        label; its weight (1/count, 0 in padding), the active mask and the optimizer's coefficients."""
+        s_max, b, k = self.max_steps, self.batch, self.k
+        start = torch.zeros(s_max, b, k, dtype=torch.long)
+        flip = torch.zeros(s_max, b, k, dtype=torch.long)
+        rows = torch.zeros(s_max, b, k, dtype=torch.long)
+        weight = torch.zeros(s_max, b, k, dtype=torch.float64)
+        active = torch.zeros(s_max, k, dtype=torch.float64)
+        for c, (client, sched) in enumerate(zip(clients, schedules, strict=True)):
+            n = sched.num_steps
+            if n == 0:
+                continue
+            global_rows = self.env.client_rows(client.client_id)[sched.rows]
+            start[:n, :, c] = self.inputs.start(global_rows, sched.off_y, sched.off_x)
+            flip[:n, :, c] = sched.flip
+            rows[:n, :, c] = global_rows
+            valid = sched.valid().double()
+            weight[:n, :, c] = valid / valid.sum(1, keepdim=True)
+            active[:n, c] = 1.0
+        ints = torch.stack([start, flip, rows], dim=1).to(self.device)
+        labels = self.inputs.labels
+        ints[:, 2] = labels[ints[:, 2]]
+        self.int_table.copy_(ints)
+        coef = self.opt.coefficients(active.to(self.dtype))
+        floats = torch.cat([weight.to(self.dtype), active.to(self.dtype).unsqueeze(1), coef], 1)
+        self.float_table.copy_(floats)
+
+    def _load_declared(self, clients: list[ClientContext]) -> None:
+        """Copy what the clients declared into the trainer's static buffers, checking that every
+        client declared the same names and that shared values are shared."""
+        decls = [c.declared for c in clients]
+        names = decls[0].names()
+        for c, d in zip(clients, decls, strict=True):
+            if d.names() != names:
+                raise ValueError(
+                    f"strategy {self.strategy.name!r}: client {c.client_id} declared {d.names()} "
+                    f"but client {clients[0].client_id} declared {names}; the K-client trainer needs "
+                    "every client of a round to declare the same names (see strategies/base.py)"
+                )
+        first = decls[0]
+        for name, model in first.shared_models.items():
+            if any(d.shared_models[name] is not model for d in decls):
+                raise ValueError(
+                    f"strategy {self.strategy.name!r}: share_model({name!r}) got different models "
+                    "for different clients; declare a per-client model with own_model"
+                )
+            slot = self._slot(name)
+            slot.params.fill(dict(model.named_parameters()))
+        for name in first.own_models:
+            slot = self._slot(name)
+            slot.params.fill_rows(
+                [{n: t.to(self.device) for n, t in d.own_models[name].items()} for d in decls]
+            )
+        shared = self.values["shared"]
+        for name, value in first.shared.items():
+            for d in decls:
+                v = d.shared[name]
+                if v is not value and not torch.equal(v, value):
+                    raise ValueError(
+                        f"strategy {self.strategy.name!r}: share({name!r}) differs between "
+                        "clients; declare it with own"
+                    )
+            shared[name] = _static(shared.get(name), value)
+        own = self.values["own"]
+        for name in first.own:
+            own[name] = _stack_into(own.get(name), [d.own[name] for d in decls])
+        step = self.values["step"]
+        for name in first.per_step:
+            step[name] = _steps_into(
+                step.get(name), [d.per_step[name] for d in decls], self.max_steps
+            )
+        for kind, present in (("shared", first.shared), ("own", first.own), ("step", first.per_step)):
+            for stale in set(self.values[kind]) - set(present):
+                del self.values[kind][stale]
+        self.names = (
+            names,
+            tuple(
+                (kind, n, _shape_of(v))
+                for kind in sorted(self.values)
+                for n, v in sorted(self.values[kind].items())
+            ),
+        )
+        self.active_slots = sorted({*first.shared_models, *first.own_models})
+
+    def _slot(self, name: str) -> FrozenSlot:
+        if name not in self.slots:
+            self.slots[name] = FrozenSlot(
+                self.student, self.global_params, self.k, self.kinds, self.dtype, self.device
+            )
+        return self.slots[name]
+
+    # ---------------------------------------------------------------- per step
+    def _run_step(self) -> None:
+        if not self.use_graphs:
+            self._step()
+            return
+        graph = self.graphs.get(self.names)
+        if graph is None:
+            graph = self.graphs[self.names] = GraphedStep(self._step, self.device)
+        graph.step()
+
+    def _step(self) -> None:
+        """One local step of every client; reads and writes only the trainer's buffers."""
+        k, b, spec = self.k, self.batch, self.spec
+        ints = self.int_table.index_select(0, self.t).squeeze(0)  # (3, B, K)
+        floats = self.float_table.index_select(0, self.t).squeeze(0)  # (B + 1 + n, K)
+        step_values = {
+            n: v.index_select(0, self.t).squeeze(0) for n, v in self.values["step"].items()
+        }
+        self.t.add_(1)
+        weight, active, coef = floats[:b], floats[b], floats[b + 1 :]
+        x = self.inputs(ints[0], ints[1], self.dtype)  # (B, K, C, H, W)
+        x_folded = x.flatten(1, 2)
+        autocast = torch.autocast(
+            self.device.type, torch.bfloat16, enabled=spec.precision == "bf16",
+            cache_enabled=not self.use_graphs,  # the weight-cast cache must be off in a graph
+        )  # fmt: skip
+        with autocast:
+            with torch.no_grad():
+                outputs = {
+                    n: _per_client(*self.slots[n].model.features_and_logits(x_folded), k)
+                    for n in self.active_slots
+                }
+            features, logits = _per_client(*self.student.features_and_logits(x_folded), k)
+            # each client's parameters as views of the folded ones: the gradient reaches them
+            params = {
+                n: leaf.transpose(1, 2) if n in self.params.transposed else leaf.view(k, *shape)
+                for (n, shape), leaf in zip(self.shapes.items(), self.leaves, strict=True)
+            }
+            losses = vmap(self._loss_fn(), in_dims=(0, 0, 0, 1, 1, 1, 0, 0, 0))(
+                params, features, logits, ints[2], weight, x,
+                outputs, self.values["own"], step_values,
+            )  # fmt: skip
+        grads = torch.autograd.grad(losses.sum(), self.leaves)
+        g = self.params.gather_grads(grads)
+        if spec.grad_clip is not None:
+            clip_rows_(g, spec.grad_clip)
+        g.mul_(active.unsqueeze(1))  # finished clients: no gradient (their regularisers too)
+        self.opt.step(self.params.rows, g, coef)
+        self.params.sync()
+        self.loss_sum.addcmul_(losses.detach().float(), active.float())
+
+    def _loss_fn(self):
+        """One client's loss (vmapped over K). A fresh function per step: the trainer holds no
+        closure over itself, so it is freed with the run."""
+        strategy, worker = self.strategy, self.worker
+        global_params, shared = self.global_params, self.values["shared"]
+
+        def loss(params, features, logits, y, weight, x, outputs, own, step):
+            ctx = LocalContext(
+                params=params, model=FunctionalModel(worker, params), global_params=global_params,
+                outputs={n: Outputs(*o) for n, o in outputs.items()}, shared=shared, own=own,
+                step=step,
+            )  # fmt: skip
+            return strategy.local_loss(LocalBatch(x, y, features, logits, weight), ctx)
+
+        return loss
+
+
+def _per_client(features: torch.Tensor, logits: torch.Tensor, k: int):
+    """The folded network's outputs as (K, B, ...): linear outputs already are; pooled features
+    (B, K*F) become a transposed view."""
+    if features.dim() == 2:
+        features = features.view(features.shape[0], k, -1).transpose(0, 1)
+    return features, logits
+
+
+def _shape_of(v) -> tuple:
+    if isinstance(v, dict):
+        return tuple((n, tuple(t.shape), t.dtype) for n, t in sorted(v.items()))
+    return (tuple(v.shape), v.dtype)
+
+
+def _static(buffer, value: torch.Tensor) -> torch.Tensor:
+    """``value`` copied into ``buffer`` when shapes match (a captured graph reads it there)."""
+    if buffer is None or buffer.shape != value.shape or buffer.dtype != value.dtype:
+        return value.detach().clone()
+    buffer.copy_(value)
+    return buffer
+
+
+def _stack_into(buffer, values: list):
+    if isinstance(values[0], dict):
+        buffer = buffer if isinstance(buffer, dict) else {}
+        return {n: _stack_into(buffer.get(n), [v[n] for v in values]) for n in values[0]}
+    stacked = torch.stack([v.detach() for v in values])
+    return _static(buffer, stacked)
+
+
+def _steps_into(buffer, values: list[torch.Tensor], max_steps: int) -> torch.Tensor:
+    """(S_c, ...) per client → (max_steps, K, ...), zero after a client's last step."""
+    k = len(values)
+    out = values[0].new_zeros(max_steps, k, *values[0].shape[1:])
+    for c, v in enumerate(values):
+        out[: v.shape[0], c] = v.detach()
+    return _static(buffer, out)

@@ -1,0 +1,368 @@
+"""The two trainers behind ``train_clients``: the K-client one against the sequential one.
+
+Every registered strategy trains two rounds with both trainers on ResNet-8-GN with CIFAR-shaped
+data (crop-flip on) and on the stand-in CNN with mnist5k, in float64 so that the only difference,
+the order of floating-point sums (grouped convolutions, batched matmuls, flat clipping norms), is
+far below any tolerance on any x86 CPU. The partition is "dirichlet" (unequal client sizes): the
+clients take different numbers of steps (the shorter ones are masked once finished) and their
+last batches differ in size (padded with zero-weight slots). Seed 3 samples a client in both
+rounds next to first-time clients, so per-client state (MOON's previous model, SCAFFOLD's c_i)
+is present for some clients of a round and absent for others. While the K-client trainer runs,
+every step is checked for host syncs.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from fedkd.config import RunSpec, SpecError
+from fedkd.data import load_dataset
+from fedkd.data.base import ArraySplit, FedDataset
+from fedkd.engine.choice import engine_choice
+from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
+from fedkd.engine.folding import bind, fold, fold_error, folded_shape, param_kinds
+from fedkd.engine.opcount import count_ops
+from fedkd.engine.run import Run
+from fedkd.models import build_model
+from fedkd.strategies import get_strategy_class, strategy_names
+
+SMALL = dict(
+    clients=6, participation=0.5, partition="dirichlet", alpha=0.5, local_epochs=1, rounds=2,
+    batch_size=8, grad_clip=1.0, seed=3, device="cpu", memory_format="contiguous",
+)  # fmt: skip
+# server-side work kept small where a strategy has a knob for it (the clients' side is the test)
+PARAMS = {
+    "feddf": {"max_steps": 4, "eval_every": 2, "patience": 4},
+    "fedgkd": {"buffer": 2},
+    "fedgkd+": {"buffer": 2},
+    "fedgkd-vote": {"buffer": 2},
+}
+K_CLIENT = [n for n in strategy_names() if get_strategy_class(n).batched]
+# the fast subset: one strategy per kind of declaration (none, shared model, per-client model
+# and shared model, per-client tensors, per-step values)
+FAST = {"fedavg", "fedgkd", "moon", "scaffold", "fedgen"}
+
+
+def cifar_shaped(n_train=96, n_val=24, n_test=24) -> FedDataset:
+    gen = torch.Generator().manual_seed(0)
+
+    def split(n: int) -> ArraySplit:
+        x = torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=gen)
+        return ArraySplit(x, torch.randint(0, 10, (n,), generator=gen))
+
+    return FedDataset(
+        "cifar-shaped", "image", 10, split(n_train), split(n_val), split(n_test),
+        mean=(0.49, 0.48, 0.45), std=(0.25, 0.24, 0.26), source="synthetic (test)",
+    )  # fmt: skip
+
+
+def reduced_mnist5k(n_train=96) -> FedDataset:
+    ds = load_dataset("mnist5k", seed=0)
+
+    def head(split: ArraySplit, n: int) -> ArraySplit:
+        return ArraySplit(split.x[:n].clone(), split.y[:n].clone())
+
+    return FedDataset(
+        ds.name, ds.kind, ds.num_classes, head(ds.train, n_train), head(ds.val, 24),
+        head(ds.test, 24), mean=ds.mean, std=ds.std, source=ds.source,
+    )  # fmt: skip
+
+
+SHAPES = {
+    "resnet8-cifar": (dict(dataset="cifar10", model="resnet8", augment="crop-flip"), cifar_shaped),
+    "cnn-mnist5k": (
+        dict(dataset="mnist5k", model="cnn", model_options={"channels": [4, 8], "hidden": 16}),
+        reduced_mnist5k,
+    ),
+}
+_DATA: dict[str, FedDataset] = {}
+
+
+def data_for(shape: str) -> FedDataset:
+    if shape not in _DATA:
+        _DATA[shape] = SHAPES[shape][1]()
+    return _DATA[shape]
+
+
+@pytest.fixture
+def float64():
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)
+
+
+def train(spec: RunSpec, out: Path, data: FedDataset, **kwargs) -> Run:
+    run = Run(spec, out, log=lambda msg: None, dataset=data)
+    run.run(**kwargs)
+    return run
+
+
+def metrics(out: Path) -> pd.DataFrame:
+    return pd.read_parquet(out / "metrics.parquet")
+
+
+def engine_used(out: Path) -> dict:
+    return json.loads((out / "run.json").read_text())["engine"]
+
+
+def rel_diff(a: nn.Module, b: nn.Module) -> float:
+    sa, sb = a.state_dict(), b.state_dict()
+    return max(float((sa[k] - sb[k]).norm() / sb[k].norm().clamp(min=1e-300)) for k in sa)
+
+
+class SyncWatch:
+    """Counts host syncs inside every K-client step of a run."""
+
+    def __init__(self, monkeypatch):
+        from fedkd.engine import kclient
+
+        self.steps, self.syncs = 0, 0
+        original = kclient.KClientTrainer._step
+        watch = self
+
+        def step(trainer):
+            with count_ops() as c:
+                original(trainer)
+            watch.steps += 1
+            watch.syncs += c.syncs
+
+        monkeypatch.setattr(kclient.KClientTrainer, "_step", step)
+
+
+def strategy_cases():
+    for shape in SHAPES:
+        for name in K_CLIENT:
+            slow = not (name in FAST and shape == "resnet8-cifar") and name != "fedavg"
+            marks = [pytest.mark.slow] if slow else []
+            yield pytest.param(shape, name, marks=marks, id=f"{shape}-{name}")
+
+
+@pytest.mark.parametrize("shape,strategy", list(strategy_cases()))
+def test_k_client_trainer_matches_sequential(shape, strategy, tmp_path, float64, monkeypatch):
+    options, _ = SHAPES[shape]
+    data = data_for(shape)
+    base = dict(SMALL, **options, strategy=strategy, params=PARAMS.get(strategy, {}))
+    if strategy == "fedavg":
+        base["eval_local"] = True  # runs after K-client training, on the written-back weights
+    seq = train(RunSpec(**base, engine="sequential"), tmp_path / "seq", data)
+    watch = SyncWatch(monkeypatch)
+    kc = train(RunSpec(**base, engine="batched"), tmp_path / "kc", data)
+    assert engine_used(tmp_path / "seq")["used"] == "sequential"
+    assert engine_used(tmp_path / "kc") == {
+        "requested": "batched", "used": "batched", "reason": None, "cuda_graphs": False,
+    }  # fmt: skip
+    assert watch.steps > 0 and watch.syncs == 0
+    ms, mk = metrics(tmp_path / "seq"), metrics(tmp_path / "kc")
+    assert list(ms["test_acc"]) == list(mk["test_acc"])
+    assert ms["local_acc"].tolist() == pytest.approx(mk["local_acc"].tolist(), nan_ok=True)
+    assert ms["train_loss"].tolist() == pytest.approx(mk["train_loss"].tolist(), rel=1e-9)
+    assert rel_diff(seq.global_model, kc.global_model) <= 1e-9
+    # and training moved the weights (a trainer that did nothing would match trivially)
+    init = Run(RunSpec(**base), tmp_path / "init", log=lambda m: None, dataset=data)
+    init.prepare()
+    assert rel_diff(init.global_model, kc.global_model) > 1e-3
+
+
+def test_the_setting_exercises_unequal_clients_and_repeat_participants():
+    from fedkd.data.partition import client_indices, partition_labels
+    from fedkd.runtime.seeding import sample_clients
+
+    s = RunSpec(**SMALL)
+    data = data_for("resnet8-cifar")
+    parts = client_indices(
+        partition_labels(data.train.y.numpy(), s.partition, s.clients, s.seed, alpha=s.alpha,
+                         num_classes=10),
+        s.clients,
+    )  # fmt: skip
+    rounds = [sample_clients(s.seed, r, s.clients, s.participation) for r in range(s.rounds)]
+    last_batches = {len(parts[c]) % s.batch_size for c in rounds[0]}
+    steps = {-(-len(parts[c]) // s.batch_size) for c in rounds[0]}
+    assert len(last_batches) > 1 and len(steps) > 1, "clients should differ in size and steps"
+    assert set(rounds[0]) & set(rounds[1]) and set(rounds[1]) - set(rounds[0])
+
+
+def test_adam_matches_sequential(tmp_path, float64):
+    data = data_for("cnn-mnist5k")
+    base = dict(SMALL, **SHAPES["cnn-mnist5k"][0], optimizer="adam", lr=1e-3, weight_decay=1e-4)
+    seq = train(RunSpec(**base, engine="sequential"), tmp_path / "seq", data)
+    kc = train(RunSpec(**base, engine="batched"), tmp_path / "kc", data)
+    assert engine_used(tmp_path / "kc")["used"] == "batched"
+    assert list(metrics(tmp_path / "seq")["test_acc"]) == list(metrics(tmp_path / "kc")["test_acc"])
+    assert rel_diff(seq.global_model, kc.global_model) <= 1e-9
+
+
+@pytest.mark.parametrize("model", ["resnet8", "cnn"])
+def test_folded_network_is_k_separate_networks(model, float64):
+    """Outputs and gradients of the folded network equal K separate models'."""
+    k = 3
+    torch.manual_seed(0)
+    nets = [build_model(model, 10, (3, 32, 32), projection_head=True) for _ in range(k)]
+    folded = fold(nets[0], k)
+    kinds = param_kinds(nets[0])
+    tensors = {}
+    for n, p in nets[0].named_parameters():
+        stacked = torch.stack([dict(m.named_parameters())[n].detach() for m in nets])
+        if kinds[n] == "linear_weight":
+            stacked = stacked.transpose(1, 2)
+        tensors[n] = stacked.reshape(folded_shape(p.shape, k, kinds[n])).clone()
+    bind(folded, tensors, requires_grad=True)
+    x = torch.randn(5, k, 3, 32, 32)
+    f, logits = folded.features_and_logits(x.flatten(1, 2))
+    assert logits.shape == (k, 5, 10) and f.shape[0] == k
+    logits.square().sum().backward()
+    for c, m in enumerate(nets):
+        fc, lc = m.features_and_logits(x[:, c])
+        assert torch.allclose(lc, logits[c], rtol=1e-10, atol=1e-12)
+        assert torch.allclose(fc, f[c], rtol=1e-10, atol=1e-12)
+        lc.square().sum().backward()
+        for n, p in m.named_parameters():
+            g = folded.get_parameter(n).grad
+            g = g.view(k, *g.shape[1:]) if kinds[n].startswith("linear") else g.view(k, *p.shape)
+            g = g[c].t() if kinds[n] == "linear_weight" else g[c]
+            assert torch.allclose(p.grad, g, rtol=1e-9, atol=1e-12), n
+
+
+def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(float64):
+    class Spec:
+        lr, momentum, weight_decay = 0.1, 0.9, 1e-3
+
+    torch.manual_seed(0)
+    k, p = 3, 7
+    start = torch.randn(k, p)
+    grads = [torch.randn(k, p) for _ in range(4)]
+    active = torch.tensor([[1.0, 1.0, 1.0]] * 2 + [[1.0, 0.0, 1.0]] * 2)  # row 1 stops after 2
+    for cls, torch_opt in ((FlatSGD, torch.optim.SGD), (FlatAdam, torch.optim.Adam)):
+        rows = start.clone()
+        opt = cls(rows, Spec)
+        coefs = opt.coefficients(active)
+        for t, g in enumerate(grads):
+            g = g.clone()
+            clip_rows_(g, 1.0)
+            g.mul_(active[t].unsqueeze(1))
+            opt.step(rows, g, coefs[t])
+        for r in range(k):
+            w = start[r].clone().requires_grad_()
+            ref = torch_opt([w], lr=Spec.lr, weight_decay=Spec.weight_decay,
+                            **({"momentum": Spec.momentum} if torch_opt is torch.optim.SGD else {}))  # fmt: skip
+            for t, g in enumerate(grads):
+                if active[t, r] == 0:
+                    break
+                w.grad = g[r].clone()
+                torch.nn.utils.clip_grad_norm_([w], 1.0)
+                ref.step()
+            assert torch.allclose(rows[r], w.detach(), rtol=1e-12, atol=1e-14), (cls, r)
+
+
+def test_k_client_step_stays_within_its_kernel_budget():
+    """The op budget of one 4-client step of ResNet-8-GN (``fedkd bench --ops``): counts, not
+    times, so the same on any machine."""
+    from fedkd.bench_ops import ops_report
+
+    counts = dict(ops_report(["fedavg", "fedgkd"]))
+    assert counts["fedavg"]["kernels"] <= 120 and counts["fedavg"]["syncs"] == 0
+    assert counts["fedgkd"]["kernels"] <= 160 and counts["fedgkd"]["syncs"] == 0
+
+
+def test_unsupported_models_and_settings_fall_back_with_a_reason():
+    spec = RunSpec(engine="batched")
+    cpu = torch.device("cpu")
+    fedavg = get_strategy_class("fedavg")(None, None)
+    assert engine_choice(spec, fedavg, build_model("resnet8", 10, (3, 32, 32)), cpu)["used"] == "batched"
+    bn = engine_choice(spec, fedavg, build_model("resnet8", 10, (3, 32, 32), norm="batch"), cpu)
+    assert bn["used"] == "sequential" and "BatchNorm" in bn["reason"]
+
+    class NotDeclared(nn.Module):
+        pass
+
+    assert "not declared foldable" in fold_error(NotDeclared())
+    compiled = engine_choice(RunSpec(engine="batched", compile="default"), fedavg,
+                             build_model("cnn", 10, (1, 28, 28)), cpu)  # fmt: skip
+    assert compiled["used"] == "sequential" and "compile" in compiled["reason"]
+    seq = engine_choice(RunSpec(engine="sequential"), fedavg, build_model("cnn", 10, (1, 8, 8)), cpu)
+    assert seq == {"requested": "sequential", "used": "sequential", "reason": None}
+    auto_cpu = engine_choice(RunSpec(engine="auto"), fedavg, build_model("cnn", 10, (1, 8, 8)), cpu)
+    assert auto_cpu["requested"] == "auto" and auto_cpu["used"] == "sequential"
+    assert "CUDA" in auto_cpu["reason"]
+    auto_cuda = engine_choice(RunSpec(engine="auto"), fedavg, build_model("cnn", 10, (1, 8, 8)),
+                              torch.device("cuda"))  # fmt: skip
+    assert auto_cuda["used"] == "batched" and auto_cuda["reason"] is None
+
+
+def test_engine_and_stop_keys_are_validated_and_keep_existing_hashes():
+    with pytest.raises(SpecError, match="engine"):
+        RunSpec(engine="vmap")
+    with pytest.raises(SpecError, match="stop_at_acc"):
+        RunSpec(stop_at_acc=1.5)
+    assert RunSpec(engine="sequential").hash() == RunSpec(engine="batched").hash()
+    assert "engine" not in RunSpec().identity() and "stop_at_acc" not in RunSpec().identity()
+    assert RunSpec(stop_at_acc=0.5).hash() != RunSpec().hash()
+
+
+def test_stop_at_acc_ends_the_run_complete_and_counts_the_saved_rounds(tmp_path):
+    data = data_for("cnn-mnist5k")
+    base = dict(SMALL, **SHAPES["cnn-mnist5k"][0], rounds=4, stop_at_acc=0.01)
+    record = train(RunSpec(**base, engine="batched"), tmp_path / "r", data).run()
+    assert record["status"] == "complete"
+    assert record["rounds_done"] == 1 and record["rounds_saved"] == 3
+    assert len(metrics(tmp_path / "r")) == 1
+
+
+KILLED_SCRIPT = textwrap.dedent(
+    """
+    import sys, torch
+    sys.path.insert(0, {tests!r})
+    from test_trainers import SHAPES, SMALL, data_for
+    from fedkd.config import RunSpec
+    from fedkd.engine.run import Run
+    spec = RunSpec(**dict(SMALL, **SHAPES["resnet8-cifar"][0], rounds=3, strategy="moon",
+                   engine="batched"))
+    run = Run(spec, sys.argv[1], log=lambda msg: print(msg, file=sys.stderr, flush=True),
+              dataset=data_for("resnet8-cifar"))
+    run.run()
+    torch.save(run.global_model.state_dict(), sys.argv[1] + "/final.pt")
+    """
+)
+
+
+@pytest.mark.slow
+def test_killed_k_client_run_resumes_bit_identical(tmp_path):
+    """A K-client run (MOON: per-client state in the checkpoint) SIGKILLed after its first
+    checkpoint, then started again, ends with the same metrics and bit-identical weights as an
+    uninterrupted one."""
+    script = tmp_path / "train.py"
+    script.write_text(KILLED_SCRIPT.format(tests=str(Path(__file__).parent)))
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    spec = RunSpec(**dict(SMALL, **SHAPES["resnet8-cifar"][0], rounds=3, strategy="moon",
+                          engine="batched"))  # fmt: skip
+    full = train(spec, tmp_path / "full", data_for("resnet8-cifar"))
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(script), str(out)], env=env,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if (out / "checkpoint.pt").exists():
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(metrics(out)) < 3, "the run finished before it could be killed"
+    done = subprocess.run([sys.executable, str(script), str(out)], env=env, capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stderr
+    cols = ["round", "test_acc", "test_loss", "train_loss"]
+    pd.testing.assert_frame_equal(metrics(tmp_path / "full")[cols], metrics(out)[cols])
+    resumed = torch.load(out / "final.pt")
+    for k, v in full.global_model.state_dict().items():
+        assert torch.equal(v, resumed[k]), k
