@@ -12,9 +12,9 @@ import torch
 from fedkd.config import RunSpec
 from fedkd.engine.checkpoint import load_checkpoint
 from fedkd.engine.run import Run
+from fedkd.engine.sequential import local_loss_on
 from fedkd.models import build_model
 from fedkd.runtime.seeding import derive_seed
-from fedkd.engine.sequential import local_loss_on
 from fedkd.strategies import get_strategy_class
 from fedkd.strategies.base import (
     ClientContext,

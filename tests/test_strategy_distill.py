@@ -14,8 +14,8 @@ from torch import nn
 from fedkd.config import RunSpec
 from fedkd.data.base import ArraySplit
 from fedkd.engine.run import Run
-from fedkd.models.base import FedModel
 from fedkd.engine.sequential import local_loss_on
+from fedkd.models.base import FedModel
 from fedkd.strategies import get_strategy_class
 from fedkd.strategies._selfdistill import self_distill_loss
 from fedkd.strategies.base import (

@@ -15,7 +15,7 @@ from torch import nn
 from fedkd.config import RunSpec
 from fedkd.engine.checkpoint import load_checkpoint
 from fedkd.engine.run import Run
-from fedkd.engine.seeding import sample_clients
+from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies import get_strategy_class
 from fedkd.strategies._local_steps import effective_steps
 from fedkd.strategies.base import (

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from fedkd.config import RunSpec
-from fedkd.data.base import ArraySplit, FedDataset
+from fedkd.data.synthetic import synthetic_cifar
 from fedkd.engine.client import TrainEnv, train_clients
 from fedkd.engine.cuda_graphs import GRAPHS_ENV
 from fedkd.engine.run import Run, resolve_device
@@ -41,24 +41,6 @@ from fedkd.runtime.preprocess import Preprocessor, TrainInputs
 from fedkd.runtime.schedule import ClientSchedule, client_schedule
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies.fedavg import FedAvg
-
-CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR_STD = (0.2470, 0.2435, 0.2616)
-
-
-def synthetic_cifar(n_train: int = 45_000, n_val: int = 5_000, n_test: int = 10_000) -> FedDataset:
-    """Random CIFAR-10-shaped data (uint8 3×32×32, 10 classes): the cost of CIFAR-10, not its
-    accuracy. Labels are balanced so the partitioners behave as on the real set."""
-    gen = torch.Generator().manual_seed(0)
-
-    def split(n: int) -> ArraySplit:
-        x = torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=gen)
-        return ArraySplit(x, torch.arange(n) % 10)
-
-    return FedDataset(
-        "synthetic-cifar10", "image", 10, split(n_train), split(n_val), split(n_test),
-        mean=CIFAR_MEAN, std=CIFAR_STD, source="synthetic (benchmark)",
-    )  # fmt: skip
 
 
 def _sync(device: torch.device) -> None:

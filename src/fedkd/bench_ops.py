@@ -15,6 +15,7 @@ import tempfile
 import torch
 
 from fedkd.config import RunSpec
+from fedkd.data.synthetic import synthetic_cifar
 from fedkd.engine.client import train_clients
 from fedkd.engine.opcount import count_ops
 from fedkd.engine.run import Run
@@ -61,8 +62,6 @@ def step_ops(strategy: str, dataset, clients: int = 4, batch_size: int = 64, dev
 
 
 def ops_report(strategies: list[str] | None = None, device="cpu") -> list[tuple[str, dict]]:
-    from fedkd.bench import synthetic_cifar
-
     # 4 clients x 128 images: two steps of 64 each per round
     data = synthetic_cifar(n_train=512, n_val=64, n_test=64)
     torch.manual_seed(0)

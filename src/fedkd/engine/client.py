@@ -11,6 +11,7 @@ network, ``fedkd.engine.kclient``). They draw the same batches and augmentations
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import torch
 
 from fedkd.engine.choice import engine_choice

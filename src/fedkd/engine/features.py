@@ -80,8 +80,8 @@ def _compute(run_dir, samples: int, client: int, device: str, objective: str) ->
     from fedkd.config import RunSpec
     from fedkd.engine.checkpoint import load_checkpoint
     from fedkd.engine.client import train_clients
-    from fedkd.runtime.evaluate import evaluate
     from fedkd.engine.run import Run
+    from fedkd.runtime.evaluate import evaluate
     from fedkd.strategies.base import Strategy
 
     path = Path(run_dir)

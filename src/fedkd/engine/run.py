@@ -16,7 +16,6 @@ import numpy as np
 from fedkd.config import RunSpec
 from fedkd.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedkd.engine.client import DivergedError, train_clients
-from fedkd.runtime.evaluate import evaluate
 from fedkd.engine.reproducibility import capture_rng, restore_rng
 from fedkd.engine.run_outputs import (
     CHECKPOINT,
@@ -36,6 +35,7 @@ from fedkd.engine.run_setup import (
     platform_cpu,
     resolve_device,
 )
+from fedkd.runtime.evaluate import evaluate
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies.base import tensor_bytes
 

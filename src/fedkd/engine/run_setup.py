@@ -18,11 +18,11 @@ from fedkd.data import load_dataset
 from fedkd.data.partition import client_indices, partition_labels, read_partition
 from fedkd.engine.client import TrainEnv
 from fedkd.engine.gpu import claim_gpu
-from fedkd.runtime.preprocess import Preprocessor, use_channels_last
 from fedkd.engine.reproducibility import configure_determinism
-from fedkd.runtime.seeding import derive_seed
 from fedkd.models import build_model
 from fedkd.provenance import library_versions, package_hash, run_code_hash
+from fedkd.runtime.preprocess import Preprocessor, use_channels_last
+from fedkd.runtime.seeding import derive_seed
 from fedkd.strategies import get_strategy_class
 from fedkd.strategies.base import ServerContext, tensor_bytes
 

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import torch
 
+from fedkd.losses import kd_kl
 from fedkd.runtime.evaluate import evaluate
 from fedkd.runtime.seeding import derive_seed
-from fedkd.losses import kd_kl
 from fedkd.strategies.base import ClientUpdate, Strategy, Traits
 
 UNLABELED_KINDS = ("train-slice", "noise")

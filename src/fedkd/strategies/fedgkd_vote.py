@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from fedkd.runtime.evaluate import evaluate
 from fedkd.losses import kd_kl
 from fedkd.models.base import FedModel
+from fedkd.runtime.evaluate import evaluate
 from fedkd.strategies._buffer import BufferedStrategy
 from fedkd.strategies._paper_setting import is_text
 from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, LocalContext, Traits
