@@ -29,7 +29,10 @@ def import_graph() -> dict[str, set[str]]:
                     anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(anchor + ([base] if base else []))
                 # "from pkg import mod" imports the module when there is one
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                    for a in node.names
+                ]
             for t in targets:
                 while t and t not in modules:
                     t = t.rpartition(".")[0]

@@ -168,15 +168,11 @@ def test_fedlsd_with_zero_weight_is_plain_ce():
     lsd0 = FedLSD(FedLSDParams(distill_weight=0.0), ctx=None)
     c = client(teacher, classes=3)
     lsd0.client_begin(c)
-    assert local_loss_on(lsd0, c, batch).item() == pytest.approx(
-        batch.ce().item(), rel=1e-6
-    )
+    assert local_loss_on(lsd0, c, batch).item() == pytest.approx(batch.ce().item(), rel=1e-6)
     lsd = FedLSD(FedLSDParams(), ctx=None)
     assert lsd.params.distill_weight == 0.5 and lsd.params.temperature == 1.0
     expected = self_distill_loss(logits, teacher.logits.expand(5, -1), y, 0.5)
-    assert local_loss_on(lsd, c, batch).item() == pytest.approx(
-        expected.item(), rel=1e-6
-    )
+    assert local_loss_on(lsd, c, batch).item() == pytest.approx(expected.item(), rel=1e-6)
 
 
 def test_fedcad_weights_right_wrong_mixed_and_absent():

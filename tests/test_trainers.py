@@ -278,7 +278,10 @@ def test_unsupported_models_and_settings_fall_back_with_a_reason():
     spec = RunSpec(engine="batched")
     cpu = torch.device("cpu")
     fedavg = get_strategy_class("fedavg")(None, None)
-    assert engine_choice(spec, fedavg, build_model("resnet8", 10, (3, 32, 32)), cpu)["used"] == "batched"
+    assert (
+        engine_choice(spec, fedavg, build_model("resnet8", 10, (3, 32, 32)), cpu)["used"]
+        == "batched"
+    )
     bn = engine_choice(spec, fedavg, build_model("resnet8", 10, (3, 32, 32), norm="batch"), cpu)
     assert bn["used"] == "sequential" and "BatchNorm" in bn["reason"]
 
@@ -289,7 +292,9 @@ def test_unsupported_models_and_settings_fall_back_with_a_reason():
     compiled = engine_choice(RunSpec(engine="batched", compile="default"), fedavg,
                              build_model("cnn", 10, (1, 28, 28)), cpu)  # fmt: skip
     assert compiled["used"] == "sequential" and "compile" in compiled["reason"]
-    seq = engine_choice(RunSpec(engine="sequential"), fedavg, build_model("cnn", 10, (1, 8, 8)), cpu)
+    seq = engine_choice(
+        RunSpec(engine="sequential"), fedavg, build_model("cnn", 10, (1, 8, 8)), cpu
+    )
     assert seq == {"requested": "sequential", "used": "sequential", "reason": None}
     auto_cpu = engine_choice(RunSpec(engine="auto"), fedavg, build_model("cnn", 10, (1, 8, 8)), cpu)
     assert auto_cpu["requested"] == "auto" and auto_cpu["used"] == "sequential"

@@ -48,9 +48,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def bare_loop(
-    model, inputs: TrainInputs, schedule: ClientSchedule, spec: RunSpec, device
-) -> None:
+def bare_loop(model, inputs: TrainInputs, schedule: ClientSchedule, spec: RunSpec, device) -> None:
     """The reference: a plain PyTorch training loop (torch.optim.SGD) over the same batches."""
     opt = torch.optim.SGD(
         model.parameters(), lr=spec.lr, momentum=spec.momentum,

@@ -72,5 +72,7 @@ def print_ops(strategies: list[str] | None = None, device="cpu", detail: bool = 
     for name, c in ops_report(strategies, device):
         print(f"{name} ops_per_step={c['kernels']} host_syncs={c['syncs']}", flush=True)
         if detail:
-            ops = ", ".join(f"{op} {n}" for op, n in sorted(c["by_op"].items(), key=lambda i: -i[1]))
+            ops = ", ".join(
+                f"{op} {n}" for op, n in sorted(c["by_op"].items(), key=lambda i: -i[1])
+            )
             print(f"    {ops}")

@@ -171,7 +171,9 @@ def train_clients(
         torch.manual_seed(derive_seed(spec.seed, "client_end", round, client.client_id))
         extras = strategy.client_end(client)
         if eval_local:
-            local_acc.append(evaluate(worker, env.dataset.test, env.preprocess, env.num_classes)["acc"])
+            local_acc.append(
+                evaluate(worker, env.dataset.test, env.preprocess, env.num_classes)["acc"]
+            )
         updates.append(
             ClientUpdate(
                 client_id=client.client_id,

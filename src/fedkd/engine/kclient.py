@@ -247,7 +247,11 @@ class KClientTrainer:
             step[name] = _steps_into(
                 step.get(name), [d.per_step[name] for d in decls], self.max_steps
             )
-        for kind, present in (("shared", first.shared), ("own", first.own), ("step", first.per_step)):
+        for kind, present in (
+            ("shared", first.shared),
+            ("own", first.own),
+            ("step", first.per_step),
+        ):
             for stale in set(self.values[kind]) - set(present):
                 del self.values[kind][stale]
         self.names = (

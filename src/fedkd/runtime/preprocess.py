@@ -113,9 +113,7 @@ class TrainInputs:
             self.row_stride = 0
             self.table = torch.arange(self.item_size, device=dev).unsqueeze(0)  # (1, L)
 
-    def start(
-        self, rows: torch.Tensor, off_y: torch.Tensor, off_x: torch.Tensor
-    ) -> torch.Tensor:
+    def start(self, rows: torch.Tensor, off_y: torch.Tensor, off_x: torch.Tensor) -> torch.Tensor:
         """Flat start offsets of samples ``rows`` of the split cropped at (off_y, off_x)."""
         return rows * self.item_size + off_y * self.row_stride + off_x
 

@@ -51,7 +51,9 @@ def client_schedule(
             offsets = torch.randint(0, 2 * crop_pad + 1, (2, n), generator=gen)
         else:
             offsets = torch.zeros(2, n, dtype=torch.long)
-        flips = torch.randint(0, 2, (n,), generator=gen) if flip else torch.zeros(n, dtype=torch.long)
+        flips = (
+            torch.randint(0, 2, (n,), generator=gen) if flip else torch.zeros(n, dtype=torch.long)
+        )
         pad = slots - n
         rows.append(torch.cat([order, order.new_zeros(pad)]))
         # the draws belong to the sample's position in the epoch's order

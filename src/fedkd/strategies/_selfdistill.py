@@ -63,4 +63,3 @@ class SelfDistillStrategy(Strategy):
             reduction="none",
         )
         return batch.mean(per_sample)
-

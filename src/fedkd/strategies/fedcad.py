@@ -80,4 +80,3 @@ class FedCAD(SelfDistillStrategy):
 
     def sample_weights(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
         return ctx.own["class_weights"][batch.y]
-

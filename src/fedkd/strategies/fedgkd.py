@@ -88,7 +88,10 @@ def gkd_regularizer(
     batch mean (per sample with ``reduction="none"``)."""
     if regularizer == "kl":
         return kd_kl(
-            student_logits, teacher_logits, temperature, "none" if reduction == "none" else "batchmean"
+            student_logits,
+            teacher_logits,
+            temperature,
+            "none" if reduction == "none" else "batchmean",
         )
     if regularizer == "mse":
         return logit_mse(student_logits, teacher_logits, reduction)

@@ -102,7 +102,9 @@ class FedGKDVote(BufferedStrategy):
         if "weights" not in client.payload:
             return  # the first round: nothing to distil
         teachers = [client.global_model, *self.teachers_from(client, client.payload["teachers"])]
-        for m, (weight, teacher) in enumerate(zip(client.payload["weights"], teachers, strict=True)):
+        for m, (weight, teacher) in enumerate(
+            zip(client.payload["weights"], teachers, strict=True)
+        ):
             client.share_model(f"vote{m}", teacher)
             client.share(f"vote{m}", weight)
 

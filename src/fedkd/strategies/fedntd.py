@@ -67,4 +67,3 @@ class FedNTD(Strategy):
         teacher_logits = ctx.outputs["global"].logits
         ntd = not_true_kl(batch.logits, teacher_logits, batch.y, self.params.tau, reduction="none")
         return batch.ce() + self.params.beta * batch.mean(ntd)
-
