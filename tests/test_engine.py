@@ -191,12 +191,13 @@ def test_foreach_sgd_is_bit_identical_to_torch_sgd(momentum, weight_decay):
 
 def test_every_engine_module_a_run_imports_is_in_the_train_code_hash():
     """The train rule's code hash (fedkd.provenance) follows the engine's imports: a module split
-    off run.py or batched.py must still be reached from the engine entry point, or editing it
+    off run.py or client.py must still be reached from the engine entry point, or editing it
     would not re-run anything. features.py is the one engine module a run does not import (the
     features rule hashes the whole engine package)."""
     from fedkd.provenance import PACKAGE_DIR, run_code_files
 
     engine = {p for p in (PACKAGE_DIR / "engine").glob("*.py") if p.name != "features.py"}
+    engine |= set((PACKAGE_DIR / "runtime").glob("*.py"))
     for strategy in ("fedavg", "fedgkd"):
         missing = engine - set(run_code_files(strategy))
         assert not missing, f"{strategy}: {sorted(p.name for p in missing)}"

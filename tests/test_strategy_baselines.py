@@ -234,6 +234,7 @@ def test_feddistill_plus_hooks():
     assert s.payload(0, None) == {}  # nothing to send before any logits exist
     model = ctx.build_model()
     client = tiny_client(ctx, 0, 0, model, model, {}, [0, 2, 2, 0, 0])
+    s.client_begin(client)
     b = batch_of(client)
     assert local_loss_on(s, client, b).item() == pytest.approx(b.ce().item())
     up = s.client_end(client)
@@ -269,6 +270,7 @@ def test_feddistill_plus_hooks():
 
     # with logits: CE + 0.1 * KL(softmax(global[y]) || student)
     client = tiny_client(ctx, 0, 2, model, model, sent, [0, 2, 2, 0, 0])
+    s.client_begin(client)
     b = batch_of(client)
     expected = b.ce() + 0.1 * label_distill_loss(
         b.logits, b.y, sent["global_logits"], sent["known"]
@@ -285,6 +287,7 @@ def test_feddistill_plus_released_target_is_uniform():
     model = ctx.build_model()
     # the same exchange as the default: uploads, server averaging and the payload
     client = tiny_client(ctx, 0, 0, model, model, {}, [0, 2, 2, 0, 0])
+    released.client_begin(client)
     up = released.client_end(client)
     for s in (released, default):
         s.server_update(0, None, [ClientUpdate(0, {}, 1, 1, 0.0, up)])
@@ -296,12 +299,15 @@ def test_feddistill_plus_released_target_is_uniform():
     # later rounds: every sample toward softmax(0) = uniform, whatever the received logits
     sent = {"global_logits": 5.0 * torch.eye(3), "known": torch.ones(3, dtype=torch.bool)}
     client = tiny_client(ctx, 0, 1, model, model, sent, [0, 2, 2, 0, 1])
+    released.client_begin(client)
+    client_d = tiny_client(ctx, 0, 1, model, model, sent, [0, 2, 2, 0, 1])
+    default.client_begin(client_d)
     b = batch_of(client)
     log_q = torch.log_softmax(b.logits, dim=1)
     kl_uniform = (-math.log(3.0) - log_q).mean(1).mean()  # KL(u || q) = sum_k u_k log(u_k / q_k)
     got = local_loss_on(released, client, b)
     assert got.item() == pytest.approx((b.ce() + 0.1 * kl_uniform).item(), rel=1e-5)
-    toward_global = local_loss_on(default, client, b)
+    toward_global = local_loss_on(default, client_d, b)
     assert toward_global.item() - got.item() > 0.05  # the default: toward softmax(5 onehot(y))
     with pytest.raises(ValueError, match="target='zeros'.*uniform"):
         FedDistillPlusParams(target="zeros")

@@ -31,9 +31,9 @@ from fedkd.data.base import ArraySplit, FedDataset
 from fedkd.engine.choice import engine_choice
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.folding import bind, fold, fold_error, folded_shape, param_kinds
-from fedkd.engine.opcount import count_ops
 from fedkd.engine.run import Run
 from fedkd.models import build_model
+from fedkd.opcount import count_ops
 from fedkd.strategies import get_strategy_class, strategy_names
 
 SMALL = dict(
@@ -264,6 +264,7 @@ def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(
             assert torch.allclose(rows[r], w.detach(), rtol=1e-12, atol=1e-14), (cls, r)
 
 
+@pytest.mark.slow
 def test_k_client_step_stays_within_its_kernel_budget():
     """The op budget of one 4-client step of ResNet-8-GN (``fedkd bench --ops``): counts, not
     times, so the same on any machine."""

@@ -5,7 +5,7 @@ synthetic data: 4 clients x 64 images, crop-flip on, gathering, augmentation, fo
 clipping and the optimizer included. It is counted in the second round (so strategies that start
 distilling after the first round, such as fedgkd, do), at the round's second step (the first
 step is the same work; this one shows the steady state). Kernels and host syncs are counted as
-``fedkd.engine.opcount`` defines them. Each line: ``<strategy> ops_per_step=<N> host_syncs=<S>``.
+``fedkd.opcount`` defines them. Each line: ``<strategy> ops_per_step=<N> host_syncs=<S>``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import torch
 from fedkd.config import RunSpec
 from fedkd.data.synthetic import synthetic_cifar
 from fedkd.engine.client import train_clients
-from fedkd.engine.opcount import count_ops
 from fedkd.engine.run import Run
+from fedkd.opcount import count_ops
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies import strategy_names
 

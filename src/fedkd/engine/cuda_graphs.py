@@ -24,15 +24,16 @@ def graphs_requested(device: torch.device) -> bool:
 
 class GraphedStep:
     """A step function run eagerly for its first ``WARMUP_STEPS`` calls, then captured and
-    replayed. The step must advance its own device step counter (the capture does not run)."""
+    replayed. The step must advance its own device step counter (the capture does not run). The
+    function is passed at each call, not kept: the graph holds no reference to its trainer."""
 
-    def __init__(self, step_fn, device: torch.device):
-        self.step_fn, self.device = step_fn, device
+    def __init__(self, device: torch.device):
+        self.device = device
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
         self.stream = torch.cuda.Stream(device=device)
 
-    def step(self) -> None:
+    def step(self, step_fn) -> None:
         if self.graph is not None:
             self.graph.replay()
             return
@@ -40,13 +41,13 @@ class GraphedStep:
         self.stream.wait_stream(current)
         if self.calls < WARMUP_STEPS:
             with torch.cuda.stream(self.stream):
-                self.step_fn()
+                step_fn()
             current.wait_stream(self.stream)
             self.calls += 1
             return
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=self.stream):
-            self.step_fn()
+            step_fn()
         current.wait_stream(self.stream)
         self.graph = graph
         graph.replay()  # the capture ran nothing: this is the step

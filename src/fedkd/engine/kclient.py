@@ -114,7 +114,10 @@ class FrozenSlot:
 class KClientTrainer:
     def __init__(self, env, strategy: Strategy, k: int):
         spec, device = env.spec, env.device
-        self.env, self.strategy, self.spec, self.device, self.k = env, strategy, spec, device, k
+        # no reference to env (which holds this trainer): nothing keeps the trainer, its buffers
+        # and graphs alive past the run but the run itself
+        self.strategy, self.spec, self.device, self.k = strategy, spec, device, k
+        self.client_rows = [ix.cpu() for ix in env.client_index]
         worker = self.worker = env.worker()
         named = {n: p for n, p in worker.named_parameters() if p.requires_grad}
         self.dtype = next(iter(named.values())).dtype
@@ -141,6 +144,9 @@ class KClientTrainer:
         self.global_params = {n: torch.zeros_like(p) for n, p in named.items()}
         self.slots: dict[str, FrozenSlot] = {}
         self.values: dict[str, dict[str, object]] = {"shared": {}, "own": {}, "step": {}}
+        # every declared value's buffer, kept for the run: a captured graph reads it there, even
+        # in a round that does not declare it
+        self._store: dict[tuple[str, str], object] = {}
         self.use_graphs = graphs_requested(device)
         self.graphs: dict[tuple, GraphedStep] = {}
         self.names: tuple = ()
@@ -188,7 +194,7 @@ class KClientTrainer:
             n = sched.num_steps
             if n == 0:
                 continue
-            global_rows = self.env.client_rows(client.client_id)[sched.rows]
+            global_rows = self.client_rows[client.client_id][sched.rows]
             start[:n, :, c] = self.inputs.start(global_rows, sched.off_y, sched.off_x)
             flip[:n, :, c] = sched.flip
             rows[:n, :, c] = global_rows
@@ -229,6 +235,7 @@ class KClientTrainer:
             slot.params.fill_rows(
                 [{n: t.to(self.device) for n, t in d.own_models[name].items()} for d in decls]
             )
+        self.values = {"shared": {}, "own": {}, "step": {}}  # this round's names, over the store
         shared = self.values["shared"]
         for name, value in first.shared.items():
             for d in decls:
@@ -238,22 +245,17 @@ class KClientTrainer:
                         f"strategy {self.strategy.name!r}: share({name!r}) differs between "
                         "clients; declare it with own"
                     )
-            shared[name] = _static(shared.get(name), value)
+            shared[name] = self._keep("shared", name, _static(self._kept("shared", name), value))
         own = self.values["own"]
         for name in first.own:
-            own[name] = _stack_into(own.get(name), [d.own[name] for d in decls])
+            stacked = _stack_into(self._kept("own", name), [d.own[name] for d in decls])
+            own[name] = self._keep("own", name, stacked)
         step = self.values["step"]
         for name in first.per_step:
-            step[name] = _steps_into(
-                step.get(name), [d.per_step[name] for d in decls], self.max_steps
+            rows = [d.per_step[name] for d in decls]
+            step[name] = self._keep(
+                "step", name, _steps_into(self._kept("step", name), rows, self.max_steps)
             )
-        for kind, present in (
-            ("shared", first.shared),
-            ("own", first.own),
-            ("step", first.per_step),
-        ):
-            for stale in set(self.values[kind]) - set(present):
-                del self.values[kind][stale]
         self.names = (
             names,
             tuple(
@@ -263,6 +265,13 @@ class KClientTrainer:
             ),
         )
         self.active_slots = sorted({*first.shared_models, *first.own_models})
+
+    def _kept(self, kind: str, name: str):
+        return self._store.get((kind, name))
+
+    def _keep(self, kind: str, name: str, value):
+        self._store[(kind, name)] = value
+        return value
 
     def _slot(self, name: str) -> FrozenSlot:
         if name not in self.slots:
@@ -278,8 +287,8 @@ class KClientTrainer:
             return
         graph = self.graphs.get(self.names)
         if graph is None:
-            graph = self.graphs[self.names] = GraphedStep(self._step, self.device)
-        graph.step()
+            graph = self.graphs[self.names] = GraphedStep(self.device)
+        graph.step(self._step)
 
     def _step(self) -> None:
         """One local step of every client; reads and writes only the trainer's buffers."""

@@ -130,6 +130,7 @@ class Run(RunSetup):
                 f"[fedkd] round {r + 1}/{spec.rounds}  acc {row['test_acc']:.4f}  "
                 f"loss {row['test_loss']:.4f}  {row['seconds']:.1f}s  ETA {fmt_seconds(eta)}"
             )
+        self.env.release()  # the trainer's buffers (and CUDA graphs) go with the run's rounds
         if status == "running" and (len(rows) == spec.rounds or reached):
             status = "complete"
         if reached:

@@ -7,6 +7,8 @@ gather (``TrainInputs``) of exactly the step's samples, the declared frozen mode
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from fedkd.engine.optim import ForeachSGD
@@ -76,8 +78,13 @@ def local_loss_on(strategy: Strategy, client: ClientContext, batch: LocalBatch, 
 
 class SequentialTrainer:
     def __init__(self, env, strategy: Strategy):
-        self.env, self.strategy, self.spec = env, strategy, env.spec
+        # a weak reference: env holds this trainer, and a cycle would outlive the run
+        self._env, self.strategy, self.spec = weakref.ref(env), strategy, env.spec
         self._own_models: dict[str, torch.nn.Module] = {}
+
+    @property
+    def env(self):
+        return self._env()
 
     def _own_model(self, name: str, state: dict) -> torch.nn.Module:
         """One reusable frozen model per declared name, loaded with each client's weights."""
