@@ -23,7 +23,7 @@ from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies import strategy_names
 
 # server-side work kept small where a strategy has a knob for it (the clients' step is measured)
-SERVER_LIGHT = {"feddf": {"max_steps": 2, "eval_every": 1, "patience": 2}}
+SERVER_LIGHT = {"feddf": {"max_steps": 2, "eval_every": 1, "patience": 2, "unlabeled": "noise"}}
 
 
 def step_ops(strategy: str, dataset, clients: int = 4, batch_size: int = 64, device="cpu",

@@ -23,6 +23,8 @@ holds every strategy to it on ResNet-8-GN and the CNN).
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch.func import vmap
 
@@ -104,8 +106,6 @@ class FrozenSlot:
     per-client models' own."""
 
     def __init__(self, student_folded, named, k, kinds, dtype, device):
-        import copy
-
         self.params = FlatParams(named, k, kinds, dtype, device)
         self.model = copy.deepcopy(student_folded).eval()
         bind(self.model, self.params.folded, requires_grad=False)
