@@ -52,7 +52,10 @@ def render(
         opts.values["caption"] = with_setting(opts.values["caption"], source, opts.ddof())
     doc = layout.build()(source, opts)
     if layout.output == "table":
+        from fedkd.report.cells import with_collapse_note
         from fedkd.report.writers import write_table
+
+        doc.caption = with_collapse_note(doc.caption, doc.body)
 
         return write_table(doc, out, name)
     from fedkd.report.writers import save_figure
