@@ -30,9 +30,10 @@ MNIST5K_TEST_PER_CLASS = 100  # a fixed, balanced 1,000-image test split of the 
 MAX_IDX_BYTES = 64 << 20
 
 
-def _read_raw(path: Path, limit: int = MAX_IDX_BYTES) -> bytes:
-    """The file's bytes, gunzipped for ``.gz``, refusing more than ``limit`` bytes: a small gzip
+def _read_raw(path: Path) -> bytes:
+    """The file's bytes, gunzipped for ``.gz``, refusing more than ``MAX_IDX_BYTES``: a small gzip
     can inflate to gigabytes, so it is inflated as a stream and stopped at the limit."""
+    limit = MAX_IDX_BYTES
     too_big = (
         f"{path} holds more than {limit} bytes{' once decompressed' if path.suffix == '.gz' else ''}, "
         f"more than any MNIST file; delete it and place the official file again"
