@@ -16,6 +16,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -489,20 +490,22 @@ def _train_cmd(out: Path, rounds: int) -> list[str]:
 @pytest.mark.slow
 def test_kills_at_random_moments_then_resumes_end_bit_identical(tmp_path):
     """SIGKILL at random moments (start-up, a round, a checkpoint write, the last record), each
-    time the same command again, until it exits 0; then the workflow's deletion of a finished
-    job's outputs. The metrics equal an uninterrupted run's, and no temporary file is left."""
+    time the same command again; then the workflow's deletion of a finished job's outputs. The
+    metrics equal an uninterrupted run's, and no temporary file is left."""
     rounds = 3
+    t0 = time.monotonic()
     subprocess.run(_train_cmd(tmp_path / "full", rounds), env=ENV, check=True, capture_output=True)
+    wall = time.monotonic() - t0  # a kill within this lands anywhere in a fresh run
     full = read_metrics(tmp_path / "full" / METRICS)
     out = tmp_path / "killed"
     rng = random.Random(20)
     kills = 0
-    for _ in range(40):
+    for _ in range(8):
         proc = subprocess.Popen(
             _train_cmd(out, rounds), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         try:
-            proc.wait(timeout=rng.uniform(2.0, 12.0))
+            proc.wait(timeout=rng.uniform(0.2, wall))
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -510,9 +513,10 @@ def test_kills_at_random_moments_then_resumes_end_bit_identical(tmp_path):
             continue
         assert proc.returncode == 0
         break
-    else:
-        pytest.fail("the run never finished")
-    assert kills >= 2, "no kill landed; widen the delays"
+    else:  # killed every time: once more, to the end
+        last = subprocess.run(_train_cmd(out, rounds), env=ENV, capture_output=True, text=True)
+        assert last.returncode == 0, last.stderr
+    assert kills >= 3, f"only {kills} kills landed"
     cols = ["round", "test_acc", "test_loss", "train_loss", "val_acc"]
     pd.testing.assert_frame_equal(read_metrics(out / METRICS)[cols], full[cols])
     assert not list(out.glob("*.tmp"))
