@@ -230,6 +230,17 @@ def test_the_lock_of_a_killed_run_is_released(tmp_path):
     lock.release()
 
 
+def test_a_file_system_without_locks_lets_the_run_go_on_with_a_warning(tmp_path, monkeypatch):
+    import fcntl
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with RunLock(tmp_path) as lock:
+        assert lock.unsupported and "No locks available" in lock.unsupported
+
+
 @pytest.mark.slow
 def test_two_runs_started_together_on_one_directory_one_is_refused(tmp_path):
     """Before the lock both ended "complete" and the directory held one of them."""

@@ -104,7 +104,12 @@ class Run(RunSetup):
         # only now, with the data, partition, model and strategy checked: a run that fails its
         # checks leaves no output folder behind
         self.out.mkdir(parents=True, exist_ok=True)
-        with RunLock(self.out):
+        with RunLock(self.out) as lock:
+            if lock.unsupported:
+                self.log(
+                    f"[fedkd] warning: {self.out} cannot be locked ({lock.unsupported}); a "
+                    f"second run on this directory would not be refused"
+                )
             # another process may have finished this run while this one prepared
             if (prev := self._finished_record()) is not None:
                 self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")

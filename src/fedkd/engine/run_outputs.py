@@ -51,16 +51,19 @@ class RunLock:
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / LOCK
         self._fd: int | None = None
+        self.unsupported: str | None = None  # why the file system took no lock, if it did not
 
     def acquire(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
+            held = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
             holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
+            if not held:  # a file system without flock (ENOLCK, EOPNOTSUPP): run unlocked
+                self.unsupported = str(exc)
+                return
             raise RunConflictError(
                 f"{self.path.parent} is being written by another run ({holder}); wait for it to "
                 f"end, or stop it, or use another output directory"
