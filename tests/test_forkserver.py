@@ -1,11 +1,15 @@
 """The fork server (fedkd.forkserver): a command sent to it runs as a fresh process would (same
 output, files, exit code), a killed sender takes its command with it, and without a reachable
-server a command runs in its own process."""
+server a command runs in its own process. Hostile requests (idle, huge, malformed, for another
+command) are refused and leave the server and its running commands alone."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -124,3 +128,129 @@ def test_a_server_whose_workflow_died_ends_and_leaves_nothing(tmp_path):
         time.sleep(0.1)
     # removed by the server on its way out: it saw its parent go and left its loop
     assert not Path(path).parent.exists()
+
+
+# --------------------------------------------------------------------------- hostile requests
+@pytest.fixture(scope="module")
+def bare_server(tmp_path_factory):
+    """A server with a short request timeout, on its own socket; its log is its stderr."""
+    folder = tmp_path_factory.mktemp("bare")
+    path, log = folder / "s.sock", folder / "server.log"
+    code = f"from fedkd.forkserver import serve; serve({str(path)!r}, request_timeout=2.0)"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", code], stderr=err)
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert path.exists(), log.read_text()
+    yield path, log, proc
+    proc.terminate()
+    proc.wait(10)
+
+
+def _connect(path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(15)
+    sock.connect(str(path))
+    return sock
+
+
+def _ask(path, body: bytes, size: int | None = None) -> str:
+    """Send the descriptors, a length header (``size``, default the body's) and ``body``; the
+    server's first reply line."""
+    with _connect(path) as sock:
+        socket.send_fds(sock, [b"R"], [0, 1, 2])
+        sock.sendall(struct.pack("!I", len(body) if size is None else size) + body)
+        return sock.makefile("r").readline()
+
+
+def _request(**fields) -> bytes:
+    base = {"argv": ["train", "--help"], "cwd": os.getcwd(), "env": {}, "prefix": sys.prefix}
+    return json.dumps({**base, **fields}).encode()
+
+
+def _served(env_path, cwd) -> subprocess.CompletedProcess:
+    """`fedkd train --help` sent to the server (its log names it: it was not run locally)."""
+    env = {**os.environ, ENV: str(env_path)}
+    return subprocess.run(
+        [sys.executable, "-m", "fedkd", "train", "--help"], env=env, cwd=cwd,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_an_idle_connection_delays_no_other_request_and_is_closed(bare_server, tmp_path):
+    path, log, proc = bare_server
+    idle = _connect(path)  # connects and sends nothing (before: every request waited on it)
+    half = _connect(path)
+    socket.send_fds(half, [b"R"], [0, 1, 2])  # the descriptors, then nothing more
+    started = time.monotonic()
+    served = _served(path, tmp_path)
+    assert served.returncode == 0 and "--out" in served.stdout
+    assert time.monotonic() - started < 30
+    # both are closed after the request timeout (2 s here), with the reason
+    for sock in (idle, half):
+        assert sock.makefile("r").readline().startswith("refused: no complete request in 2 s")
+        assert sock.recv(1) == b""
+        sock.close()
+    assert proc.poll() is None
+    assert "fedkd train --help" in log.read_text()
+
+
+def test_a_huge_header_is_refused_unread(bare_server):
+    path, _, proc = bare_server
+    reply = _ask(path, b"", size=0xFFFF_FFFF)
+    assert reply.startswith("refused: a request of 4294967295 bytes; at most")
+    assert proc.poll() is None
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        (b"[1, 2]", "a JSON list, not an object"),
+        (b"{not json", "not JSON"),
+        (json.dumps({"cwd": "/", "env": {}, "prefix": sys.prefix}).encode(), "'argv' must be"),
+        (_request(argv=[1, 2]), "'argv' must be"),
+        (_request(argv=["status", "results/runs"]), "command 'status' is not served"),
+        (_request(argv=["forkserver", "--socket", "/tmp/x"]), "command 'forkserver' is not"),
+        (_request(cwd="relative"), "'cwd' must be an absolute path"),
+        (_request(env=["PATH"]), "'env' must map"),
+        (_request(env={"A": 1}), "'env' must map"),
+    ],
+)
+def test_a_malformed_request_is_refused_and_the_server_goes_on(bare_server, body, why):
+    path, _, proc = bare_server
+    assert _ask(path, body).startswith(f"refused: {why}")
+    assert proc.poll() is None
+
+
+def test_bad_requests_leave_a_running_command_alone(bare_server, tmp_path):
+    """Before, a body [1, 2] crashed the server, which ended the running `fedkd train`."""
+    path, _, proc = bare_server
+    env = {**os.environ, ENV: str(path)}
+    sender = subprocess.Popen(
+        [sys.executable, "-m", "fedkd", *TRAIN, "--out", "run"], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "run" / "run.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (tmp_path / "run" / "run.json").exists(), "the served run never started"
+    for body in (b"[1, 2]", json.dumps({"cwd": "/"}).encode(), b"\xff"):
+        assert _ask(path, body).startswith("refused:")
+    out, err = sender.communicate(timeout=120)
+    assert sender.returncode == 0, err
+    assert "complete: best acc" in out
+    assert len(pd.read_parquet(tmp_path / "run" / "metrics.parquet")) == 2
+    assert proc.poll() is None
+
+
+def test_the_served_commands_are_the_ones_the_workflow_runs():
+    import re
+
+    from fedkd import cli
+    from fedkd.forkserver import SERVED
+
+    rules = (Path(__file__).parents[1] / "workflow" / "rules").glob("*.smk")
+    sent = {m for f in rules for m in re.findall(r"\bfedkd ([a-z]+) ", f.read_text())}
+    assert sent == set(SERVED)
+    assert cli.SERVED is SERVED

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import yaml
 
+# the commands a fork server runs (those that import the heavy libraries); it refuses others
+from fedkd.forkserver import SERVED
+
 RUN_KEY_HELP = {
     "model": "auto (the paper's model for the dataset), resnet8, resnet50, cnn or distilbert",
     "strategy": "strategy name (see `fedkd strategies`)",
@@ -230,10 +233,6 @@ def cmd_forkserver(args) -> int:
     return 0
 
 
-# commands a fork server may run (fedkd.forkserver): those that import the heavy libraries
-SERVED = ("train", "partition", "aggregate", "render", "features")
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command-line parser; given the ``command`` about to run, other commands' help texts
     that are costly to build (render's) are left short."""
@@ -419,4 +418,16 @@ def main(argv: list[str] | None = None) -> int:
         RunConflictError, ValueError,
     ) as exc:  # fmt: skip
         print(f"fedkd {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        import errno
+
+        if exc.errno != errno.ENOSPC:
+            raise
+        print(
+            f"fedkd {args.command}: error: no space left on device writing "
+            f"{exc.filename or 'its output'}; nothing half-written was left. Free some space and "
+            f"run the same command again (a run resumes from its last checkpoint)",
+            file=sys.stderr,
+        )
         return 2

@@ -27,6 +27,15 @@ import tempfile
 import time
 
 ENV = "FEDKD_FORKSERVER"
+# the fedkd commands the workflow's rules send (workflow/rules/*.smk); the server runs no other
+SERVED = ("train", "partition", "aggregate", "render", "features")
+# a request (argv, working directory, environment) larger than this is refused unread: the
+# environment of a cluster job is tens of kB
+MAX_REQUEST = 4 << 20
+# a connection that has not sent its whole request within this many seconds is closed
+REQUEST_TIMEOUT = 10.0
+# connections still sending their request, at most; further ones are closed at once
+MAX_PENDING = 64
 PRELOAD = ("torch", "numpy", "pyarrow", "pyarrow.parquet", "pandas", "yaml")
 # the text runs' model (about 1 s more to import), where transformers is installed
 PRELOAD_OPTIONAL = ("transformers.models.distilbert.modeling_distilbert",)
@@ -73,11 +82,20 @@ def run_remote(argv: list[str]) -> int | None:
 
 # ----------------------------------------------------------------------------- the server
 def serve(
-    path: str, parent: int | None = None, idle_exit: float | None = None, own_dir: bool = False
+    path: str,
+    parent: int | None = None,
+    idle_exit: float | None = None,
+    own_dir: bool = False,
+    request_timeout: float = REQUEST_TIMEOUT,
 ) -> None:
     """Serve on the Unix socket ``path`` until the process ``parent`` is gone (checked twice a
     second) or, with no command running, nothing was asked for ``idle_exit`` seconds; with
-    ``own_dir`` the socket's (empty) directory is removed on the way out too."""
+    ``own_dir`` the socket's (empty) directory is removed on the way out too.
+
+    Requests are read without blocking, each connection at its own pace, so a slow or idle one
+    delays nothing; one that has not sent its whole request within ``request_timeout`` seconds
+    is closed. A request that is too large, malformed or for a command not in ``SERVED`` is
+    answered with a "refused: ..." line and closed; the server and its running commands go on."""
     # stopped with SIGTERM: end the running commands and remove the socket on the way out
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     for name in PRELOAD:
@@ -94,20 +112,29 @@ def serve(
     listener.listen(64)
     _log(f"ready on {path} (pid {os.getpid()})")
     children: dict[int, socket.socket] = {}  # pid → its sender's connection
+    pending: dict[socket.socket, _Request] = {}  # connections still sending their request
     last = time.monotonic()
     try:
         while True:
             if parent is not None and os.getppid() != parent:
                 break
-            if idle_exit is not None and not children and time.monotonic() - last > idle_exit:
+            now = time.monotonic()
+            if idle_exit is not None and not children and not pending and now - last > idle_exit:
                 break
-            ready, _, _ = select.select([listener, *children.values()], [], [], 0.5)
+            for conn in [c for c, r in pending.items() if now > r.deadline]:
+                _refuse(conn, pending.pop(conn), f"no complete request in {request_timeout:g} s")
+            ready, _, _ = select.select([listener, *pending, *children.values()], [], [], 0.5)
             for s in ready:
                 if s is listener:
                     conn, _ = listener.accept()
-                    pid = _start(conn, listener, children)
-                    if pid is not None:
-                        children[pid] = conn
+                    last = time.monotonic()
+                    if len(pending) >= MAX_PENDING:
+                        conn.close()
+                        continue
+                    conn.setblocking(False)
+                    pending[conn] = _Request(last + request_timeout)
+                elif s in pending:
+                    _advance(s, pending, listener, children)
                     last = time.monotonic()
                 else:  # a sender sends nothing more: readable means it went away
                     pid = next(p for p, c in children.items() if c is s)
@@ -116,6 +143,9 @@ def serve(
     finally:
         for pid in children:
             _kill(pid)
+        for conn, request in pending.items():
+            request.close_fds()
+            conn.close()
         listener.close()
         if os.path.exists(path):
             os.unlink(path)
@@ -126,24 +156,121 @@ def serve(
                 pass
 
 
-def _start(conn: socket.socket, listener: socket.socket, children: dict) -> int | None:
-    try:
-        _, fds, _, _ = socket.recv_fds(conn, 1, 3)
-        (size,) = _HEADER.unpack(_recv_exactly(conn, _HEADER.size))
-        request = json.loads(_recv_exactly(conn, size))
-    except (OSError, ValueError, struct.error):
-        conn.close()
-        return None
-    if request.get("prefix") != sys.prefix:  # the libraries here are not the sender's
-        for fd in fds:
+class _Request:
+    """A request being received: the sender's three descriptors, then a length header and JSON."""
+
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+        self.fds: list[int] | None = None
+        self.data = bytearray()
+
+    def close_fds(self) -> None:
+        for fd in self.fds or []:
             os.close(fd)
-        conn.sendall(b"refused: another Python environment\n")
-        conn.close()
-        return None
+        self.fds = []
+
+
+class _Refused(Exception):
+    pass
+
+
+def _advance(conn: socket.socket, pending: dict, listener: socket.socket, children: dict) -> None:
+    """Read what ``conn`` has sent; once its request is whole, check it and start the command."""
+    request = pending[conn]
+    try:
+        try:
+            if request.fds is None:
+                # the descriptors come with the first byte, on their own
+                msg, fds, _, _ = socket.recv_fds(conn, 1, 3)
+                request.fds = list(fds)
+                if not msg:
+                    raise _Refused("closed before sending a request")
+                if msg != b"R" or len(fds) != 3:
+                    raise _Refused("a request starts with stdin, stdout and stderr")
+                return
+            have = len(request.data)
+            size = _HEADER.unpack_from(request.data)[0] if have >= _HEADER.size else None
+            want = _HEADER.size - have if size is None else _HEADER.size + size - have
+            chunk = conn.recv(min(want, 1 << 16))
+        except BlockingIOError:
+            return
+        if not chunk:
+            raise _Refused("closed before sending its whole request")
+        request.data += chunk
+        if size is None and len(request.data) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(request.data)
+            if size > MAX_REQUEST:
+                raise _Refused(f"a request of {size} bytes; at most {MAX_REQUEST} are read")
+        if size is None or len(request.data) < _HEADER.size + size:
+            return
+        body = _check_request(bytes(request.data[_HEADER.size :]))
+    except _Refused as why:
+        _refuse(conn, pending.pop(conn), str(why))
+        return
+    except OSError as exc:
+        _refuse(conn, pending.pop(conn), f"connection error ({exc})")
+        return
+    del pending[conn]
+    conn.setblocking(True)
+    pid = _start(conn, body, request.fds, listener, children, pending)
+    if pid is not None:
+        children[pid] = conn
+
+
+def _check_request(raw: bytes) -> dict:
+    """The request as the sender (``run_remote``) builds it, or ``_Refused`` saying what is wrong."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise _Refused(f"not JSON ({str(exc)[:80]})") from None
+    if not isinstance(body, dict):
+        raise _Refused(f"a JSON {type(body).__name__}, not an object")
+    argv, cwd, env, prefix = (body.get(k) for k in ("argv", "cwd", "env", "prefix"))
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise _Refused("'argv' must be a non-empty list of strings")
+    if argv[0] not in SERVED:
+        raise _Refused(f"command {argv[0][:40]!r} is not served; served: {', '.join(SERVED)}")
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise _Refused("'cwd' must be an absolute path")
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+        for k, v in env.items()
+    ):
+        raise _Refused("'env' must map variable names to strings")
+    if any("\0" in a for a in [*argv, cwd]):
+        raise _Refused("argv and cwd may not contain NUL characters")
+    if prefix != sys.prefix:  # the libraries here are not the sender's
+        raise _Refused("another Python environment")
+    return body
+
+
+def _refuse(conn: socket.socket, request: _Request, why: str) -> None:
+    request.close_fds()
+    _log(f"refused a request: {why}")
+    try:
+        conn.setblocking(True)
+        conn.settimeout(1.0)
+        conn.sendall(f"refused: {why}\n".encode())
+    except OSError:
+        pass
+    conn.close()
+
+
+def _start(
+    conn: socket.socket,
+    request: dict,
+    fds: list[int],
+    listener: socket.socket,
+    children: dict,
+    pending: dict,
+) -> int | None:
     pid = os.fork()
     if pid == 0:  # the child: become the command
         listener.close()
         for c in children.values():
+            c.close()
+        for c, other in pending.items():  # requests still arriving belong to the server
+            other.close_fds()
             c.close()
         conn.close()
         _run_child(request, fds)

@@ -2,20 +2,22 @@
 run.json and metrics.parquet alone (it works while Snakemake runs, on a cluster's shared disk too).
 
 A run is done (complete), failed (diverged), running (its last round is recent), stopped (no round
-for a while: killed or crashed; re-running the workflow resumes it from its checkpoint) or, given
-the configuration, not started. The ETA adds the rounds left at the measured seconds per round,
+for a while: killed or crashed; re-running the workflow resumes it from its checkpoint), damaged
+(its run.json cannot be read; the line says how to fix it) or, given the configuration, not
+started. The ETA adds the rounds left at the measured seconds per round,
 divided over the runs in flight.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+from fedkd.files import RunRecordError, read_run_record
 
 RUN_JSON = "run.json"
 METRICS = "metrics.parquet"
@@ -36,6 +38,7 @@ class RunProgress:
     rounds: int
     seconds_per_round: float | None  # mean over its rounds so far
     best_acc: float | None = None
+    problem: str | None = None  # why a damaged run's record cannot be read, and the fix
 
     @property
     def rounds_left(self) -> int:
@@ -58,10 +61,11 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
 
     rel = str(run.relative_to(root))
     try:
-        record = json.loads((run / RUN_JSON).read_text())
-    except (OSError, ValueError):
-        # being written for the first time, or cut off: treat as a run that has not begun a round
+        record = read_run_record(run / RUN_JSON)
+    except OSError:  # gone between the listing and the read
         return RunProgress(rel, "running", 0, 0, None)
+    except RunRecordError as exc:
+        return RunProgress(rel, "damaged", 0, _rounds_from_path(rel), None, problem=str(exc))
     rounds = int((record.get("spec") or {}).get("rounds") or 0)
     seconds, best = [], None
     if (run / METRICS).exists():
@@ -81,6 +85,8 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
         state = "done"
     elif status == "diverged":
         state = "failed"
+    elif status == "stopped":  # the run recorded why it stopped (a full disk)
+        state = "stopped"
     else:
         quiet_for = now - _updated_at(record, run)
         limit = max(stale_after, 5 * per_round) if per_round else stale_after
@@ -151,7 +157,7 @@ def eta_seconds(runs: list[RunProgress]) -> float | None:
     return work / in_flight
 
 
-STATES = ("done", "running", "stopped", "failed", "not started")
+STATES = ("done", "running", "stopped", "failed", "damaged", "not started")
 
 
 def report(runs: list[RunProgress], root: Path) -> str:
@@ -174,7 +180,9 @@ def report(runs: list[RunProgress], root: Path) -> str:
     for r in runs:
         if r.state == "failed":
             lines.append(f"  failed   {r.path}  diverged after round {r.rounds_done}")
-    left = sum(r.state in ("running", "stopped", "not started") for r in runs)
+        if r.state == "damaged":
+            lines.append(f"  damaged  {r.problem}")
+    left = sum(r.state in ("running", "stopped", "damaged", "not started") for r in runs)
     eta = eta_seconds(runs)
     if not left:
         lines.append("ETA: nothing left to train")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from fedkd.files import atomic_write  # noqa: F401 - the shared atomic writer, used from here
 
 # the papers hold out 10% of the official training set for validation (SPEC, fedgkd Section 5.1)
 VAL_FRACTION = 0.1
@@ -111,18 +112,6 @@ def download_allowed(download: bool | None) -> bool:
     if download is not None:
         return bool(download)
     return os.environ.get("FEDKD_DOWNLOAD", "").strip().lower() in ("1", "true", "yes")
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` next to ``path``, then rename over it: a reader never sees half a file, and
-    a failed write leaves the old file (or none) and no temporary file."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def md5sum(path: Path, chunk: int = 1 << 20) -> str:

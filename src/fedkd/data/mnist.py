@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +25,37 @@ MNIST_MEAN, MNIST_STD = (0.1307,), (0.3081,)
 MNIST5K_TEST_PER_CLASS = 100  # a fixed, balanced 1,000-image test split of the 5,000 images
 
 
-def _read_idx(path: Path) -> np.ndarray:
+# the largest official idx file (train-images-idx3-ubyte) is 47,040,016 bytes; a file that is, or
+# inflates to, more than this is not MNIST: it is refused before it is read or inflated further
+MAX_IDX_BYTES = 64 << 20
+
+
+def _read_raw(path: Path) -> bytes:
+    """The file's bytes, gunzipped for ``.gz``, refusing more than ``MAX_IDX_BYTES``: a small gzip
+    can inflate to gigabytes, so it is inflated as a stream and stopped at the limit."""
+    limit = MAX_IDX_BYTES
+    too_big = (
+        f"{path} holds more than {limit} bytes{' once decompressed' if path.suffix == '.gz' else ''}, "
+        f"more than any MNIST file; delete it and place the official file again"
+    )
     try:
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        if path.suffix != ".gz":
+            if path.stat().st_size > limit:
+                raise DatasetCorruptError(too_big)
+            return path.read_bytes()
+        with gzip.open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
         raise DatasetCorruptError(
             f"{path} cannot be decompressed ({exc}); delete it and place the official file again"
         ) from exc
+    if len(raw) > limit:
+        raise DatasetCorruptError(too_big)
+    return raw
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    raw = _read_raw(path)
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
         raise DatasetCorruptError(
             f"{path}: not an idx file of unsigned bytes (bad header); delete it"

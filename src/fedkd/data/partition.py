@@ -222,4 +222,22 @@ def read_partition(path) -> tuple[np.ndarray, dict]:
     order = np.argsort(index, kind="stable")
     if not np.array_equal(index[order], np.arange(len(index))):
         raise ValueError(f"partition file {path}: column 'index' is not a permutation of 0..n-1")
+    _check_no_empty_client(client, meta.get("clients"), path)
     return client[order], meta
+
+
+def _check_no_empty_client(assignment: np.ndarray, clients, path: Path) -> None:
+    """Refuse a partition in which a client holds no sample. Every scheme here gives each client
+    data; a file with empty clients was edited or made elsewhere, and a run on it would sample
+    clients that train on nothing (its rounds silently average fewer models than C asks for)."""
+    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
+        return  # no client count recorded: the run compares the file with its spec
+    used = assignment[(assignment >= 0) & (assignment < clients)]
+    empty = np.flatnonzero(np.bincount(used, minlength=clients) == 0)
+    if len(empty):
+        shown = ", ".join(str(c) for c in empty[:10]) + (", ..." if len(empty) > 10 else "")
+        raise ValueError(
+            f"partition file {path}: {len(empty)} of its {clients} clients hold no training "
+            f"sample (client {shown}); every client must hold data. Re-create it with "
+            f"`fedkd partition` (fewer clients, or a larger alpha)"
+        )

@@ -62,6 +62,16 @@ def _decode_rgb(blob: bytes) -> np.ndarray:
         return np.asarray(img.convert("RGB")).transpose(2, 0, 1)  # some images are greyscale
 
 
+def _check_file_name(name: str, listed_in: str) -> None:
+    """A name the index files give must be a plain file or folder name: with ``/``, ``\\`` or
+    ``..`` it could point outside the dataset folder (``../../etc/passwd``)."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise DatasetCorruptError(
+            f"{listed_in} names {name!r}, not a plain file name inside the dataset; the file is "
+            f"damaged or crafted: delete the dataset and place the official one again"
+        )
+
+
 def _read_tiny(tree: _ZipTree) -> dict:
     wnids = [w.strip() for w in tree.read("wnids.txt").decode().splitlines() if w.strip()]
     words = {}
@@ -69,6 +79,8 @@ def _read_tiny(tree: _ZipTree) -> dict:
         if "\t" in line:
             w, text = line.split("\t", 1)
             words[w] = text.strip()
+    for w in wnids:
+        _check_file_name(w, "wnids.txt")
     label = {w: i for i, w in enumerate(wnids)}
     train_x, train_y = [], []
     for w in wnids:
@@ -80,6 +92,7 @@ def _read_tiny(tree: _ZipTree) -> dict:
         parts = line.split("\t")
         if len(parts) < 2:
             continue
+        _check_file_name(parts[0], "val/val_annotations.txt")
         test_x.append(_decode_rgb(tree.read(f"val/images/{parts[0]}")))
         test_y.append(label[parts[1]])
     return {

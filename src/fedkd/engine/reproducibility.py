@@ -26,7 +26,7 @@ def capture_rng(device: torch.device) -> dict[str, Any]:
     generator of the run's accelerator (only that one: a retried job may see other GPUs)."""
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "numpy": np.random.get_state(),
+        "numpy": _numpy_state(),
         "python": random.getstate(),
         "cuda": None,
         "mps": None,
@@ -36,6 +36,19 @@ def capture_rng(device: torch.device) -> dict[str, Any]:
     elif device.type == "mps":
         state["mps"] = torch.mps.get_rng_state()
     return state
+
+
+def _numpy_state() -> tuple:
+    # plain data for a checkpoint (fedkd.engine.checkpoint): the key array as a tensor
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return (name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached))
+
+
+def _set_numpy_state(state) -> None:
+    name, keys, pos, has_gauss, cached = state
+    if isinstance(keys, torch.Tensor):
+        keys = keys.numpy()
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
 
 
 def _byte_tensor(t: torch.Tensor) -> torch.Tensor:
@@ -49,7 +62,7 @@ def restore_rng(state: dict[str, Any], device: torch.device) -> None:
     run moved between CPU and GPU continues with the CPU-side generators, which drive client
     sampling, shuffling and initialisation)."""
     torch.set_rng_state(_byte_tensor(state["torch"]))
-    np.random.set_state(state["numpy"])
+    _set_numpy_state(state["numpy"])
     random.setstate(state["python"])
     cuda = state.get("cuda")
     if cuda is not None and device.type == "cuda":

@@ -6,7 +6,7 @@ The set-up (data, partition, model, strategy) and the run.json record are
 
 from __future__ import annotations
 
-import json
+import errno
 import math
 import time
 from pathlib import Path
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from fedkd.config import RunSpec
-from fedkd.engine.checkpoint import load_checkpoint, save_checkpoint
+from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, save_checkpoint
 from fedkd.engine.client import DivergedError, train_clients
 from fedkd.engine.reproducibility import capture_rng, restore_rng
 from fedkd.engine.run_outputs import (
@@ -23,7 +23,9 @@ from fedkd.engine.run_outputs import (
     METRICS,
     RUN_JSON,
     RunConflictError,
+    RunLock,
     fmt_seconds,
+    read_run_record,
     summarize,
     target_reached,
     write_json,
@@ -75,26 +77,72 @@ class Run(RunSetup):
         return state["round_done"], list(state["rows"])
 
     # ------------------------------------------------------------------ main loop
+    def _finished_record(self) -> dict | None:
+        """The record of this run when its directory already holds it finished, else None;
+        refuses a directory that holds another spec's run."""
+        spec, run_json = self.spec, self.out / RUN_JSON
+        if not run_json.exists():
+            return None
+        prev = read_run_record(run_json)
+        if prev.get("spec_hash") != spec.hash():
+            raise RunConflictError(
+                f"{self.out} holds a run with a different spec (hash {prev.get('spec_hash')}, "
+                f"this spec {spec.hash()}); choose another output directory"
+            )
+        if prev.get("status") in ("complete", "diverged") and (self.out / METRICS).exists():
+            return prev
+        return None
+
     def run(self, stop_after_round: int | None = None) -> dict:
         """Train to the last round (or stop after ``stop_after_round`` rounds, for tests).
-        Resumes from the checkpoint in the output directory if there is one."""
-        spec = self.spec
-        ckpt_path = self.out / CHECKPOINT
-        run_json = self.out / RUN_JSON
-        if run_json.exists():
-            prev = json.loads(run_json.read_text())
-            if prev.get("spec_hash") != spec.hash():
-                raise RunConflictError(
-                    f"{self.out} holds a run with a different spec (hash {prev.get('spec_hash')}, "
-                    f"this spec {spec.hash()}); choose another output directory"
-                )
-            if prev.get("status") in ("complete", "diverged") and (self.out / METRICS).exists():
-                self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")
-                return prev
+        Resumes from the checkpoint in the output directory if there is one. The directory is
+        locked (``RunLock``) while this process writes it."""
+        if (prev := self._finished_record()) is not None:
+            self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")
+            return prev
         self.prepare()
         # only now, with the data, partition, model and strategy checked: a run that fails its
         # checks leaves no output folder behind
         self.out.mkdir(parents=True, exist_ok=True)
+        with RunLock(self.out) as lock:
+            if lock.unsupported:
+                self.log(
+                    f"[fedkd] warning: {self.out} cannot be locked ({lock.unsupported}); a "
+                    f"second run on this directory would not be refused"
+                )
+            # another process may have finished this run while this one prepared
+            if (prev := self._finished_record()) is not None:
+                self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")
+                return prev
+            try:
+                return self._train(stop_after_round)
+            except OSError as exc:
+                if exc.errno == errno.ENOSPC:
+                    self._record_stopped(exc)
+                raise
+
+    def _record_stopped(self, exc: OSError) -> None:
+        """run.json says why the run stopped (not "running" for ever), if the disk takes it: the
+        failed write has removed its temporary file, which may be room enough."""
+        try:
+            rows = load_checkpoint(self.out / CHECKPOINT)["rows"]
+        except (OSError, CheckpointCorruptError):
+            rows = []
+        try:
+            write_json(
+                self.out / RUN_JSON,
+                self._run_record(
+                    "stopped",
+                    {"rounds_done": len(rows), "error": f"no space left on device ({exc})"},
+                ),
+            )
+        except OSError:
+            pass
+
+    def _train(self, stop_after_round: int | None) -> dict:
+        spec = self.spec
+        ckpt_path = self.out / CHECKPOINT
+        run_json = self.out / RUN_JSON
         start, rows = 0, []
         if ckpt_path.exists():
             start, rows = self._restore(load_checkpoint(ckpt_path))
@@ -135,9 +183,15 @@ class Run(RunSetup):
             status = "complete"
         if reached:
             self.log(f"[fedkd] reached stop_at_acc {spec.stop_at_acc} in round {len(rows)}")
-        if status == "diverged":
-            write_metrics(self.out / METRICS, rows)
-        summary = summarize(rows)
+        # always, from the rows: a run resumed at its last round (or past its target) trains no
+        # round, and the workflow may have deleted the metrics of an interrupted or forced job
+        write_metrics(self.out / METRICS, rows)
+        summary = summarize(rows, self.dataset.num_classes)
+        if summary.get("collapsed"):
+            self.log(
+                f"[fedkd] collapsed: the global model never got meaningfully above chance "
+                f"(best acc {summary['best_acc']:.4f}, chance {summary['chance_acc']:.4f})"
+            )
         record = self._run_record(
             status,
             {

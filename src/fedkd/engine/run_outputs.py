@@ -3,19 +3,26 @@
 run.json         resolved spec, seeds, code hashes, library versions, device, status, summary
 metrics.parquet  one row per round (accuracy, loss, per-class accuracy, bytes, seconds, ...)
 checkpoint.pt    global model, strategy state (incl. per-client state), metrics so far, RNG states
+run.lock         locked (flock) while a process writes the directory; who holds it, as text
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import io
 import json
+import os
+import socket
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fedkd.collapse import chance_accuracy, is_collapsed
 from fedkd.config import RunSpec
-from fedkd.data.base import atomic_write
+from fedkd.files import RunRecordError, atomic_write, read_run_record  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,14 +30,63 @@ if TYPE_CHECKING:
 METRICS = "metrics.parquet"
 RUN_JSON = "run.json"
 CHECKPOINT = "checkpoint.pt"
+LOCK = "run.lock"
 
 
 class RunConflictError(RuntimeError):
-    """The output directory holds a different run; nothing there is touched."""
+    """The output directory holds a different run, or another process writes it; nothing there
+    is touched."""
 
 
 def write_json(path: Path, obj: Any) -> None:
     atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=str) + "\n"))
+
+
+class RunLock:
+    """An exclusive ``flock`` on ``run.lock`` in a run directory while a process writes it. The
+    kernel drops it when the process ends, however it ends (kill -9 included), so a killed run
+    resumes; a second process on the same directory is refused with the holder's name. The file
+    stays (removing it would let two processes lock two different files of one name)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / LOCK
+        self._fd: int | None = None
+        self.unsupported: str | None = None  # why the file system took no lock, if it did not
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            held = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+            holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if not held:  # a file system without flock (ENOLCK, EOPNOTSUPP): run unlocked
+                self.unsupported = str(exc)
+                return
+            raise RunConflictError(
+                f"{self.path.parent} is being written by another run ({holder}); wait for it to "
+                f"end, or stop it, or use another output directory"
+            ) from None
+        holder = (
+            f"pid {os.getpid()} on {socket.gethostname()} since "
+            f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}"
+        )
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, holder.encode() + b"\n", 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the last descriptor drops the lock
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 # the columns every round row has (strategies add server_* columns)
@@ -71,7 +127,9 @@ def target_reached(spec: RunSpec, rows: list[dict]) -> bool:
     return target is not None and any(r["test_acc"] >= target for r in rows)
 
 
-def summarize(rows: list[dict]) -> dict:
+def summarize(rows: list[dict], num_classes: int | None = None) -> dict:
+    """The run's summary in run.json; ``collapsed`` (with ``num_classes``) follows
+    ``fedkd.collapse``: the global model never got meaningfully above chance."""
     if not rows:
         return {"rounds": 0}
     acc = [r["test_acc"] for r in rows]
@@ -86,4 +144,12 @@ def summarize(rows: list[dict]) -> dict:
         "val_selected_acc": acc[by_val] if by_val is not None else None,
         "val_selected_round": rows[by_val]["round"] if by_val is not None else None,
         "seconds": float(sum(r["seconds"] for r in rows)),
+        **(
+            {
+                "collapsed": is_collapsed(acc, num_classes),
+                "chance_acc": chance_accuracy(num_classes),
+            }
+            if num_classes
+            else {}
+        ),
     }

@@ -29,7 +29,7 @@ from fedkd.report.targets import Layout, get_layout
 # the code a t-SNE features file depends on: it trains a local model
 FEATURES_CODE = ("engine", "models", "data", "strategies", "config.py")
 # the code every rendered output depends on
-REPORT_CODE = ("report", "metrics.py")
+REPORT_CODE = ("report", "metrics.py", "collapse.py", "files.py")
 # a table's companion beside the paper: results/tables/<name>_vs_paper.{tex,md,csv,html}
 VS_PAPER = "_vs_paper"
 

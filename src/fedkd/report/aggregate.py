@@ -4,19 +4,23 @@
 figures are rendered from such a file. The columns are fixed (``AGGREGATE_COLUMNS``), followed by
 the strategies' ``server_*`` columns in name order, so the file is the same for the same runs.
 
-Beyond the pipeline contract two columns are added at the end of the run keys: ``val_size`` and
-``dataset_kind`` (image or text), which table 2 shows.
+Beyond the pipeline contract columns are added at the end of the run keys: ``val_size`` and
+``dataset_kind`` (image or text), which table 2 shows, ``model_options``, and ``collapsed``: the
+run's global model never got meaningfully above chance (``fedkd.collapse``; from run.json's
+summary, or from the metrics for a run.json written before the mark existed).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from fedkd.collapse import is_collapsed
+from fedkd.files import atomic_write, read_run_record
 
 RUN_JSON = "run.json"
 METRICS = "metrics.parquet"
@@ -59,7 +63,8 @@ ROUND_COLUMNS = [
     "seconds",
 ]
 # model_options: a stand-in model's deviations from the paper's (e.g. a narrowed cnn), as JSON
-EXTRA_COLUMNS = ["val_size", "dataset_kind", "model_options"]
+# collapsed: the run's global model stayed at chance (fedkd.collapse); its table cells are marked
+EXTRA_COLUMNS = ["val_size", "dataset_kind", "model_options", "collapsed"]
 AGGREGATE_COLUMNS = RUN_KEY_COLUMNS + ROUND_COLUMNS + EXTRA_COLUMNS
 
 SORT_KEYS = ["label", "dataset", "alpha", "participation", "local_epochs", "seed", "round"]
@@ -182,13 +187,15 @@ def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
         raise ReportError(f"run directory {run_dir} (label {label!r}) does not exist")
     rec_path = path / RUN_JSON
     try:
-        rec = json.loads(rec_path.read_text())
+        rec = read_run_record(rec_path)
     except FileNotFoundError as exc:
         raise ReportError(
             f"run directory {run_dir} (label {label!r}) has no {RUN_JSON}; the run never started"
         ) from exc
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise ReportError(f"{rec_path} cannot be read: {exc}") from exc
+    except ValueError as exc:  # RunRecordError: names the file and the fix
+        raise ReportError(f"run {run_dir} (label {label!r}): {exc}") from exc
     keys = _run_keys(label, run_dir, rec, rec_path)
     metrics_path = path / METRICS
     if metrics_path.exists():
@@ -214,7 +221,17 @@ def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
     metrics = metrics.drop(columns=unknown)
     for k, v in keys.items():
         metrics[k] = v
+    metrics["collapsed"] = _collapsed(rec, metrics, keys["num_classes"])
     return metrics
+
+
+def _collapsed(rec: dict, metrics: pd.DataFrame, num_classes: int | None) -> bool:
+    """run.json's mark, else (a record written before it existed) the same rule on the rows."""
+    summary = rec.get("summary")
+    if isinstance(summary, dict) and "collapsed" in summary:
+        return bool(summary["collapsed"])
+    played = metrics[metrics["round"] >= 1]
+    return is_collapsed(played["test_acc"].tolist(), num_classes)
 
 
 # --------------------------------------------------------------------------- the aggregate
@@ -259,6 +276,7 @@ def _normalise_types(df: pd.DataFrame) -> pd.DataFrame:
     ):
         df[col] = df[col].astype("Int64")
     df["eval_local"] = df["eval_local"].astype(bool)
+    df["collapsed"] = df["collapsed"].astype(bool)
     df["class_acc"] = [
         None if v is None or (isinstance(v, float) and math.isnan(v)) else [float(x) for x in v]
         for v in df["class_acc"]
@@ -269,9 +287,7 @@ def _normalise_types(df: pd.DataFrame) -> pd.DataFrame:
 def write_aggregate(df: pd.DataFrame, out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, out)
+    atomic_write(out, lambda tmp: df.to_parquet(tmp, index=False))
     return out
 
 

@@ -1,5 +1,6 @@
 """Table cells: the mean and spread over seeds of one quantity, or why there is none; its text
-and its highlight among the cells it is compared with."""
+(with the collapse mark ``†`` when a run of it collapsed, ``fedkd.collapse``) and its highlight
+among the cells it is compared with."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fedkd.collapse import CAPTION_NOTE, MARK
 from fedkd.report.options import DEFAULT_DDOF
-from fedkd.report.text import DASH, Text
+from fedkd.report.text import DASH, Text, tex_escape
 
 
 @dataclass
@@ -24,6 +26,7 @@ class Cell:
     seeds: list[int] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
     ddof: int = DEFAULT_DDOF
+    collapsed: list[str] = field(default_factory=list)  # its runs that stayed at chance
 
     @property
     def n(self) -> int:
@@ -62,7 +65,7 @@ def make_cell(
     """
     if not runs:
         return Cell("missing", ddof=ddof)
-    values, seeds, names = [], [], []
+    values, seeds, names, collapsed = [], [], [], []
     failed: set[str] = set()
     for run in sorted(runs, key=lambda r: (int(runs[r]["seed"].iloc[0]), r)):
         rows = runs[run]
@@ -79,10 +82,12 @@ def make_cell(
         values.append(float(v))
         seeds.append(int(rows["seed"].iloc[0]))
         names.append(run)
+        if "collapsed" in rows.columns and bool(rows["collapsed"].iloc[0]):
+            collapsed.append(run)
     for kind in ("diverged", "incomplete", none_means):
         if kind in failed:
             return Cell(kind, ddof=ddof, runs=sorted(runs))
-    return Cell("value", values, seeds, names, ddof)
+    return Cell("value", values, seeds, names, ddof, collapsed)
 
 
 def fmt_mean_std(mean: float, std: float, decimals: int) -> tuple[str, str]:
@@ -95,9 +100,22 @@ def cell_text(cell: Cell, scale: float, decimals: int) -> Text:
         return Text.plain(cell.text())
     # one seed has no spread to show: "5.00", not "5.00 ± 0.00"
     if cell.n < 2 or math.isnan(cell.std):
-        return Text.plain(f"{cell.mean * scale:.{decimals}f}")
-    tex, md = fmt_mean_std(cell.mean * scale, cell.std * scale, decimals)
-    return Text(tex, md)
+        text = Text.plain(f"{cell.mean * scale:.{decimals}f}")
+    else:
+        text = Text(*fmt_mean_std(cell.mean * scale, cell.std * scale, decimals))
+    return collapse_marked(text) if cell.collapsed else text
+
+
+def collapse_marked(text: Text) -> Text:
+    """``text`` with the mark of a cell fed by a collapsed run."""
+    return Text(text.tex + tex_escape(MARK), text.md + MARK, text.style)
+
+
+def with_collapse_note(caption: str, body: list[list[Text]]) -> str:
+    """The caption, with what the collapse mark means when a cell of ``body`` carries it."""
+    if any(MARK in t.md for line in body for t in line) and CAPTION_NOTE not in caption:
+        return f"{caption} {CAPTION_NOTE}" if caption else CAPTION_NOTE
+    return caption
 
 
 def highlight(cells: list[tuple[Any, Cell]], scale: float, decimals: int, higher_better=True):

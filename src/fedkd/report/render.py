@@ -52,7 +52,10 @@ def render(
         opts.values["caption"] = with_setting(opts.values["caption"], source, opts.ddof())
     doc = layout.build()(source, opts)
     if layout.output == "table":
+        from fedkd.report.cells import with_collapse_note
         from fedkd.report.writers import write_table
+
+        doc.caption = with_collapse_note(doc.caption, doc.body)
 
         return write_table(doc, out, name)
     from fedkd.report.writers import save_figure
@@ -63,15 +66,17 @@ def render(
 # --------------------------------------------------------------------------- `fedkd render --help`
 RENDER_INTRO = """\
 Render one of the papers' tables or figures. Tables write PREFIX.tex (booktabs), PREFIX.md and
-PREFIX.csv (one line per cell: the row keys, label, mean, std, n_seeds, seeds, status);
-figures write PREFIX.pdf and PREFIX.png. Output bytes depend only on the inputs.
+PREFIX.csv (one line per cell: the row keys, label, mean, std, n_seeds, seeds, status,
+collapsed runs); figures write PREFIX.pdf and PREFIX.png. Output bytes depend only on the inputs.
 
 Accuracies are percent, mean ± std over the seeds of a cell (population std, ddof=0, unless
 option ddof is 1). Best in bold, second underlined, among the labels compared for one setting
 (ranked on the printed value; fewest rounds wins in rounds_to_target). A cell shows "diverged"
 when one of its runs diverged ("incomplete" when one never finished), "–" when it has no runs;
 at_rounds and rounds_to_target only need the rounds up to the one asked for, so a run that
-diverged later still counts there. Runs averaged into one cell must differ only in their seed;
+diverged later still counts there. A value marked † averages a collapsed run (one whose global
+model never got meaningfully above chance, fedkd.collapse); the caption then says so. Runs
+averaged into one cell must differ only in their seed;
 otherwise rendering stops and names the run key to add to option rows.
 
 """

@@ -90,6 +90,7 @@ _TEX_SPECIAL = {
     "±": r"$\pm$",
     "✓": r"$\checkmark$",
     "✗": r"$\times$",
+    "†": r"$^\dagger$",  # the mark of a table cell fed by a collapsed run (fedkd.collapse)
 }
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import html
 import io
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from fedkd.files import atomic_write
 from fedkd.report.text import Text, tex_escape
 
 PNG_DPI = 150
@@ -18,11 +18,8 @@ PNG_DPI = 150
 
 def write_atomic(path: Path, data: bytes | str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    if isinstance(data, str):
-        data = data.encode()
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    data = data.encode() if isinstance(data, str) else data
+    atomic_write(path, lambda tmp: tmp.write_bytes(data))
 
 
 def output_path(prefix: str | Path, suffix: str) -> Path:

@@ -74,6 +74,8 @@ def csv_record(keys: list[str], row: tuple, label: str, cell: Cell, extra: dict,
         n_seeds=cell.n if ok else 0,
         seeds=";".join(str(s) for s in cell.seeds),
         status="ok" if ok else cell.kind,
+        # runs of the cell whose global model stayed at chance (fedkd.collapse)
+        collapsed=len(cell.collapsed),
     )
     return rec
 

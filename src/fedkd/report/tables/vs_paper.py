@@ -17,6 +17,7 @@ import re
 
 import pandas as pd
 
+from fedkd.collapse import MARK
 from fedkd.report.aggregate import ReportError
 from fedkd.report.best_of import pick_best_of
 from fedkd.report.cells import Cell, make_cell
@@ -183,6 +184,7 @@ def _record(cell: dict, dataset, got: Cell, scale: float) -> dict:
         "seeds": ";".join(str(s) for s in got.seeds),
         "status": "ok" if ok else got.kind,
         "unit": _unit(cell),
+        "collapsed": len(got.collapsed),  # runs that stayed at chance (fedkd.collapse)
     }
     return rec
 
@@ -207,7 +209,7 @@ def _line(cell: dict, dataset, rec: dict, got: Cell, decimals: int) -> list[Text
         # one seed: no spread to show
         std = "" if math.isnan(rec["std"]) or rec["n_seeds"] < 2 else f" ± {num(rec['std'])}"
         shown = [
-            num(rec["mean"]) + std,
+            num(rec["mean"]) + std + (MARK if got.collapsed else ""),
             f"{rec['difference']:+.{decimals}f}",
             f"{num(rec['min'])}..{num(rec['max'])}",
             "yes" if rec["within_range"] else "no",

@@ -1,0 +1,543 @@
+"""Hostile inputs and faults: a run resumed at its last round, crafted checkpoints, two runs on
+one directory, damaged run records, a full disk, crafted dataset files, collapsed runs, and kills
+at random moments. Each test is an attack that once succeeded. The fork server's are in
+tests/test_forkserver.py."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import hashlib
+import io
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import data_fixtures as fx
+from fedkd.collapse import CAPTION_NOTE, MARK, collapse_threshold, is_collapsed
+from fedkd.config import RunSpec
+from fedkd.data.base import DatasetCorruptError
+from fedkd.engine.checkpoint import (
+    MAGIC,
+    CheckpointUnsafeError,
+    check_plain,
+    load_checkpoint,
+    save_checkpoint,
+)
+from fedkd.engine.reproducibility import capture_rng, restore_rng
+from fedkd.engine.run import Run
+from fedkd.engine.run_outputs import (
+    LOCK,
+    METRICS,
+    RUN_JSON,
+    RunConflictError,
+    RunLock,
+    RunRecordError,
+    read_metrics,
+    summarize,
+)
+from fedkd.report import ReportError, aggregate_runs, render, write_aggregate
+from fedkd.status import collect, report
+
+# a small run: one client of 180 images a round, a narrowed CNN
+TINY = dict(
+    dataset="mnist5k", clients=20, participation=0.05, local_epochs=1, device="cpu",
+    model_options={"channels": [4, 8], "hidden": 16},
+)  # fmt: skip
+TINY_ARGS = [
+    "--dataset", "mnist5k", "--clients", "20", "--participation", "0.05", "--local-epochs", "1",
+    "--device", "cpu", "--model-options", "{channels: [4, 8], hidden: 16}",
+]  # fmt: skip
+ENV = {**os.environ, "PYTHONHASHSEED": "0"}
+ENV.pop("FEDKD_FORKSERVER", None)
+
+
+def quiet(msg: str) -> None:
+    pass
+
+
+def fedkd(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "fedkd", *args], env=ENV, capture_output=True, text=True, **kwargs
+    )
+
+
+@pytest.fixture
+def fake_rounds(monkeypatch):
+    """Rounds that take no training: the round loop, checkpoints and records are what is tested."""
+
+    def fake_round(self, r: int) -> dict:
+        acc = 0.5 + 0.1 * r
+        return {
+            "round": r + 1, "test_acc": acc, "test_loss": 1.0 - acc, "val_acc": acc,
+            "val_loss": 1.0 - acc, "class_acc": [acc] * 10, "train_loss": 0.5,
+            "local_acc": float("nan"), "bytes_sent": 1, "bytes_received": 1, "clients": [r],
+        }  # fmt: skip
+
+    monkeypatch.setattr(Run, "_round", fake_round)
+
+
+# --------------------------------------------------------------------------- 1. resume at the end
+@pytest.mark.parametrize(
+    "spec",
+    [dict(rounds=2), dict(rounds=3, stop_at_acc=0.55)],  # the target is reached in round 1 of 3
+    ids=["last-round", "target-reached"],
+)
+def test_a_run_resumed_after_its_last_round_writes_its_outputs_again(tmp_path, fake_rounds, spec):
+    """The workflow deletes the outputs of an interrupted or forced job, the checkpoint stays: the
+    run then trains no round and must still write metrics.parquet (before, it wrote a "complete"
+    run.json and no metrics, and the job failed for good)."""
+    out = tmp_path / "run"
+    spec = RunSpec(**TINY, **spec)
+    first = Run(spec, out, log=quiet).run()
+    assert first["status"] == "complete"
+    rows = read_metrics(out / METRICS)
+    for name in (METRICS, RUN_JSON):
+        (out / name).unlink()
+    again = Run(spec, out, log=quiet).run()
+    assert again["status"] == "complete" and (out / METRICS).exists()
+    pd.testing.assert_frame_equal(read_metrics(out / METRICS), rows)
+    assert again["summary"]["best_acc"] == first["summary"]["best_acc"]
+    # the metrics alone deleted (run.json still says complete): the same
+    (out / METRICS).unlink()
+    Run(spec, out, log=quiet).run()
+    pd.testing.assert_frame_equal(read_metrics(out / METRICS), rows)
+
+
+# --------------------------------------------------------------------------- 2. crafted checkpoints
+class _Payload:
+    """Unpickled by a full unpickler, this creates a directory: the observable stand-in for any
+    code (os.system worked the same way)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (str(self.marker),))
+
+
+def write_crafted_checkpoint(path: Path, marker: Path) -> None:
+    """The file header, a valid SHA-256 and a pickle whose loading runs code."""
+    buf = io.BytesIO()
+    torch.save({"spec_hash": "x", "rows": [_Payload(marker)]}, buf)
+    data = buf.getvalue()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(MAGIC + hashlib.sha256(data).digest() + data)
+
+
+def test_a_crafted_checkpoint_is_refused_without_running_its_code(tmp_path):
+    marker = tmp_path / "code-ran"
+    ck = tmp_path / "checkpoint.pt"
+    write_crafted_checkpoint(ck, marker)
+    with pytest.raises(CheckpointUnsafeError, match=r"checkpoint .*checkpoint\.pt holds objects"):
+        load_checkpoint(ck)
+    assert not marker.exists()
+
+
+def test_a_crafted_checkpoint_is_refused_by_train_and_features(tmp_path):
+    marker = tmp_path / "code-ran"
+    run = tmp_path / "run"
+    write_crafted_checkpoint(run / "checkpoint.pt", marker)
+    train = fedkd("train", "--out", str(run), "--rounds", "1", *TINY_ARGS)
+    assert train.returncode == 2, train.stderr
+    assert "fedkd train: error: checkpoint" in train.stderr and "was not loaded" in train.stderr
+    assert "Traceback" not in train.stderr
+    assert not marker.exists()
+    # a "complete" run whose checkpoint was replaced: fedkd features reads it too
+    spec = RunSpec(**TINY, rounds=1).to_dict()
+    (run / RUN_JSON).write_text(json.dumps({"status": "complete", "spec": spec}))
+    feats = fedkd("features", "--run", str(run), "--out", str(tmp_path / "f.npz"))
+    assert feats.returncode == 2, feats.stderr
+    assert "fedkd features: error: checkpoint" in feats.stderr and str(run) in feats.stderr
+    assert not marker.exists()
+
+
+def test_what_a_checkpoint_may_hold_is_checked_before_it_is_written(tmp_path):
+    check_plain({"a": [torch.ones(2), (1, 2.0, "x", None, True)], 3: {"b": b"raw"}})
+    with pytest.raises(TypeError, match=r"checkpoint\['strategy'\]\['w'\] is a numpy.ndarray"):
+        save_checkpoint(tmp_path / "c.pt", {"strategy": {"w": np.zeros(2)}})
+    assert not list(tmp_path.iterdir()), "nothing written"
+    # the RNG states are plain data and survive the round trip
+    state = {"rng": capture_rng(torch.device("cpu"))}
+    check_plain(state)
+    save_checkpoint(tmp_path / "c.pt", state)
+    draws = (np.random.rand(3), torch.rand(3))
+    restore_rng(load_checkpoint(tmp_path / "c.pt")["rng"], torch.device("cpu"))
+    again = (np.random.rand(3), torch.rand(3))
+    assert np.array_equal(draws[0], again[0]) and torch.equal(draws[1], again[1])
+
+
+def test_a_checkpoint_written_before_plain_rng_states_still_loads(tmp_path):
+    """Earlier checkpoints hold NumPy's generator state as an array: read, and restored."""
+    np.random.seed(7)
+    state = {"rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+                     "python": random.getstate(), "cuda": None, "mps": None}}  # fmt: skip
+    expected = np.random.rand(3)
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    data = buf.getvalue()
+    (tmp_path / "old.pt").write_bytes(MAGIC + hashlib.sha256(data).digest() + data)
+    restore_rng(load_checkpoint(tmp_path / "old.pt")["rng"], torch.device("cpu"))
+    assert np.array_equal(np.random.rand(3), expected)
+
+
+# --------------------------------------------------------------------------- 4. one run per directory
+def test_a_run_directory_being_written_is_refused_to_a_second_run(tmp_path, fake_rounds):
+    out = tmp_path / "run"
+    out.mkdir()
+    with RunLock(out):
+        with pytest.raises(RunConflictError) as err:
+            Run(RunSpec(**TINY, rounds=1, seed=1), out, log=quiet).run()
+    message = str(err.value)
+    assert str(out) in message and f"pid {os.getpid()}" in message
+    assert "another output directory" in message
+    assert not (out / RUN_JSON).exists(), "the refused run wrote nothing"
+    # released: the same run now goes ahead
+    assert Run(RunSpec(**TINY, rounds=1, seed=1), out, log=quiet).run()["status"] == "complete"
+
+
+def test_the_lock_of_a_killed_run_is_released(tmp_path):
+    """flock dies with its process (kill -9 included), so a killed run resumes."""
+    out = tmp_path / "run"
+    out.mkdir()
+    code = (
+        "import sys, time; from fedkd.engine.run_outputs import RunLock; "
+        f"RunLock({str(out)!r}).acquire(); print('locked', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunConflictError, match=f"pid {holder.pid}"):
+            RunLock(out).acquire()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    lock = RunLock(out)
+    lock.acquire()
+    assert str(os.getpid()) in (out / LOCK).read_text()
+    lock.release()
+
+
+def test_a_file_system_without_locks_lets_the_run_go_on_with_a_warning(tmp_path, monkeypatch):
+    import fcntl
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with RunLock(tmp_path) as lock:
+        assert lock.unsupported and "No locks available" in lock.unsupported
+
+
+@pytest.mark.slow
+def test_two_runs_started_together_on_one_directory_one_is_refused(tmp_path):
+    """Before the lock both ended "complete" and the directory held one of them."""
+    out = str(tmp_path / "run")
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "fedkd",
+                "train",
+                "--out",
+                out,
+                "--rounds",
+                "2",
+                "--seed",
+                str(seed),
+                *TINY_ARGS,
+            ],
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for seed in (1, 2)
+    ]
+    results = [(p.wait(), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    refused = next(err for code, err in results if code == 2)
+    assert out in refused and (
+        "being written by another run" in refused or "different spec" in refused
+    )
+    winner = next(seed for seed, (code, _) in zip((1, 2), results, strict=True) if code == 0)
+    record = json.loads((tmp_path / "run" / RUN_JSON).read_text())
+    assert record["status"] == "complete" and record["spec"]["seed"] == winner
+
+
+# --------------------------------------------------------------------------- 6. clear errors
+@pytest.mark.parametrize("content", ['{"status": "complete",', "[1, 2]", "\xff\xfe"])
+def test_a_damaged_run_record_is_named_with_its_fix_in_train_aggregate_and_status(
+    tmp_path, content, capsys
+):
+    from fedkd.cli import main
+
+    run = tmp_path / "runs" / "mnist5k" / "fedavg" / "x-R3" / "seed0"
+    run.mkdir(parents=True)
+    (run / RUN_JSON).write_bytes(content.encode("latin-1"))
+    fix = f"delete it and run the same `fedkd train --out {run}` command again"
+    with pytest.raises(RunRecordError, match="damaged") as err:
+        Run(RunSpec(**TINY, rounds=1), run, log=quiet).run()
+    assert str(run / RUN_JSON) in str(err.value) and fix in str(err.value)
+    assert main(["train", "--out", str(run), "--rounds", "1", *TINY_ARGS]) == 2
+    assert fix in capsys.readouterr().err
+    with pytest.raises(ReportError, match="damaged") as err:
+        aggregate_runs([("fedavg", str(run))])
+    assert str(run / RUN_JSON) in str(err.value) and fix in str(err.value)
+    progress = collect(tmp_path / "runs")
+    assert [p.state for p in progress] == ["damaged"]
+    text = report(progress, tmp_path / "runs")
+    assert "1 damaged" in text and str(run / RUN_JSON) in text and fix in text
+
+
+def test_a_full_disk_stops_the_run_with_a_clear_message_and_no_temporary_file(
+    tmp_path, fake_rounds, monkeypatch, capsys
+):
+    from fedkd.cli import main
+    from fedkd.engine import checkpoint
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.os, "fsync", no_space)
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), "--rounds", "2", *TINY_ARGS]) == 2
+    err = capsys.readouterr().err
+    assert "no space left on device" in err and "run the same command again" in err
+    assert "Traceback" not in err
+    assert not list(out.glob("*.tmp")), sorted(p.name for p in out.iterdir())
+    record = json.loads((out / RUN_JSON).read_text())
+    assert record["status"] == "stopped" and "no space left" in record["error"]
+    # space again: the same command finishes the run
+    monkeypatch.undo()
+    assert Run(RunSpec(**TINY, rounds=2), out, log=quiet).run()["status"] == "complete"
+
+
+def test_aggregate_and_table_writers_leave_no_temporary_file_on_failure(tmp_path, monkeypatch):
+    from test_report import make_run
+
+    run = make_run(tmp_path / "runs", "a", [0.5, 0.6])
+    df = aggregate_runs([("fedavg", str(run))])
+
+    def half_parquet(self, path, *args, **kwargs):
+        Path(path).write_bytes(b"PAR1 half")
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", half_parquet)
+    with pytest.raises(OSError, match="No space"):
+        write_aggregate(df, tmp_path / "agg.parquet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+    monkeypatch.undo()
+    write_aggregate(df, tmp_path / "agg.parquet")
+
+    real_write_bytes = Path.write_bytes
+
+    def half_then_full(self, data):
+        real_write_bytes(self, data[:10])
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", half_then_full)
+    tables = tmp_path / "tables"
+    with pytest.raises(OSError, match="No space"):
+        render("grid", tables / "t", aggregate=tmp_path / "agg.parquet")
+    assert not list(tables.glob("*.tmp"))
+
+
+# --------------------------------------------------------------------------- 7. loaders
+def test_an_mnist_gzip_bomb_is_refused_before_it_inflates(tmp_path, monkeypatch):
+    from fedkd.data import mnist
+
+    monkeypatch.setattr(mnist, "MAX_IDX_BYTES", 1 << 20)
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    bomb = raw / "train-images-idx3-ubyte.gz"
+    n = 40_000  # 40,000 28x28 images: 31 MB inflated, 31 kB compressed
+    with gzip.open(bomb, "wb", compresslevel=9) as f:
+        f.write(b"\0\0\x08\x03" + n.to_bytes(4, "big") + (28).to_bytes(4, "big") * 2)
+        for _ in range(n // 1000):
+            f.write(bytes(1000 * 28 * 28))
+    assert bomb.stat().st_size < 200_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(DatasetCorruptError, match=r"more than 1048576 bytes once decompressed"):
+            mnist._read_idx(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"inflated {peak} bytes before refusing"
+
+
+def test_official_mnist_files_are_read_below_the_cap(tmp_path):
+    from fedkd.data import mnist
+
+    exp = fx.write_mnist(tmp_path)
+    ds = mnist.load_mnist(tmp_path, seed=0, download=False)
+    assert len(ds.train) + len(ds.val) == len(exp["train_y"])
+    # the real training images file (47,040,016 bytes) fits
+    assert 16 + 60_000 * 28 * 28 <= mnist.MAX_IDX_BYTES
+
+
+def test_tinyimagenet_folder_mode_refuses_names_that_leave_the_data_root(tmp_path):
+    import zipfile
+
+    from fedkd.data import load_dataset
+
+    fx.write_tinyimagenet(tmp_path / "zip")
+    folder = tmp_path / "data" / "tiny-imagenet-200"
+    with zipfile.ZipFile(tmp_path / "zip" / "tiny-imagenet-200.zip") as z:
+        z.extractall(tmp_path / "data")
+    # an image outside the data root, named through ../ in val_annotations.txt
+    outside = tmp_path / "secret.JPEG"
+    outside.write_bytes((folder / "val" / "images" / "val_0.JPEG").read_bytes())
+    ann = folder / "val" / "val_annotations.txt"
+    lines = ann.read_text().splitlines()
+    lines[0] = "../../../../secret.JPEG\t" + lines[0].split("\t", 1)[1]
+    ann.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetCorruptError, match=r"val_annotations\.txt names '\.\./\.\./"):
+        load_dataset("tinyimagenet", tmp_path / "data", seed=0, cache=False)
+
+
+def test_a_partition_with_empty_clients_is_refused(tmp_path):
+    from fedkd.data.partition import read_partition, write_partition
+
+    labels = np.arange(40) % 4
+    assignment = np.arange(40) % 3  # clients 0..2 hold everything, client 3 nothing
+    path = tmp_path / "p.parquet"
+    write_partition(path, assignment, labels, {"clients": 4, "num_samples": 40})
+    with pytest.raises(
+        ValueError, match=r"p\.parquet: 1 of its 4 clients hold no training sample \(client 3\)"
+    ):
+        read_partition(path)
+    write_partition(path, assignment, labels, {"clients": 3, "num_samples": 40})
+    assert read_partition(path)[0].tolist() == assignment.tolist()
+
+
+# --------------------------------------------------------------------------- 8. collapsed runs
+def test_the_collapse_rule():
+    assert collapse_threshold(10) == pytest.approx(0.145)
+    assert collapse_threshold(2) == pytest.approx(0.525)
+    assert collapse_threshold(100) == pytest.approx(0.0595)
+    assert is_collapsed([0.1] * 50, 10)  # MOON at alpha 0.1: 10.00 % in every round
+    assert is_collapsed([0.1, 0.12, 0.144], 10)
+    assert not is_collapsed([0.1, 0.12, 0.146], 10)
+    assert not is_collapsed([0.1, float("nan"), 0.3], 10)
+    assert is_collapsed([0.52], 2) and not is_collapsed([0.53], 2)
+    assert not is_collapsed([], 10) and not is_collapsed([0.1], None)
+    rows = [{"round": 1, "test_acc": 0.1, "val_acc": 0.1, "seconds": 1.0}]
+    assert summarize(rows, 10)["collapsed"] and summarize(rows, 10)["chance_acc"] == 0.1
+    rows[0]["test_acc"] = 0.9
+    assert not summarize(rows, 10)["collapsed"]
+
+
+def test_a_collapsed_run_is_marked_in_the_aggregate_and_in_every_cell_it_feeds(tmp_path):
+    from test_report import make_run
+
+    root = tmp_path / "runs"
+    runs = [
+        ("fedavg", make_run(root, "fedavg0", [0.3, 0.6], seed=0)),
+        ("fedavg", make_run(root, "fedavg1", [0.3, 0.62], seed=1)),
+        ("moon", make_run(root, "moon0", [0.1, 0.1], seed=0, strategy="moon")),
+        ("moon", make_run(root, "moon1", [0.3, 0.5], seed=1, strategy="moon")),
+    ]
+    # the record's own mark wins; a record without one (older) is judged from its rows
+    rec = json.loads((root / "moon1" / RUN_JSON).read_text())
+    rec["summary"]["collapsed"] = False
+    (root / "moon1" / RUN_JSON).write_text(json.dumps(rec))
+    df = aggregate_runs([(label, str(d)) for label, d in runs])
+    flagged = df.drop_duplicates("run").set_index("run")["collapsed"]
+    assert flagged.to_dict() == {str(d): d.name == "moon0" for _, d in runs}
+    agg = tmp_path / "agg.parquet"
+    write_aggregate(df, agg)
+    prefix = tmp_path / "table"
+    render("grid", prefix, aggregate=agg, options={"columns": ["fedavg", "moon"]})
+    md = prefix.with_name("table.md").read_text()
+    tex = prefix.with_name("table.tex").read_text()
+    moon_cell = "30.00 ± 20.00"  # best rounds 10 % and 50 %
+    assert f"{moon_cell}{MARK}" in md and "61.00 ± 1.00" in md and f"61.00 ± 1.00{MARK}" not in md
+    assert r"$^\dagger$" in tex
+    assert CAPTION_NOTE in md and "collapsed" in tex
+    csv = pd.read_csv(prefix.with_name("table.csv"))
+    best = csv[csv["stat"] == "best"].set_index("label")["collapsed"]
+    assert best.to_dict() == {"fedavg": 0, "moon": 1}
+    # without a collapsed run: no mark and no note
+    healthy = tmp_path / "healthy.parquet"
+    write_aggregate(df[df["run"] != str(root / "moon0")], healthy)
+    render("grid", tmp_path / "h", aggregate=healthy, options={"columns": ["fedavg", "moon"]})
+    text = (tmp_path / "h.md").read_text()
+    assert MARK not in text and "collapsed" not in text
+
+
+def test_a_collapsed_run_records_it(tmp_path, monkeypatch):
+    def chance_round(self, r: int) -> dict:
+        return {"round": r + 1, "test_acc": 0.1, "test_loss": 2.3, "val_acc": 0.1,
+                "val_loss": 2.3, "seconds": 0.0}  # fmt: skip
+
+    monkeypatch.setattr(Run, "_round", chance_round)
+    record = Run(RunSpec(**TINY, rounds=2), tmp_path / "run", log=quiet).run()
+    assert record["status"] == "complete"
+    assert record["summary"]["collapsed"] is True and record["summary"]["chance_acc"] == 0.1
+
+
+# --------------------------------------------------------------------------- kills at random moments
+def _train_cmd(out: Path, rounds: int) -> list[str]:
+    return [sys.executable, "-m", "fedkd", "train", "--out", str(out), "--rounds", str(rounds),
+            *TINY_ARGS]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_kills_at_random_moments_then_resumes_end_bit_identical(tmp_path):
+    """SIGKILL at random moments (start-up, a round, a checkpoint write, the last record), each
+    time the same command again; then the workflow's deletion of a finished job's outputs. The
+    metrics equal an uninterrupted run's, and no temporary file is left."""
+    rounds = 4
+    t0 = time.monotonic()
+    subprocess.run(_train_cmd(tmp_path / "full", rounds), env=ENV, check=True, capture_output=True)
+    wall = time.monotonic() - t0  # an uninterrupted run, start-up included
+    full = read_metrics(tmp_path / "full" / METRICS)
+    out = tmp_path / "killed"
+    rng = random.Random(20)
+    kills = 0
+    for _ in range(10):
+        proc = subprocess.Popen(
+            _train_cmd(out, rounds), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            # within the first 60 % of a fresh run's time: a resumed run, with less to do, may
+            # finish first (then the loop ends)
+            proc.wait(timeout=rng.uniform(0.1, 0.6) * wall)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+            continue
+        assert proc.returncode == 0
+        break
+    else:  # killed every time: once more, to the end
+        last = subprocess.run(_train_cmd(out, rounds), env=ENV, capture_output=True, text=True)
+        assert last.returncode == 0, last.stderr
+    assert kills >= 1, "the run finished before any kill"
+    cols = ["round", "test_acc", "test_loss", "train_loss", "val_acc"]
+    pd.testing.assert_frame_equal(read_metrics(out / METRICS)[cols], full[cols])
+    assert not list(out.glob("*.tmp"))
+    # the workflow deletes the outputs of a job it saw interrupted: the checkpoint brings them back
+    for name in (METRICS, RUN_JSON):
+        (out / name).unlink()
+    done = subprocess.run(_train_cmd(out, rounds), env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    pd.testing.assert_frame_equal(read_metrics(out / METRICS)[cols], full[cols])
+    assert json.loads((out / RUN_JSON).read_text())["status"] == "complete"
+    assert not math.isnan(full["test_acc"].iloc[-1])
