@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import select
 import signal
 import socket
@@ -311,9 +312,10 @@ def _run_child(request: dict, fds: list[int]) -> None:
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         sys.argv = ["fedkd", *request["argv"]]
-        from fedkd.cli import main
-
-        code = main(request["argv"]) or 0
+        # as `python -m fedkd ...` runs it: fedkd.__main__ ends in SystemExit with the exit code
+        # (and the server itself never imports the CLI, which imports the server)
+        runpy.run_module("fedkd", run_name="__main__")
+        code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, int) and exc.code is not None:
