@@ -19,8 +19,9 @@ paper does not say what the negative is then. ``first_negative`` selects each pu
   a cross-entropy over the positive logit alone, which is 0. MOON's own code does the same in
   round 1.
 - ``global``: the received global model is the negative, so positive and negative coincide and
-  the term is the constant log 2, adding no gradient: the same updates as ``none``, with
-  ``mu * log 2`` more in the recorded training loss (fedkd before this parameter existed).
+  the term is the constant log 2, adding no gradient beyond float rounding: the updates of
+  ``none`` to about 1e-7, with ``mu * log 2`` more in the recorded training loss (what fedkd did
+  before this parameter existed).
 - ``initial``: the initial global model (before round 1) is the negative. The FedNTD authors'
   code (Lee-Gihun/FedNTD at fd7e20c, algorithms/moon/Server.py ``_init_prev_locals``: every
   client's previous weights start as the initial server weights; ClientTrainer.py at b7af303

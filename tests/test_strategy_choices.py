@@ -1,0 +1,220 @@
+"""The published behaviours a strategy parameter selects, each on constructed tensors:
+MOON's negative on a client's first participation (first_negative) and FedNTD's tau^2 factor
+(tau_squared)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from fedkd.config import RunSpec, SpecError
+from fedkd.engine.seeding import derive_seed
+from fedkd.strategies.base import ClientContext, LocalBatch, ServerContext
+from fedkd.strategies.fedntd import FedNTD, FedNTDParams, not_true_kl
+from fedkd.strategies.moon import Moon, MoonParams
+
+LN2 = math.log(2.0)
+MU, TAU = 2.0, 0.5
+
+
+class Features(nn.Module):
+    """A model whose features are x @ W^T: the features of constructed weights are known."""
+
+    def __init__(self, weight=None):
+        super().__init__()
+        self.proj = nn.Linear(3, 3, bias=False)  # drawn from torch's RNG unless given
+        if weight is not None:
+            with torch.no_grad():
+                self.proj.weight.copy_(torch.as_tensor(weight, dtype=torch.float32))
+
+    def features(self, x):
+        return self.proj(x)
+
+
+def ctx(seed=3) -> ServerContext:
+    return ServerContext(
+        spec=RunSpec(strategy="moon", seed=seed, device="cpu"), num_classes=2, num_clients=4,
+        device=torch.device("cpu"), build_model=Features, dataset=None, client_sizes=[2] * 4,
+        client_label_counts=torch.zeros(4, 2, dtype=torch.long),
+    )  # fmt: skip
+
+
+def client(cid: int, round: int, global_weight) -> ClientContext:
+    return ClientContext(
+        client_id=cid, round=round, model=Features(global_weight),
+        global_model=Features(global_weight).eval(), payload={}, data=None, num_classes=2,
+        device=torch.device("cpu"), build_model=Features, preprocess=None,
+    )  # fmt: skip
+
+
+X = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+Z = torch.tensor([[1.0, 1.0, 0.0], [0.0, 2.0, -1.0]])  # the features of the model in training
+LOGITS, Y = torch.tensor([[2.0, -1.0], [0.5, 0.5]]), torch.tensor([0, 1])
+W_INIT = torch.eye(3)  # the initial global model: features = x
+W_NOW = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # a later global model
+W_PREV = torch.tensor([[1.0, 0.0, 1.0], [0.0, -1.0, 0.0], [2.0, 0.0, 0.0]])  # a trained local
+
+
+def batch() -> LocalBatch:
+    return LocalBatch(X, Y, Z, LOGITS)
+
+
+def ce() -> float:
+    return F.cross_entropy(LOGITS, Y).item()
+
+
+def contrastive_by_hand(pos: torch.Tensor, neg: torch.Tensor) -> float:
+    """mean over samples of -log(e^{cos(z,p)/tau} / (e^{cos(z,p)/tau} + e^{cos(z,n)/tau})),
+    in float64."""
+    z, p, n = Z.double(), pos.double(), neg.double()
+    cp = (z * p).sum(1) / (z.norm(dim=1) * p.norm(dim=1))
+    cn = (z * n).sum(1) / (z.norm(dim=1) * n.norm(dim=1))
+    return torch.log1p(torch.exp((cn - cp) / TAU)).mean().item()
+
+
+def moon(rule: str, seed: int = 3) -> Moon:
+    return Moon(MoonParams(mu=MU, tau=TAU, first_negative=rule), ctx(seed))
+
+
+def loss(strategy: Moon, c: ClientContext) -> float:
+    strategy.client_begin(c)
+    return strategy.local_loss(batch(), c).item()
+
+
+# ------------------------------------------------------------------------------ MOON
+def test_the_default_is_the_fedgkd_code_no_negative():
+    assert MoonParams().first_negative == "none"
+    assert Moon.make_params({}, "cifar10", "resnet8").first_negative == "none"
+
+
+def test_none_adds_no_term_on_a_first_participation_in_any_round():
+    m = moon("none")
+    assert loss(m, client(0, 0, W_INIT)) == pytest.approx(ce(), rel=1e-7)
+    assert loss(m, client(1, 5, W_NOW)) == pytest.approx(ce(), rel=1e-7)
+
+
+def test_global_contrasts_the_received_model_with_itself_a_constant_log2():
+    m = moon("global")
+    assert loss(m, client(1, 5, W_NOW)) == pytest.approx(ce() + MU * LN2, rel=1e-6)
+    # the constant sends no gradient to the features beyond float32 rounding (the two cosines
+    # are computed apart), where another negative sends one of order mu
+    c = client(1, 5, W_NOW)
+    m.client_begin(c)
+    z = Z.clone().requires_grad_()
+    m.local_loss(LocalBatch(X, Y, z, LOGITS), c).backward()
+    assert z.grad.abs().max() < 1e-6
+
+
+def test_initial_contrasts_against_the_initial_global_model_and_survives_a_resume():
+    m = moon("initial")
+    # round 1 receives the initial model: positive and negative coincide
+    assert loss(m, client(0, 0, W_INIT)) == pytest.approx(ce() + MU * LN2, rel=1e-6)
+    # a client first sampled in round 4: the negative is still the initial model, not W_NOW
+    expected = ce() + MU * contrastive_by_hand(X @ W_NOW.T, X @ W_INIT.T)
+    assert loss(m, client(2, 3, W_NOW)) == pytest.approx(expected, rel=1e-6)
+    assert expected != pytest.approx(ce() + MU * LN2, rel=1e-3)
+    resumed = moon("initial")
+    resumed.load_state_dict(m.state_dict())
+    assert torch.equal(resumed.initial["proj.weight"], W_INIT)
+    assert loss(resumed, client(3, 3, W_NOW)) == pytest.approx(expected, rel=1e-6)
+    # a state without the initial model cannot give this negative: said, not guessed
+    blank = moon("initial")
+    with pytest.raises(RuntimeError, match="initial global model"):
+        blank.client_begin(client(3, 3, W_NOW))
+
+
+def own_init_weight(seed: int, cid: int) -> torch.Tensor:
+    torch.manual_seed(derive_seed(seed, "moon-own-init", cid))
+    return Features().proj.weight.detach().clone()
+
+
+def test_own_init_has_no_negative_in_round_1_then_the_clients_own_initialisation():
+    m = moon("own-init", seed=3)
+    assert loss(m, client(0, 0, W_INIT)) == pytest.approx(ce(), rel=1e-7)
+    c = client(1, 2, W_NOW)
+    torch.manual_seed(123)  # the run's RNG, wherever it stands, does not decide the negative
+    got = loss(m, c)
+    c = client(1, 2, W_NOW)
+    torch.manual_seed(456)
+    assert loss(moon("own-init", seed=3), c) == pytest.approx(got, rel=1e-7)
+    w1 = own_init_weight(3, 1)
+    assert got == pytest.approx(ce() + MU * contrastive_by_hand(X @ W_NOW.T, X @ w1.T), rel=1e-6)
+    # the same client gets the same initialisation; another client its own
+    assert loss(moon("own-init", seed=3), client(1, 7, W_NOW)) == pytest.approx(got, rel=1e-7)
+    assert not torch.equal(own_init_weight(3, 2), w1)
+    assert loss(m, client(2, 2, W_NOW)) != pytest.approx(got, rel=1e-4)
+
+
+@pytest.mark.parametrize("rule", ["none", "global", "initial", "own-init"])
+def test_every_choice_contrasts_a_returning_client_with_its_previous_model(rule):
+    m = moon(rule)
+    m.client_begin(client(0, 0, W_INIT))  # round 1 (captures the initial model for "initial")
+    first = client(1, 0, W_INIT)
+    m.client_begin(first)
+    with torch.no_grad():
+        first.model.proj.weight.copy_(W_PREV)  # "local training"
+    assert m.client_end(first) == {}
+    expected = ce() + MU * contrastive_by_hand(X @ W_NOW.T, X @ W_PREV.T)
+    assert loss(m, client(1, 4, W_NOW)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_an_unknown_choice_is_refused_by_the_spec_naming_the_choices():
+    RunSpec(strategy="moon", params={"first_negative": "own-init"})
+    with pytest.raises(SpecError) as err:
+        RunSpec(strategy="moon", params={"first_negative": "previous"})
+    msg = str(err.value)
+    assert "params.first_negative='previous'" in msg
+    assert all(c in msg for c in ("none", "global", "initial", "own-init"))
+
+
+# ------------------------------------------------------------------------------ FedNTD
+def sigmoid(v: float) -> float:
+    return 1.0 / (1.0 + math.exp(-v))
+
+
+STUDENT, TEACHER, Y0 = torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[3.0, 1.0, 0.0]]), torch.tensor([0])
+
+
+def test_tau_squared_multiplies_the_not_true_kl_by_tau_squared():
+    # y = 0: not-true student logits (2, 3), teacher (1, 0); at tau 2 the KL is
+    # (s(.5) - s(-.5)) * 0.5 with s the logistic function (test_strategy_distill.py)
+    plain = (sigmoid(0.5) - sigmoid(-0.5)) * 0.5
+    assert not_true_kl(STUDENT, TEACHER, Y0, tau=2.0).item() == pytest.approx(plain, rel=1e-6)
+    got = not_true_kl(STUDENT, TEACHER, Y0, tau=2.0, tau_squared=True).item()
+    assert got == pytest.approx(4 * plain, rel=1e-6)
+    # at the papers' tau = 1 the two agree
+    assert not_true_kl(STUDENT, TEACHER, Y0, 1.0, True).item() == pytest.approx(
+        not_true_kl(STUDENT, TEACHER, Y0, 1.0).item(), rel=1e-7
+    )
+
+
+def test_tau_squared_scales_the_gradient_and_reaches_the_local_loss():
+    grads = []
+    for squared in (False, True):
+        s = STUDENT.clone().requires_grad_()
+        not_true_kl(s, TEACHER, Y0, 3.0, squared).backward()
+        grads.append(s.grad)
+    assert torch.allclose(grads[1], 9 * grads[0], rtol=1e-6)
+
+    class Teacher(nn.Module):
+        def features_and_logits(self, x):
+            return x, TEACHER.expand(x.shape[0], -1)
+
+    c = ClientContext(
+        client_id=0, round=0, model=None, global_model=Teacher(), payload={}, data=None,
+        num_classes=3, device=torch.device("cpu"), build_model=None, preprocess=None,
+    )  # fmt: skip
+    b = LocalBatch(torch.zeros(1, 4), Y0, None, STUDENT)
+    for squared, factor in ((False, 1.0), (True, 4.0)):
+        strategy = FedNTD(FedNTDParams(beta=0.7, tau=2.0, tau_squared=squared), ctx=None)
+        expected = F.cross_entropy(STUDENT, Y0) + 0.7 * factor * not_true_kl(STUDENT, TEACHER, Y0, 2.0)
+        assert strategy.local_loss(b, c).item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_tau_squared_defaults_to_the_paper_and_is_type_checked():
+    assert FedNTDParams().tau_squared is False
+    assert RunSpec(strategy="fedntd", params={"tau_squared": True}).params == {"tau_squared": True}
+    with pytest.raises(SpecError, match=r"params.tau_squared='yes' must be true or false"):
+        RunSpec(strategy="fedntd", params={"tau_squared": "yes"})
