@@ -119,9 +119,27 @@ def test_an_absent_flag_keeps_the_default_and_a_given_one_overrides_the_file(tmp
     assert _spec_from_args(args).grad_clip is None
 
 
+def tiny_digits():
+    """128 random 28x28 "digits" of 2 classes: a run of a second on any CPU."""
+    import torch
+
+    from fedkd.data.base import ArraySplit, FedDataset
+
+    g = torch.Generator().manual_seed(0)
+
+    def split(n):
+        x = torch.randint(0, 256, (n, 1, 28, 28), generator=g, dtype=torch.uint8)
+        return ArraySplit(x, torch.arange(n) % 2)
+
+    return FedDataset("mnist5k", "image", 2, split(128), split(16), split(32), mean=(0.5,), std=(0.5,))
+
+
 def test_grad_clip_null_trains_without_clipping_and_records_null(tmp_path, monkeypatch):
     import torch
 
+    import fedkd.engine.run_setup as run_setup
+
+    monkeypatch.setattr(run_setup, "load_dataset", lambda *a, **k: tiny_digits())
     calls = []
     real = torch.nn.utils.clip_grad_norm_
     monkeypatch.setattr(
@@ -130,7 +148,7 @@ def test_grad_clip_null_trains_without_clipping_and_records_null(tmp_path, monke
     argv = [
         "train", "--dataset", "mnist5k", "--clients", "2", "--participation", "0.5",
         "--local-epochs", "1", "--rounds", "1", "--engine", "sequential", "--device", "cpu",
-        "--model-options", "{channels: [4, 8], hidden: 16}",
+        "--model-options", "{channels: [4, 8], hidden: 16}", "--batch-size", "32",
     ]  # fmt: skip
     assert main([*argv, "--grad-clip", "null", "--out", str(tmp_path / "off")]) == 0
     record = json.loads((tmp_path / "off" / "run.json").read_text())
