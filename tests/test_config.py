@@ -93,7 +93,9 @@ def test_the_nullable_keys_are_exactly_the_optional_fields():
     import typing
 
     hints = typing.get_type_hints(RunSpec)
-    optional = {f.name for f in dataclasses.fields(RunSpec) if type(None) in typing.get_args(hints[f.name])}
+    optional = {
+        f.name for f in dataclasses.fields(RunSpec) if type(None) in typing.get_args(hints[f.name])
+    }
     assert optional == set(NULLABLE)
 
 
@@ -131,7 +133,9 @@ def tiny_digits():
         x = torch.randint(0, 256, (n, 1, 28, 28), generator=g, dtype=torch.uint8)
         return ArraySplit(x, torch.arange(n) % 2)
 
-    return FedDataset("mnist5k", "image", 2, split(128), split(16), split(32), mean=(0.5,), std=(0.5,))
+    return FedDataset(
+        "mnist5k", "image", 2, split(128), split(16), split(32), mean=(0.5,), std=(0.5,)
+    )
 
 
 def test_grad_clip_null_trains_without_clipping_and_records_null(tmp_path, monkeypatch):
@@ -199,7 +203,10 @@ def test_strategy_params_read_every_notation_and_their_declared_type():
     assert type(spec.params["gen_steps"]) is int
     # mu 1 and mu 1.0 are one run
     one = RunSpec(strategy="fedprox", params={"mu": 1})
-    assert one.params == {"mu": 1.0} and one.hash() == RunSpec(strategy="fedprox", params={"mu": 1.0}).hash()
+    assert (
+        one.params == {"mu": 1.0}
+        and one.hash() == RunSpec(strategy="fedprox", params={"mu": 1.0}).hash()
+    )
 
 
 @pytest.mark.parametrize("key", ["alpha", "lr", "weight_decay", "grad_clip"])
@@ -310,7 +317,10 @@ def test_strategy_parameter_types_are_named_with_an_example(capsys):
 
 BOMB = "\n".join(
     ["model_options:", "  a: &a [x, x, x, x, x, x, x, x, x]"]
-    + [f"  {c}: &{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    + [
+        f"  {c}: &{c} [{', '.join([f'*{p}'] * 9)}]"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    ]
 )
 
 
@@ -350,3 +360,13 @@ def test_a_spec_conflict_names_the_keys_and_values_that_differ(tmp_path):
     )
     with pytest.raises(RunConflictError, match="seed: 1 there, 0 now"):
         Run(RunSpec(seed=0), out).run()
+
+
+NOT_NULLABLE = [f.name for f in __import__("dataclasses").fields(RunSpec) if f.name not in NULLABLE]
+
+
+@pytest.mark.parametrize("key", NOT_NULLABLE)
+def test_null_is_refused_naming_the_key_where_a_key_needs_a_value(key):
+    with pytest.raises(SpecError) as err:
+        RunSpec.from_dict({key: None})
+    assert f"{key}=None" in str(err.value)

@@ -355,7 +355,9 @@ def test_the_known_training_set_sizes_are_the_loaders():
 
 
 def test_true_is_not_a_client_count_and_seeds_fit_64_bits():
-    assert "defaults.clients: True is not of type 'integer'" in errors_of(small_config(clients=True))
+    assert "defaults.clients: True is not of type 'integer'" in errors_of(
+        small_config(clients=True)
+    )
     cfg = small_config()
     cfg["seeds"] = [2**63]
     assert "seeds[0]: 9223372036854775808 is greater than the maximum" in errors_of(cfg)
@@ -368,7 +370,10 @@ def test_an_alias_bomb_in_model_options_is_refused_before_it_is_walked():
 
     bomb = "\n".join(
         ["defaults:", "  model_options:", "    a: &a [x, x, x, x, x, x, x, x, x]"]
-        + [f"    {c}: &{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+        + [
+            f"    {c}: &{c} [{', '.join([f'*{p}'] * 9)}]"
+            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+        ]
     )
     cfg = small_config()
     cfg["defaults"]["model_options"] = yaml.safe_load(bomb)["defaults"]["model_options"]
@@ -378,9 +383,9 @@ def test_an_alias_bomb_in_model_options_is_refused_before_it_is_walked():
     assert time.perf_counter() - t0 < 5
     # a smaller one, within the whole configuration's bound, still over model_options' own
     cfg = small_config()
-    cfg["defaults"]["model_options"] = yaml.safe_load("\n".join(bomb.split("\n")[:6]))[
-        "defaults"
-    ]["model_options"]
+    cfg["defaults"]["model_options"] = yaml.safe_load("\n".join(bomb.split("\n")[:6]))["defaults"][
+        "model_options"
+    ]
     assert "defaults.model_options expands to more than 1,000 values" in errors_of(cfg)
 
 
@@ -401,7 +406,9 @@ def test_a_wrong_target_lists_the_valid_ones_before_anything_is_planned(tmp_path
     elapsed = time.perf_counter() - t0
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "no rule makes 'results/tables/table33.tex'; did you mean results/tables/table3.tex?" in out
+    assert (
+        "no rule makes 'results/tables/table33.tex'; did you mean results/tables/table3.tex?" in out
+    )
     assert "for NAME in: " in out and "table3" in out and "results/figures/NAME.pdf" in out
     assert "Building DAG" not in out, "refused before Snakemake plans the jobs"
     assert elapsed < 60  # about 5 s on 2 busy cores, most of it Snakemake's own start

@@ -174,7 +174,11 @@ def sigmoid(v: float) -> float:
     return 1.0 / (1.0 + math.exp(-v))
 
 
-STUDENT, TEACHER, Y0 = torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[3.0, 1.0, 0.0]]), torch.tensor([0])
+STUDENT, TEACHER, Y0 = (
+    torch.tensor([[1.0, 2.0, 3.0]]),
+    torch.tensor([[3.0, 1.0, 0.0]]),
+    torch.tensor([0]),
+)
 
 
 def test_tau_squared_multiplies_the_not_true_kl_by_tau_squared():
@@ -209,7 +213,9 @@ def test_tau_squared_scales_the_gradient_and_reaches_the_local_loss():
     b = LocalBatch(torch.zeros(1, 4), Y0, None, STUDENT)
     for squared, factor in ((False, 1.0), (True, 4.0)):
         strategy = FedNTD(FedNTDParams(beta=0.7, tau=2.0, tau_squared=squared), ctx=None)
-        expected = F.cross_entropy(STUDENT, Y0) + 0.7 * factor * not_true_kl(STUDENT, TEACHER, Y0, 2.0)
+        expected = F.cross_entropy(STUDENT, Y0) + 0.7 * factor * not_true_kl(
+            STUDENT, TEACHER, Y0, 2.0
+        )
         assert strategy.local_loss(b, c).item() == pytest.approx(expected.item(), rel=1e-6)
 
 
@@ -218,3 +224,31 @@ def test_tau_squared_defaults_to_the_paper_and_is_type_checked():
     assert RunSpec(strategy="fedntd", params={"tau_squared": True}).params == {"tau_squared": True}
     with pytest.raises(SpecError, match=r"params.tau_squared='yes' must be true or false"):
         RunSpec(strategy="fedntd", params={"tau_squared": "yes"})
+
+
+# ------------------------------------------------------------------------------ captions
+def test_a_caption_names_a_choice_only_where_it_departs_from_the_default():
+    import json
+
+    import pandas as pd
+
+    from fedkd.choices import DEFAULTS
+    from fedkd.report.setting import setting_sentence
+
+    assert DEFAULTS["moon"]["first_negative"] == MoonParams().first_negative
+    assert DEFAULTS["fedntd"]["tau_squared"] == FedNTDParams().tau_squared
+
+    def runs(moon_rule, ntd_squared):
+        rows = [
+            ("a", "moon", {"mu": 5.0, "tau": 0.5, "first_negative": moon_rule}),
+            ("b", "fedntd", {"beta": 1.0, "tau": 1.0, "tau_squared": ntd_squared}),
+            ("c", "fedavg", {}),
+        ]
+        return pd.DataFrame(
+            [{"run": r, "strategy": s, "params": json.dumps(p), "clients": 10} for r, s, p in rows]
+        )
+
+    default = setting_sentence(runs("none", False))
+    assert "first_negative" not in default and "tau_squared" not in default
+    text = setting_sentence(runs("own-init", True))
+    assert "fedntd with tau_squared true" in text and "moon with first_negative own-init" in text

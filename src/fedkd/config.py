@@ -71,14 +71,18 @@ def _model_option_checks() -> dict[str, dict[str, Any]]:
     from fedkd.models.resnet import NORMS
 
     def choice(*options):
-        return lambda v: None if v in options else f"is unknown; choose one of: {', '.join(options)}"
+        return lambda v: (
+            None if v in options else f"is unknown; choose one of: {', '.join(options)}"
+        )
 
     def positive_int(v):
         ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
         return None if ok else "must be a positive integer"
 
     def two_positive_ints(v):
-        ok = isinstance(v, (list, tuple)) and len(v) == 2 and all(positive_int(c) is None for c in v)
+        ok = (
+            isinstance(v, (list, tuple)) and len(v) == 2 and all(positive_int(c) is None for c in v)
+        )
         return None if ok else "must be two positive integers, e.g. [16, 32]"
 
     def text_or_null(v):
@@ -366,9 +370,11 @@ def _type_parts(hint) -> tuple[tuple[type, ...], tuple[Any, ...] | None, bool]:
     import types
     import typing
 
-    args = typing.get_args(hint) if isinstance(hint, types.UnionType) or (
-        typing.get_origin(hint) is typing.Union
-    ) else (hint,)
+    args = (
+        typing.get_args(hint)
+        if isinstance(hint, types.UnionType) or (typing.get_origin(hint) is typing.Union)
+        else (hint,)
+    )
     nullable = type(None) in args
     plain, choices = [], None
     for a in args:
@@ -434,7 +440,13 @@ def param_type_errors(cls, params: dict[str, Any]) -> list[str]:
 
 def _example(cls, key: str) -> str:
     default = {f.name: f.default for f in dataclasses.fields(cls.Params)}.get(key)
-    return "null" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+    return (
+        "null"
+        if default is None
+        else str(default).lower()
+        if isinstance(default, bool)
+        else str(default)
+    )
 
 
 # ---------------------------------------------------------------------------- overrides, diffs

@@ -143,6 +143,4 @@ def as_number(value: Any) -> Any:
 
 def is_finite_number(value: Any) -> bool:
     """An int or float (never a bool) that is neither NaN nor infinite."""
-    return (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    )
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -151,7 +151,8 @@ def requested_targets() -> list[str]:
 
     try:
         args, _ = get_argument_parser().parse_known_args(sys.argv[1:])
-    except SystemExit:  # not a snakemake command line (e.g. the Snakefile read by a tool)
+    except SystemExit:
+        # not a snakemake command line (e.g. the Snakefile read by a tool)
         return []
     return [str(t) for t in (getattr(args, "targets", None) or [])]
 
@@ -168,7 +169,8 @@ def check_output_targets() -> None:
     try:
         vs_paper = [f"results/tables/{n}_vs_paper.html" for n in plan.paper_tables()]
         valid = set(plan.all_outputs() + TABLE_HTML + vs_paper)
-    except Exception:  # a configuration the plan cannot read: validation names the problem
+    except Exception:
+        # a configuration the plan cannot read: its validation names the problem
         return
     unknown = [t for t in wanted if t not in valid]
     if unknown:
@@ -191,4 +193,3 @@ def check_targets() -> None:
 
 
 OUTPUT_DIRS = ("results/tables/", "results/figures/")
-

@@ -103,9 +103,7 @@ def schema_errors(cfg: dict, schema_path: Path) -> list[str]:
     schema = yaml.safe_load(schema_path.read_text())
     unknown, other = [], []
     misspelt: set[tuple[str, str]] = set()  # (path, the key it resembles)
-    leaves = [
-        e for err in Draft202012Validator(schema).iter_errors(cfg) for e in _leaf_errors(err)
-    ]
+    leaves = [e for err in Draft202012Validator(schema).iter_errors(cfg) for e in _leaf_errors(err)]
     for e in leaves:
         where = _key_path(e.absolute_path)
         if e.validator == "additionalProperties" and isinstance(e.instance, dict):
@@ -114,8 +112,10 @@ def schema_errors(cfg: dict, schema_path: Path) -> list[str]:
                 if not isinstance(extra, str) or _matches_pattern(e.schema, extra):
                     continue
                 close = difflib.get_close_matches(extra, known, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else (
-                    f"; the keys here are: {', '.join(known)}" if known else ""
+                hint = (
+                    f"; did you mean {close[0]!r}?"
+                    if close
+                    else (f"; the keys here are: {', '.join(known)}" if known else "")
                 )
                 if close:
                     misspelt.add((where, close[0]))
@@ -327,7 +327,14 @@ def train_size(dataset: str, options: dict) -> int | None:
         size = options.get("train_size", AGNEWS_TRAIN_SIZE)
         return after_split(120_000) if size is None else min(int(size), after_split(120_000))
     if dataset == "synthtext":
-        if set(options) - {"num_classes", "num_docs", "seq_len", "vocab", "topic_words", "topic_rate"}:
+        if set(options) - {
+            "num_classes",
+            "num_docs",
+            "seq_len",
+            "vocab",
+            "topic_words",
+            "topic_rate",
+        }:
             return None
         k, n = int(options.get("num_classes", 4)), int(options.get("num_docs", 4000))
         per_class = [n // k + (c < n % k) for c in range(k)]
@@ -380,9 +387,7 @@ def unknown_targets_message(unknown: list[str], plan: Plan) -> str:
         f"NAME in: {', '.join(tables) or '(none)'}"
     )
     if figures:
-        lines.append(
-            f"and results/figures/NAME.pdf (also .png) for NAME in: {', '.join(figures)}"
-        )
+        lines.append(f"and results/figures/NAME.pdf (also .png) for NAME in: {', '.join(figures)}")
     lines.append(
         "or no target (every table and figure); a target goes before --configfile, which takes "
         "every following word as a file"

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from fedkd.choices import DEFAULTS
 from fedkd.losses import frozen_outputs
 from fedkd.strategies.base import ClientContext, LocalBatch, Strategy, Traits
 
@@ -30,7 +31,8 @@ from fedkd.strategies.base import ClientContext, LocalBatch, Strategy, Traits
 class FedNTDParams:
     beta: float = 1.0  # weight of the not-true distillation term
     tau: float = 1.0  # softmax temperature of both not-true distributions
-    tau_squared: bool = False  # multiply the KL by tau^2 (the authors' current code; above)
+    # multiply the KL by tau^2 (the authors' current code; above)
+    tau_squared: bool = DEFAULTS["fedntd"]["tau_squared"]
 
 
 def not_true_logits(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

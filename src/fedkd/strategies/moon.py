@@ -44,6 +44,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from fedkd.choices import DEFAULTS
 from fedkd.engine.seeding import derive_seed
 from fedkd.strategies._paper_setting import paper_setting
 from fedkd.strategies.base import ClientContext, LocalBatch, Strategy, Traits
@@ -57,7 +58,9 @@ class MoonParams:
     mu: float = 5.0  # weight of the contrastive term
     tau: float = 0.5  # temperature of the cosine similarities (MOON's default, fedgkd Sec. 5.1)
     # the negative of a client's first participation: none, global, initial, own-init (above)
-    first_negative: Literal["none", "global", "initial", "own-init"] = "none"
+    first_negative: Literal["none", "global", "initial", "own-init"] = DEFAULTS["moon"][
+        "first_negative"
+    ]
 
 
 def model_contrastive_loss(
