@@ -42,7 +42,7 @@ def test_all_errors_reported_at_once():
 
 
 def test_unknown_key_and_unknown_strategy_param():
-    with pytest.raises(SpecError, match="roundz"):
+    with pytest.raises(SpecError, match="'roundz' \\(did you mean 'rounds'\\?\\)"):
         RunSpec.from_dict({"roundz": 3})
     with pytest.raises(SpecError, match="params.gamma"):
         RunSpec(strategy="fedavg", params={"gamma": 0.1})

@@ -62,7 +62,7 @@ UPPER = {
     "shards": 1_000_000,
 }  # fmt: skip
 SEED_LIMIT = 2**63  # seeds are stored as signed 64-bit integers (run.json → Parquet aggregate)
-MAX_OPTION_VALUES = 1_000  # values in model_options, dataset_options and params together
+MAX_OPTION_VALUES = 1_000  # values in one params, model_options or dataset_options mapping
 
 
 def _model_option_checks() -> dict[str, dict[str, Any]]:
@@ -219,10 +219,19 @@ class RunSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=str)
         if unknown:
+            import difflib
+
+            hints = [
+                f"{k!r} (did you mean {close[0]!r}?)"
+                if (close := difflib.get_close_matches(str(k), known, n=1, cutoff=0.6))
+                else repr(k)
+                for k in unknown
+            ]
             raise SpecError(
-                f"unknown run spec key(s) {unknown}; valid keys are: {', '.join(sorted(known))}"
+                f"unknown run spec key(s) {', '.join(hints)}; valid keys are: "
+                f"{', '.join(sorted(known))}"
             )
         return cls(**data)
 
