@@ -418,8 +418,9 @@ def test_the_target_message_names_every_output():
     from fedkd.pipeline.validation import unknown_targets_message
 
     plan = Plan(read(TINY))
-    text = unknown_targets_message(["results/figures/curvs.png"], plan)
+    text = unknown_targets_message(["results/figures/curvs.png", "table3"], plan)
     assert text.startswith("no rule makes 'results/figures/curvs.png'; did you mean")
+    assert "no rule makes 'table3'; did you mean results/tables/table3.tex?" in text
     for name in plan.names(output="table"):
         assert name in text
     for name in plan.names(output="figure"):

@@ -378,8 +378,11 @@ def unknown_targets_message(unknown: list[str], plan: Plan) -> str:
     figures = plan.names(output="figure")
     valid = plan.all_outputs() + [f"results/tables/{n}.html" for n in tables]
     lines = []
+    by_name = {Path(f).stem: f for f in reversed(valid)}  # a bare name: its .tex or .pdf
     for target in unknown:
-        close = difflib.get_close_matches(target, valid, n=1, cutoff=0.8)
+        close = difflib.get_close_matches(target, valid, n=1, cutoff=0.8) or [
+            by_name[n] for n in difflib.get_close_matches(Path(target).stem, by_name, n=1)
+        ]
         hint = f"; did you mean {close[0]}?" if close else ""
         lines.append(f"no rule makes {target!r}{hint}")
     lines.append(
