@@ -242,9 +242,13 @@ class RunSpec:
             raise SpecError(f"run spec file {path} does not exist")
         text = path.read_text()
         try:
-            data = json.loads(text) if path.suffix == ".json" else load_yaml(text)
+            data = (
+                json.loads(text)
+                if path.suffix == ".json"
+                else load_yaml(text, f"run spec file {path}")
+            )
         except ValueTooLarge as exc:
-            raise SpecError(f"run spec file {path} {exc}") from None
+            raise SpecError(str(exc)) from None
         if not isinstance(data, dict):
             raise SpecError(f"run spec file {path} must hold a mapping of keys to values")
         data.update(overrides or {})
@@ -466,9 +470,9 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise SpecError(f"override {text!r} must look like key=value, e.g. rounds=20")
     key, value = text.split("=", 1)
     try:
-        return key.strip(), load_yaml(value)
+        return key.strip(), load_yaml(value, f"the value of override {key.strip()}")
     except ValueTooLarge as exc:
-        raise SpecError(f"override {key.strip()}: the value {exc}") from None
+        raise SpecError(str(exc)) from None
 
 
 def spec_differences(recorded: dict[str, Any], spec: RunSpec) -> list[str]:

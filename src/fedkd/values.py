@@ -16,12 +16,12 @@ from typing import Any
 
 import yaml
 
-# a number with an exponent, in any of the spellings YAML 1.2, JSON and Python accept
-# (1e-5, 5E-4, 1.0e5, .5e3, 1.e-2); the forms without an exponent YAML 1.1 already reads
-EXPONENT_NUMBER = re.compile(r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+")
-NUMBER = re.compile(
-    r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)(?:[eE][-+]?[0-9]+)?"
-)  # any plain decimal number: the text a researcher means as one
+# a plain decimal number's mantissa and exponent, in the spellings YAML 1.2, JSON and Python
+# accept (1e-5, 5E-4, 1.0e5, .5e3, 1.e-2, .5, 10)
+_MANTISSA = r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)"
+_EXPONENT = r"[eE][-+]?[0-9]+"
+EXPONENT_NUMBER = re.compile(_MANTISSA + _EXPONENT)  # what YAML 1.1 leaves as text
+NUMBER = re.compile(f"{_MANTISSA}(?:{_EXPONENT})?")  # any plain decimal number
 
 MAX_NODES = 100_000  # values in one document once its aliases are expanded
 MAX_DEPTH = 50  # nesting levels
@@ -32,7 +32,7 @@ class ValueTooLarge(ValueError):
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads exponent numbers as floats and bounds what aliases expand to."""
+    """SafeLoader that reads exponent numbers as floats."""
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -43,48 +43,13 @@ _Loader.add_implicit_resolver(
 )
 
 
-def _construct_document(self, node):
-    _check_node_size(node)
-    return yaml.SafeLoader.construct_document(self, node)
-
-
-_Loader.construct_document = _construct_document
-
-
-def _check_node_size(root) -> None:
-    """Expanded size of a composed YAML graph, counted once per node (aliases share nodes)."""
-    sizes: dict[int, int] = {}
-    active: set[int] = set()
-
-    def size(node, depth: int) -> int:
-        if depth > MAX_DEPTH:
-            raise ValueTooLarge(f"nested deeper than {MAX_DEPTH} levels; flatten it")
-        key = id(node)
-        if key in sizes:
-            return sizes[key]
-        if key in active:
-            raise ValueTooLarge("an alias refers to the value that contains it; remove it")
-        active.add(key)
-        total = 1
-        if isinstance(node, yaml.SequenceNode):
-            total += sum(size(n, depth + 1) for n in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
-        active.discard(key)
-        sizes[key] = total
-        if total > MAX_NODES:
-            raise ValueTooLarge(
-                f"expands to more than {MAX_NODES:,} values (its aliases repeat other values); "
-                "write the values out, without aliases that multiply them"
-            )
-        return total
-
-    size(root, 0)
-
-
-def load_yaml(text: str) -> Any:
-    """One YAML document, exponent numbers as floats; ValueTooLarge beyond the bounds."""
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+def load_yaml(text: str, where: str = "the YAML text") -> Any:
+    """One YAML document, exponent numbers as floats; ValueTooLarge (naming ``where``) if its
+    aliases expand it beyond the bounds. Constructing shares each aliased value (no expansion),
+    so the check runs before anything walks the result."""
+    value = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    check_size(value, where)
+    return value
 
 
 def parse_value(text: str) -> Any:
@@ -93,9 +58,9 @@ def parse_value(text: str) -> Any:
     import argparse
 
     try:
-        return load_yaml(text)
+        return load_yaml(text, f"value {text[:40]!r}...")
     except ValueTooLarge as exc:
-        raise argparse.ArgumentTypeError(f"value {text[:40]!r}... {exc}") from None
+        raise argparse.ArgumentTypeError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise argparse.ArgumentTypeError(f"{text!r} is not a YAML value: {exc}") from None
 
