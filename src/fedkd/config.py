@@ -452,14 +452,9 @@ def param_type_errors(cls, params: dict[str, Any]) -> list[str]:
 
 
 def _example(cls, key: str) -> str:
+    """The parameter's default as it is written on the command line."""
     default = {f.name: f.default for f in dataclasses.fields(cls.Params)}.get(key)
-    return (
-        "null"
-        if default is None
-        else str(default).lower()
-        if isinstance(default, bool)
-        else str(default)
-    )
+    return json.dumps(default) if default is None or isinstance(default, bool) else str(default)
 
 
 # ---------------------------------------------------------------------------- overrides, diffs
@@ -477,8 +472,8 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 def spec_differences(recorded: dict[str, Any], spec: RunSpec) -> list[str]:
     """The identity keys where a recorded spec (run.json's ``spec``) and ``spec`` differ, as
-    ``key: recorded → now``; a recorded spec from before number normalisation is read through
-    RunSpec, so 1 and 1.0 do not count as a difference."""
+    ``"key: <recorded> there, <given> now"``; the recorded spec is read through RunSpec, so one
+    recorded before numbers were normalised (``alpha: 1``) does not differ from ``alpha: 1.0``."""
     try:
         known = {f.name for f in dataclasses.fields(RunSpec)}
         old = RunSpec.from_dict({k: v for k, v in recorded.items() if k in known}).identity()
