@@ -108,7 +108,7 @@ def schema_errors(cfg: dict, schema_path: Path) -> list[str]:
         where = _key_path(e.absolute_path)
         if e.validator == "additionalProperties" and isinstance(e.instance, dict):
             known = list((e.schema.get("properties") or {}).keys())
-            for extra in sorted(set(e.instance) - set(known)):
+            for extra in sorted(set(e.instance) - set(known), key=str):
                 if not isinstance(extra, str) or _matches_pattern(e.schema, extra):
                     continue
                 close = difflib.get_close_matches(extra, known, n=1, cutoff=0.6)
