@@ -252,3 +252,41 @@ def test_a_caption_names_a_choice_only_where_it_departs_from_the_default():
     assert "first_negative" not in default and "tau_squared" not in default
     text = setting_sentence(runs("own-init", True))
     assert "fedntd with tau_squared true" in text and "moon with first_negative own-init" in text
+
+
+# ------------------------------------------------------------------------------ in a run
+@pytest.mark.slow
+@pytest.mark.parametrize("rule", ["initial", "own-init"])
+def test_a_run_with_a_stored_negative_resumes_to_the_same_numbers(tmp_path, rule):
+    """Clients first sampled after round 1 take their negative from the strategy's state (the
+    initial model) or from the seed (their own initialisation), so a run stopped after round 1
+    and resumed ends as an uninterrupted one."""
+    import pandas as pd
+
+    from fedkd.data.base import ArraySplit, FedDataset
+    from fedkd.engine.run import Run
+
+    g = torch.Generator().manual_seed(0)
+
+    def split(n):
+        x = torch.randint(0, 256, (n, 1, 28, 28), generator=g, dtype=torch.uint8)
+        return ArraySplit(x, torch.arange(n) % 2)
+
+    data = FedDataset("mnist5k", "image", 2, split(128), split(16), split(32), (0.5,), (0.5,))
+    spec = RunSpec(
+        dataset="mnist5k", strategy="moon", clients=4, participation=0.5, rounds=3,
+        local_epochs=1, batch_size=32, device="cpu", engine="sequential",
+        model_options={"channels": [4, 8], "hidden": 16}, params={"first_negative": rule},
+    )  # fmt: skip
+    from fedkd.engine.seeding import sample_clients
+
+    # client 1 is first sampled in round 2, after the cut: its negative comes from the resume
+    assert [sample_clients(0, r, 4, 0.5) for r in range(2)] == [[0, 3], [1, 3]]
+    quiet = lambda m: None  # noqa: E731
+    Run(spec, tmp_path / "whole", dataset=data, log=quiet).run()
+    Run(spec, tmp_path / "cut", dataset=data, log=quiet).run(stop_after_round=1)
+    Run(spec, tmp_path / "cut", dataset=data, log=quiet).run()
+    whole = pd.read_parquet(tmp_path / "whole" / "metrics.parquet")
+    cut = pd.read_parquet(tmp_path / "cut" / "metrics.parquet")
+    assert whole["test_loss"].tolist() == cut["test_loss"].tolist()
+    assert whole["train_loss"].tolist() == cut["train_loss"].tolist()
