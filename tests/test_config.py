@@ -186,6 +186,7 @@ def test_int_keys_read_every_notation_from_every_source(key, text, tmp_path):
     needs = {"shards": ["--partition", "shards"]}.get(key, [])
     got = getattr(spec_of_flags(*needs, flag(key), text), key)
     assert got == 10 and type(got) is int
+    assert getattr(spec_of_flags(*needs, "--set", f"{key}={text}"), key) == 10
     f = tmp_path / "spec.yaml"
     f.write_text(("partition: shards\n" if needs else "") + f"{key}: {text}\n")
     assert getattr(RunSpec.from_file(f), key) == 10

@@ -294,6 +294,13 @@ def test_a_config_reads_numbers_in_every_notation_and_passes_null_to_the_runs():
     validate_config(cfg, SCHEMA)
     assert cfg["defaults"]["weight_decay"] == 1e-5 and cfg["defaults"]["lr"] == 0.05
     assert cfg["tables"]["table3"]["grid"]["alpha"] == [1.0, 0.5]
+    # a count in exponent notation is the integer Snakemake's resources need
+    cfg["resources"] = {"train": {"mem_mb": "4e3", "client_epoch_seconds": "1.5e1"}}
+    cfg["tables"]["table3"]["caption"] = "1e5"  # text stays text
+    validate_config(cfg, SCHEMA)
+    assert cfg["resources"]["train"] == {"mem_mb": 4000, "client_epoch_seconds": 15.0}
+    assert type(cfg["resources"]["train"]["mem_mb"]) is int
+    assert cfg["tables"]["table3"]["caption"] == "1e5"
     plan = Plan(cfg)
     runs = sorted(plan.target_runs("table3"))
     assert len(runs) == 4

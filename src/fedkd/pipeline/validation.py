@@ -80,17 +80,26 @@ def _option_size_errors(node, where: str) -> list[str]:
     return errors
 
 
+def _config_number(text: str):
+    """A number spelt as text, as the config means it: ``4e3`` without a decimal point is the
+    count 4000 (resources such as ``mem_mb`` reach Snakemake as they are), ``1.0e3`` a float."""
+    value = as_number(text)
+    if isinstance(value, float) and value.is_integer() and "." not in text:
+        return int(value)
+    return value
+
+
 def _numbers_in_place(node, key) -> None:
     if isinstance(node, dict):
         for k, v in node.items():
             if isinstance(v, str) and k not in TEXT_KEYS and key not in TEXT_MAPS | {"columns"}:
-                node[k] = as_number(v)
+                node[k] = _config_number(v)
             elif k not in TEXT_MAPS:
                 _numbers_in_place(v, k)
     elif isinstance(node, list):
         for i, v in enumerate(node):
             if isinstance(v, str) and key not in TEXT_MAPS:
-                node[i] = as_number(v)
+                node[i] = _config_number(v)
             else:
                 _numbers_in_place(v, key)
 
