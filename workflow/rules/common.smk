@@ -149,6 +149,10 @@ def requested_targets() -> list[str]:
     sees the command line only through sys.argv; its settings object is built later)."""
     from snakemake.cli import get_argument_parser
 
+    program = Path(sys.argv[0]) if sys.argv else Path()
+    if "snakemake" not in (program.name, program.parent.name):
+        # the workflow run through Snakemake's Python API: sys.argv is another program's
+        return []
     try:
         args, _ = get_argument_parser().parse_known_args(sys.argv[1:])
     except SystemExit:
