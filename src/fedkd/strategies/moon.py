@@ -38,6 +38,7 @@ The FedGKD paper reports MOON from its own code and says nothing of this case, h
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Literal
 
@@ -100,7 +101,7 @@ class Moon(Strategy):
         return {"mu": MU.get(paper_setting(dataset), 5.0)}
 
     def __init__(self, params, ctx):
-        choices = ("none", "global", "initial", "own-init")
+        choices = typing.get_args(typing.get_type_hints(MoonParams)["first_negative"])
         if params.first_negative not in choices:
             raise ValueError(
                 f"moon: first_negative={params.first_negative!r}; choose one of {', '.join(choices)}"
