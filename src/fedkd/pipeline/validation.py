@@ -54,6 +54,8 @@ def normalise_config(cfg: dict) -> None:
     ``1e-5`` is text), and ``defaults`` gets the path keys it leaves out from RunSpec."""
     from fedkd.config import RunSpec
 
+    if not isinstance(cfg, dict):
+        return  # the schema names it
     _numbers_in_place(cfg, None)
     defaults = cfg.get("defaults")
     if isinstance(defaults, dict):
