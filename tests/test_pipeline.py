@@ -263,3 +263,172 @@ def test_render_help_lists_every_layout_and_its_options(capsys):
     text = capsys.readouterr().out
     for layout in LAYOUTS.values():
         assert f"  {layout.name} [{layout.output}]" in text
+
+
+# ----------------------------------------------------------------------------- typed values
+def small_config(**defaults) -> dict:
+    """A researcher's small configuration: one table, one variant, Snakemake's YAML 1.1 reading."""
+    text = """
+name: mine
+seeds: [0]
+defaults: {partition: dirichlet-equal, alpha: 0.5, clients: 4, participation: 0.5,
+           local_epochs: 1, rounds: 2, weight_decay: 1e-5, lr: 5E-2, grad_clip: null}
+variants: {fedavg: {strategy: fedavg}, fedprox: {strategy: fedprox, params: {mu: 1e-2}}}
+tables:
+  table3:
+    layout: grid
+    caption: x
+    grid: {dataset: [mnist5k], alpha: [1e0, .5]}
+    columns: {fedavg: fedavg, fedprox: fedprox}
+"""
+    cfg = yaml.safe_load(text)  # as Snakemake reads it: 1e-5 and 5E-2 are text here
+    assert cfg["defaults"]["weight_decay"] == "1e-5"
+    cfg["defaults"].update(defaults)
+    return cfg
+
+
+def test_a_config_reads_numbers_in_every_notation_and_passes_null_to_the_runs():
+    from fedkd.cli import _spec_from_args, build_parser
+
+    cfg = small_config()
+    validate_config(cfg, SCHEMA)
+    assert cfg["defaults"]["weight_decay"] == 1e-5 and cfg["defaults"]["lr"] == 0.05
+    assert cfg["tables"]["table3"]["grid"]["alpha"] == [1.0, 0.5]
+    # a count in exponent notation is the integer Snakemake's resources need
+    cfg["resources"] = {"train": {"mem_mb": "4e3", "client_epoch_seconds": "1.5e1"}}
+    cfg["tables"]["table3"]["caption"] = "1e5"  # text stays text
+    validate_config(cfg, SCHEMA)
+    assert cfg["resources"]["train"] == {"mem_mb": 4000, "client_epoch_seconds": 15.0}
+    assert type(cfg["resources"]["train"]["mem_mb"]) is int
+    assert cfg["tables"]["table3"]["caption"] == "1e5"
+    plan = Plan(cfg)
+    runs = sorted(plan.target_runs("table3"))
+    assert len(runs) == 4
+    for _, run in runs:
+        dataset, variant, setting, seed = run.split("/")[2:]
+        args = plan.train_args(dataset, variant, setting, seed.removeprefix("seed"))
+        assert "--grad-clip null" in args
+        parsed = build_parser("train").parse_args(["train", "--out", "x", *shlex.split(args)])
+        spec = _spec_from_args(parsed)
+        assert spec.grad_clip is None and spec.weight_decay == 1e-5 and spec.lr == 0.05
+        if variant == "fedprox":
+            assert spec.params == {"mu": 0.01}
+
+
+def test_a_typo_in_a_small_config_is_one_error_with_the_key_it_resembles():
+    cfg = small_config()
+    cfg["defaults"]["clinets"] = cfg["defaults"].pop("clients")
+    text = errors_of(cfg)
+    assert text == (
+        "the configuration has 1 error(s):\n"
+        "  - defaults: 'clinets' was unexpected; did you mean 'clients'?"
+    )
+    # a misspelt required key: the misspelling, not also the missing key
+    cfg = small_config()
+    cfg["variant"] = cfg.pop("variants")
+    text = errors_of(cfg)
+    assert "(top level): 'variant' was unexpected; did you mean 'variants'?" in text
+    assert "required" not in text
+    # a key nothing resembles lists the keys there
+    cfg = small_config()
+    cfg["tables"]["table3"]["grid"]["zzz"] = [1]
+    assert "tables.table3.grid: 'zzz' was unexpected; the keys here are: dataset, partition" in (
+        errors_of(cfg)
+    )
+
+
+def test_defaults_may_leave_out_path_keys_which_then_take_fedkd_trains_defaults():
+    from fedkd.config import RunSpec
+
+    cfg = small_config()
+    del cfg["defaults"]["rounds"], cfg["defaults"]["local_epochs"]
+    validate_config(cfg, SCHEMA)
+    assert cfg["defaults"]["rounds"] == RunSpec().rounds
+    assert cfg["defaults"]["local_epochs"] == RunSpec().local_epochs
+
+
+def test_a_client_count_the_data_cannot_serve_is_caught_with_the_training_limit():
+    text = errors_of(small_config(clients=100000))
+    assert "clients=100000" in text and "use at most 56 clients" in text  # 3,600 / 64
+    assert "at most 3600" not in text
+
+
+def test_the_known_training_set_sizes_are_the_loaders():
+    from fedkd.data import load_dataset
+    from fedkd.pipeline.validation import train_size
+
+    for name, options in (("mnist5k", {}), ("synthtext", {}), ("synthtext", {"num_docs": 1003})):
+        assert train_size(name, options) == len(load_dataset(name, seed=0, **options).train)
+
+
+def test_true_is_not_a_client_count_and_seeds_fit_64_bits():
+    assert "defaults.clients: True is not of type 'integer'" in errors_of(
+        small_config(clients=True)
+    )
+    cfg = small_config()
+    cfg["seeds"] = [2**63]
+    assert "seeds[0]: 9223372036854775808 is greater than the maximum" in errors_of(cfg)
+    text = errors_of(small_config(rounds=1e12))
+    assert "rounds=1000000000000 is more than 100,000" in text
+
+
+def test_an_alias_bomb_in_model_options_is_refused_before_it_is_walked():
+    import time
+
+    bomb = "\n".join(
+        ["defaults:", "  model_options:", "    a: &a [x, x, x, x, x, x, x, x, x]"]
+        + [
+            f"    {c}: &{c} [{', '.join([f'*{p}'] * 9)}]"
+            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+        ]
+    )
+    cfg = small_config()
+    cfg["defaults"]["model_options"] = yaml.safe_load(bomb)["defaults"]["model_options"]
+    t0 = time.perf_counter()
+    text = errors_of(cfg)
+    assert "the configuration is refused: the configuration expands to more than 100,000" in text
+    assert time.perf_counter() - t0 < 5
+    # a smaller one, within the whole configuration's bound, still over model_options' own
+    cfg = small_config()
+    cfg["defaults"]["model_options"] = yaml.safe_load("\n".join(bomb.split("\n")[:6]))["defaults"][
+        "model_options"
+    ]
+    assert "defaults.model_options expands to more than 1,000 values" in errors_of(cfg)
+
+
+def test_a_wrong_target_lists_the_valid_ones_before_anything_is_planned(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    cmd = [
+        sys.executable, "-m", "snakemake", "-n", "--cores", "1", "results/tables/table33.tex",
+        "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+        str(TINY),
+    ]  # fmt: skip
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    elapsed = time.perf_counter() - t0
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert (
+        "no rule makes 'results/tables/table33.tex'; did you mean results/tables/table3.tex?" in out
+    )
+    assert "for NAME in: " in out and "table3" in out and "results/figures/NAME.pdf" in out
+    assert "Building DAG" not in out, "refused before Snakemake plans the jobs"
+    assert elapsed < 60  # about 5 s on 2 busy cores, most of it Snakemake's own start
+
+
+def test_the_target_message_names_every_output():
+    from fedkd.pipeline.validation import unknown_targets_message
+
+    plan = Plan(read(TINY))
+    text = unknown_targets_message(["results/figures/curvs.png", "table3"], plan)
+    assert text.startswith("no rule makes 'results/figures/curvs.png'; did you mean")
+    assert "no rule makes 'table3'; did you mean results/tables/table3.tex?" in text
+    for name in plan.names(output="table"):
+        assert name in text
+    for name in plan.names(output="figure"):
+        assert name in text

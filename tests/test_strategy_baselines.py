@@ -152,13 +152,14 @@ def test_fedprox_mu_per_dataset():
 
 def test_moon_previous_model_is_per_client_state():
     ctx = tiny_ctx(head=True)
-    moon = Moon(MoonParams(mu=5.0, tau=0.5), ctx)
+    moon = Moon(MoonParams(mu=5.0, tau=0.5, first_negative="global"), ctx)
     global_model = ctx.build_model()
     model = ctx.build_model()
     model.load_state_dict(global_model.state_dict())
     client = tiny_client(ctx, 2, 0, model, global_model, {}, [0, 1, 2, 1])
     moon.client_begin(client)
-    # first participation: the received global model stands in for the previous one -> log 2
+    # first participation, first_negative "global": the received global model is the negative
+    # -> log 2 (tests/test_strategy_choices.py holds the other choices)
     b = batch_of(client)
     assert local_loss_on(moon, client, b).item() == pytest.approx(b.ce().item() + 5 * LN2, rel=1e-6)
     with torch.no_grad():
@@ -171,7 +172,7 @@ def test_moon_previous_model_is_per_client_state():
 
     # next participation, new global model: the negative is the stored local model
     new_global = ctx.build_model()
-    resumed = Moon(MoonParams(mu=5.0, tau=0.5), ctx)
+    resumed = Moon(MoonParams(mu=5.0, tau=0.5, first_negative="global"), ctx)
     resumed.load_state_dict(moon.state_dict())
     worker = ctx.build_model()
     worker.load_state_dict(new_global.state_dict())

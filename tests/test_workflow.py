@@ -257,7 +257,7 @@ def test_a_bad_config_is_refused_before_any_job_naming_every_bad_key(tmp_path, s
     assert proc.returncode != 0
     assert "defaults.participation: 1.5 is greater than the maximum of 1" in out
     assert "tables.table3.grid.alpha[1]: -0.1" in out
-    assert "figures.curves.grid: Additional properties are not allowed ('datset'" in out
+    assert "figures.curves.grid: 'datset' was unexpected; did you mean 'dataset'?" in out
     assert not (tmp_path / "results").exists(), "nothing ran"
     # with the schema errors fixed, the cross-references are checked, again all at once
     config["defaults"]["participation"] = 0.2

@@ -14,8 +14,6 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import yaml
-
 # the commands a fork server runs (those that import the heavy libraries); it refuses others
 from fedkd.forkserver import SERVED
 
@@ -35,7 +33,7 @@ RUN_KEY_HELP = {
     "lr": "local learning rate",
     "momentum": "SGD momentum",
     "weight_decay": "weight decay",
-    "grad_clip": "max gradient norm (null disables)",
+    "grad_clip": "max gradient norm (null disables clipping)",
     "augment": "auto (crop+flip on colour images), none, crop-flip",
     "seed": "run seed: data split, partition, initialisation, client sampling, shuffling",
     "device": "auto (CUDA when present, else CPU), cpu, cuda",
@@ -59,15 +57,22 @@ RUN_KEY_HELP = {
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     from fedkd.config import RunSpec
     from fedkd.data import dataset_names
+    from fedkd.values import parse_value
 
     helps = {**RUN_KEY_HELP, "dataset": f"dataset name ({', '.join(dataset_names())})"}
-    group = p.add_argument_group("run spec keys (override the spec file)")
+    group = p.add_argument_group(
+        "run spec keys (override the spec file; values are YAML: numbers in any notation such "
+        "as 1e-5, true/false, null, [lists], {mappings})"
+    )
     for f in dataclasses.fields(RunSpec):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        # SUPPRESS: a flag not given leaves no attribute, so a given `null` is told apart from
+        # an absent flag and reaches the spec (--grad-clip null disables clipping)
         group.add_argument(
             f"--{f.name.replace('_', '-')}",
             dest=f"spec_{f.name}",
-            type=yaml.safe_load,
+            type=parse_value,
+            default=argparse.SUPPRESS,
             metavar="V",
             help=f"{helps.get(f.name, f.name)} [default: {default!r}]",
         )
@@ -76,11 +81,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
 def _spec_from_args(args) -> object:
     from fedkd.config import RunSpec, parse_override
 
-    overrides = {
-        k[len("spec_") :]: v
-        for k, v in vars(args).items()
-        if k.startswith("spec_") and v is not None
-    }
+    # every spec flag given, null included (absent flags leave no attribute)
+    overrides = {k[len("spec_") :]: v for k, v in vars(args).items() if k.startswith("spec_")}
     for text in args.set or []:
         key, value = parse_override(text)
         overrides[key] = value

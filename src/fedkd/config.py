@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fedkd.data import DATASETS as _DATASET_REGISTRY
+from fedkd.values import ValueTooLarge, as_number, check_size, is_finite_number, load_yaml
 
 DATASETS = tuple(_DATASET_REGISTRY)  # the dataset registry, fedkd.data
 PARTITIONS = ("dirichlet-equal", "dirichlet", "shards", "iid")
@@ -40,6 +39,66 @@ NOT_IN_IDENTITY = (
 IDENTITY_UNLESS_DEFAULT = {"stop_at_acc": None}
 ENGINES = ("auto", "sequential", "batched")
 MEMORY_FORMATS = ("auto", "contiguous", "channels_last")
+
+# the numeric keys, by kind: a float key holds a float whatever the spelling (1, 1.0, 1e0), so
+# one run has one spec and one hash; an int key takes an integral float (rounds: 1e3)
+FLOAT_KEYS = (
+    "alpha", "participation", "lr", "momentum", "weight_decay", "grad_clip", "stop_at_acc"
+)  # fmt: skip
+INT_KEYS = ("clients", "shards", "rounds", "local_epochs", "batch_size", "seed")
+# the keys that may be null, and what null means
+NULLABLE = {
+    "alpha": "no Dirichlet concentration (partitions shards, iid)",
+    "shards": "no shards (partitions other than shards)",
+    "grad_clip": "no gradient clipping",
+    "stop_at_acc": "never stop early",
+    "data_root": "$FEDKD_DATA or ./data",
+    "partition_file": "partition inside the run",
+}
+# upper bounds of the counts: far above any paper's setting, low enough that a slip of the
+# exponent (rounds: 1e12) is refused before a job starts
+UPPER = {
+    "clients": 1_000_000, "rounds": 100_000, "local_epochs": 10_000, "batch_size": 1_000_000,
+    "shards": 1_000_000,
+}  # fmt: skip
+SEED_LIMIT = 2**63  # seeds are stored as signed 64-bit integers (run.json → Parquet aggregate)
+MAX_OPTION_VALUES = 1_000  # values in one params, model_options or dataset_options mapping
+
+
+def _model_option_checks() -> dict[str, dict[str, Any]]:
+    """Each model's options (the keywords of fedkd.models.build_model it uses) → a check that
+    returns an error text or None. tests/test_config.py holds the names to build_model's."""
+    from fedkd.models.resnet import NORMS
+
+    def choice(*options):
+        return lambda v: (
+            None if v in options else f"is unknown; choose one of: {', '.join(options)}"
+        )
+
+    def positive_int(v):
+        ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+        return None if ok else "must be a positive integer"
+
+    def two_positive_ints(v):
+        ok = (
+            isinstance(v, (list, tuple)) and len(v) == 2 and all(positive_int(c) is None for c in v)
+        )
+        return None if ok else "must be two positive integers, e.g. [16, 32]"
+
+    def text_or_null(v):
+        return None if v is None or isinstance(v, str) else "must be a name or path, or null"
+
+    def mapping(v):
+        return None if isinstance(v, dict) else "must be a mapping"
+
+    head = {"head_init": choice("default", "he")}
+    resnet = {"norm": choice(*NORMS), **head}
+    return {
+        "resnet8": resnet,
+        "resnet50": resnet,
+        "cnn": {"channels": two_positive_ints, "hidden": positive_int, **head},
+        "distilbert": {"pretrained": text_or_null, "text_config": mapping, **head},
+    }
 
 
 class SpecError(ValueError):
@@ -95,7 +154,35 @@ class RunSpec:
     dataset_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._normalise_numbers()
         self.validate()
+
+    def _normalise_numbers(self) -> None:
+        """Numbers as the researcher meant them: text spelling a number (``1e-5`` from YAML 1.1
+        or a quoted value) becomes one, float keys hold floats (``--alpha 1`` and ``--alpha 1.0``
+        are one spec) and int keys take integral floats. Anything else is left for validate()
+        to name."""
+        for key in FLOAT_KEYS:
+            v = as_number(getattr(self, key))
+            if isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+            setattr(self, key, v)
+        for key in INT_KEYS:
+            v = as_number(getattr(self, key))
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            setattr(self, key, v)
+        for key in ("model_options", "dataset_options"):
+            v = getattr(self, key)
+            if isinstance(v, dict):
+                setattr(self, key, {k: as_number(x) for k, x in v.items()})
+        if isinstance(self.params, dict):
+            from fedkd.strategies import strategy_names
+
+            if self.strategy in strategy_names():
+                from fedkd.strategies import get_strategy_class
+
+                self.params = normalise_params(get_strategy_class(self.strategy), self.params)
 
     # ----------------------------------------------------------------------------- validation
     def validate(self) -> None:
@@ -132,10 +219,19 @@ class RunSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=str)
         if unknown:
+            import difflib
+
+            hints = [
+                f"{k!r} (did you mean {close[0]!r}?)"
+                if (close := difflib.get_close_matches(str(k), known, n=1, cutoff=0.6))
+                else repr(k)
+                for k in unknown
+            ]
             raise SpecError(
-                f"unknown run spec key(s) {unknown}; valid keys are: {', '.join(sorted(known))}"
+                f"unknown run spec key(s) {', '.join(hints)}; valid keys are: "
+                f"{', '.join(sorted(known))}"
             )
         return cls(**data)
 
@@ -145,7 +241,14 @@ class RunSpec:
         if not path.exists():
             raise SpecError(f"run spec file {path} does not exist")
         text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        try:
+            data = (
+                json.loads(text)
+                if path.suffix == ".json"
+                else load_yaml(text, f"run spec file {path}")
+            )
+        except ValueTooLarge as exc:
+            raise SpecError(str(exc)) from None
         if not isinstance(data, dict):
             raise SpecError(f"run spec file {path} must hold a mapping of keys to values")
         data.update(overrides or {})
@@ -153,7 +256,12 @@ class RunSpec:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite int or float, never a bool (``true`` is not 1 here) nor NaN or infinity."""
+    return is_finite_number(v)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def spec_errors(s: RunSpec) -> list[str]:
@@ -182,48 +290,201 @@ def spec_errors(s: RunSpec) -> list[str]:
     names = strategy_names()
     if s.strategy not in names:
         e.append(f"strategy={s.strategy!r} is unknown; choose one of: {', '.join(names)}")
-    if not isinstance(s.clients, int) or s.clients < 1:
-        e.append(f"clients={s.clients!r} must be a positive integer")
+    for key in ("clients", "rounds", "local_epochs", "batch_size"):
+        v = getattr(s, key)
+        if not _is_int(v) or v < 1:
+            e.append(f"{key}={v!r} must be a positive integer (true/false are not integers)")
+        elif v > UPPER[key]:
+            e.append(f"{key}={v!r} is more than {UPPER[key]:,}; set a smaller value")
     if s.partition in ("dirichlet-equal", "dirichlet"):
         if not _is_number(s.alpha) or s.alpha <= 0:
             e.append(
                 f"alpha={s.alpha!r} must be a number > 0 for partition {s.partition!r} (e.g. 0.1, 0.5, 1)"
             )
-    if s.partition == "shards" and (not isinstance(s.shards, int) or s.shards < 1):
+    elif s.alpha is not None and not _is_number(s.alpha):
+        e.append(f"alpha={s.alpha!r} must be a number, or null (partition {s.partition!r})")
+    if s.partition == "shards" and (not _is_int(s.shards) or s.shards < 1):
         e.append(
             f"shards={s.shards!r} must be a positive integer (shards per client) for partition 'shards'"
         )
+    elif s.shards is not None and (not _is_int(s.shards) or s.shards > UPPER["shards"]):
+        e.append(f"shards={s.shards!r} must be a positive integer, or null")
     if not _is_number(s.participation) or not 0 < s.participation <= 1:
         e.append(f"participation={s.participation!r} (C) must lie in (0, 1], e.g. 0.2")
-    for key in ("rounds", "local_epochs", "batch_size"):
-        v = getattr(s, key)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            e.append(f"{key}={v!r} must be a positive integer")
     if not _is_number(s.lr) or s.lr <= 0:
-        e.append(f"lr={s.lr!r} must be a number > 0")
+        e.append(f"lr={s.lr!r} must be a finite number > 0, e.g. 0.05 or 1e-3")
     if not _is_number(s.momentum) or not 0 <= s.momentum < 1:
         e.append(f"momentum={s.momentum!r} must lie in [0, 1)")
     if not _is_number(s.weight_decay) or s.weight_decay < 0:
-        e.append(f"weight_decay={s.weight_decay!r} must be >= 0")
+        e.append(f"weight_decay={s.weight_decay!r} must be a finite number >= 0, e.g. 1e-5")
     if s.grad_clip is not None and (not _is_number(s.grad_clip) or s.grad_clip <= 0):
-        e.append(f"grad_clip={s.grad_clip!r} must be > 0, or null to disable clipping")
-    if not isinstance(s.seed, int) or isinstance(s.seed, bool) or s.seed < 0:
-        e.append(f"seed={s.seed!r} must be a non-negative integer")
-    if not isinstance(s.deterministic, bool):
-        e.append(f"deterministic={s.deterministic!r} must be true or false")
+        e.append(
+            f"grad_clip={s.grad_clip!r} must be a finite number > 0, or null to disable clipping"
+        )
+    if not _is_int(s.seed) or not 0 <= s.seed < SEED_LIMIT:
+        e.append(f"seed={s.seed!r} must be an integer from 0 to 2^63 - 1")
+    for key in ("deterministic", "eval_local"):
+        if not isinstance(getattr(s, key), bool):
+            e.append(f"{key}={getattr(s, key)!r} must be true or false")
+    for key in ("data_root", "partition_file"):
+        if getattr(s, key) is not None and not isinstance(getattr(s, key), str):
+            e.append(f"{key}={getattr(s, key)!r} must be a path, or null ({NULLABLE[key]})")
     for key in ("params", "model_options", "dataset_options"):
-        if not isinstance(getattr(s, key), dict):
-            e.append(f"{key}={getattr(s, key)!r} must be a mapping")
+        value = getattr(s, key)
+        if not isinstance(value, dict):
+            e.append(f"{key}={value!r} must be a mapping")
+            continue
+        try:
+            check_size(value, key, MAX_OPTION_VALUES)
+        except ValueTooLarge as exc:
+            e.append(str(exc))
+    if (
+        isinstance(s.model_options, dict)
+        and s.model in MODELS
+        and s.dataset in DATASETS
+        and not any(m.startswith("model_options") for m in e)
+    ):
+        e.extend(model_option_errors(s.resolved_model, s.model_options))
     if not e and s.strategy in names:
         from fedkd.strategies import get_strategy_class
 
-        e.extend(get_strategy_class(s.strategy).param_errors(s.params))
+        cls = get_strategy_class(s.strategy)
+        e.extend(cls.param_errors(s.params))
+        e.extend(param_type_errors(cls, s.params))
     return e
 
 
+def model_option_errors(model: str, options: dict[str, Any]) -> list[str]:
+    """``model_options`` against what ``model`` accepts, each option's value included."""
+    accepted = _model_option_checks()[model]
+    errors = []
+    for key, value in options.items():
+        if key not in accepted:
+            errors.append(
+                f"model_options.{key} is not an option of model {model!r}; its options are: "
+                f"{', '.join(sorted(accepted))}"
+            )
+            continue
+        problem = accepted[key](value)
+        if problem:
+            errors.append(f"model_options.{key}={value!r} {problem}")
+    return errors
+
+
+# ---------------------------------------------------------------------------- strategy parameters
+def _param_types(cls) -> dict[str, Any]:
+    import typing
+
+    return typing.get_type_hints(cls.Params)
+
+
+def _type_parts(hint) -> tuple[tuple[type, ...], tuple[Any, ...] | None, bool]:
+    """(plain types, Literal choices or None, whether None is allowed) of a Params annotation."""
+    import types
+    import typing
+
+    args = (
+        typing.get_args(hint)
+        if isinstance(hint, types.UnionType) or (typing.get_origin(hint) is typing.Union)
+        else (hint,)
+    )
+    nullable = type(None) in args
+    plain, choices = [], None
+    for a in args:
+        if a is type(None):
+            continue
+        if typing.get_origin(a) is typing.Literal:
+            choices = typing.get_args(a)
+        else:
+            plain.append(a)
+    return tuple(plain), choices, nullable
+
+
+def normalise_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+    """Strategy parameters as their declared types want them: numbers from text, floats for
+    float parameters (``mu: 1`` and ``mu: 1.0`` are one run), ints from integral floats."""
+    hints = _param_types(cls)
+    out = {}
+    for key, value in params.items():
+        plain, _, _ = _type_parts(hints[key]) if key in hints else ((), None, False)
+        if float in plain or int in plain:
+            value = as_number(value)
+        if float in plain and _is_int(value):
+            value = float(value)
+        elif int in plain and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        out[key] = value
+    return out
+
+
+def _type_name(plain, choices, nullable) -> str:
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a text"}
+    parts = [names.get(t, t.__name__) for t in plain]
+    if choices:
+        parts.append("one of " + ", ".join(map(str, choices)))
+    if nullable:
+        parts.append("null")
+    return " or ".join(parts)
+
+
+def param_type_errors(cls, params: dict[str, Any]) -> list[str]:
+    """Each given strategy parameter against the type its Params dataclass declares."""
+    hints = _param_types(cls)
+    errors = []
+    for key, value in params.items():
+        if key not in hints:
+            continue  # named by Strategy.param_errors
+        plain, choices, nullable = _type_parts(hints[key])
+        ok = (
+            (value is None and nullable)
+            or (choices is not None and value in choices)
+            or (bool in plain and isinstance(value, bool))
+            or (int in plain and _is_int(value))
+            or (float in plain and _is_number(value))
+            or (str in plain and isinstance(value, str))
+        )
+        if not ok:
+            errors.append(
+                f"params.{key}={value!r} must be {_type_name(plain, choices, nullable)} "
+                f"(strategy {cls.name!r}, e.g. --param {key}={_example(cls, key)})"
+            )
+    return errors
+
+
+def _example(cls, key: str) -> str:
+    """The parameter's default as it is written on the command line."""
+    default = {f.name: f.default for f in dataclasses.fields(cls.Params)}.get(key)
+    return json.dumps(default) if default is None or isinstance(default, bool) else str(default)
+
+
+# ---------------------------------------------------------------------------- overrides, diffs
 def parse_override(text: str) -> tuple[str, Any]:
-    """``key=value`` with the value read as YAML (numbers, booleans, null, lists, mappings)."""
+    """``key=value`` with the value read as YAML (numbers in any notation, booleans, null,
+    lists, mappings)."""
     if "=" not in text:
         raise SpecError(f"override {text!r} must look like key=value, e.g. rounds=20")
     key, value = text.split("=", 1)
-    return key.strip(), yaml.safe_load(value)
+    try:
+        return key.strip(), load_yaml(value, f"the value of override {key.strip()}")
+    except ValueTooLarge as exc:
+        raise SpecError(str(exc)) from None
+
+
+def spec_differences(recorded: dict[str, Any], spec: RunSpec) -> list[str]:
+    """The identity keys where a recorded spec (run.json's ``spec``) and ``spec`` differ, as
+    ``"key: <recorded> there, <given> now"``; the recorded spec is read through RunSpec, so one
+    recorded before numbers were normalised (``alpha: 1``) does not differ from ``alpha: 1.0``."""
+    try:
+        known = {f.name for f in dataclasses.fields(RunSpec)}
+        old = RunSpec.from_dict({k: v for k, v in recorded.items() if k in known}).identity()
+    except (SpecError, TypeError):
+        old = dict(recorded)
+    new = spec.identity()
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        if key in NOT_IN_IDENTITY:
+            continue
+        a, b = old.get(key, IDENTITY_UNLESS_DEFAULT.get(key)), new.get(key)
+        if a != b:
+            lines.append(f"{key}: {a!r} there, {b!r} now")
+    return lines

@@ -125,11 +125,13 @@ def planned_runs(configfile: Path, root: Path) -> list[str]:
     import yaml
 
     from fedkd.pipeline import Plan
+    from fedkd.pipeline.validation import normalise_config
 
     try:
         config = yaml.safe_load(configfile.read_text())
     except OSError as exc:
         raise StatusError(f"cannot read --configfile {configfile}: {exc.strerror}") from None
+    normalise_config(config)  # numbers as the workflow reads them, defaults completed
     runs = Plan(config).all_runs()
     # plan paths start at results/runs; the runs folder given may be elsewhere (another -d)
     return sorted(str(Path(r).relative_to("results/runs")) for r in runs)

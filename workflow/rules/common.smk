@@ -6,7 +6,10 @@ import re
 import sys
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
+
 from fedkd.pipeline import Plan, validate_config
+from fedkd.pipeline.validation import unknown_targets_message
 from fedkd.pipeline.plan import FEATURES_CODE
 from fedkd.forkserver import ForkServer
 from fedkd.provenance import package_files_hash
@@ -138,3 +141,59 @@ FORK_SERVER = ForkServer(log="results/logs/forkserver.log")
 def start_fork_server():
     if workflow.local_exec and not workflow.deployment_settings.deployment_method:
         FORK_SERVER.start()
+
+
+# ----------------------------------------------------------------------------- targets
+def requested_targets() -> list[str]:
+    """The targets on Snakemake's command line, read by Snakemake's own parser (the Snakefile
+    sees the command line only through sys.argv; its settings object is built later)."""
+    from snakemake.cli import get_argument_parser
+
+    program = Path(sys.argv[0]) if sys.argv else Path()
+    if "snakemake" not in (program.name, program.parent.name):
+        # the workflow run through Snakemake's Python API: sys.argv is another program's
+        return []
+    try:
+        args, _ = get_argument_parser().parse_known_args(sys.argv[1:])
+    except SystemExit:
+        # not a snakemake command line (e.g. the Snakefile read by a tool)
+        return []
+    return [str(t) for t in (getattr(args, "targets", None) or [])]
+
+
+def check_output_targets() -> None:
+    """Refuse a table or figure the configuration does not define, listing the valid ones, at
+    once: before the run specs' validation imports torch and long before Snakemake would say
+    "No rule to produce" after planning every job."""
+    if not workflow.is_main_process:
+        return
+    wanted = [t for t in requested_targets() if t.startswith(OUTPUT_DIRS)]
+    if not wanted:
+        return
+    try:
+        vs_paper = [f"results/tables/{n}_vs_paper.html" for n in plan.paper_tables()]
+        valid = set(plan.all_outputs() + TABLE_HTML + vs_paper)
+    except Exception:
+        # a configuration the plan cannot read: its validation names the problem
+        return
+    unknown = [t for t in wanted if t not in valid]
+    if unknown:
+        raise WorkflowError(unknown_targets_message(unknown, plan))
+
+
+def check_targets() -> None:
+    """Refuse, before any job is planned, any other target no rule produces (a rule name or
+    a file), with the same list."""
+    if not workflow.is_main_process:
+        return
+    rules = list(workflow.rules)
+    names = {r.name for r in rules}
+    unknown = [
+        t for t in requested_targets()
+        if t not in names and not any(r.is_producer(t) for r in rules)
+    ]  # fmt: skip
+    if unknown:
+        raise WorkflowError(unknown_targets_message(unknown, plan))
+
+
+OUTPUT_DIRS = ("results/tables/", "results/figures/")

@@ -85,9 +85,19 @@ class Run(RunSetup):
             return None
         prev = read_run_record(run_json)
         if prev.get("spec_hash") != spec.hash():
+            from fedkd.config import spec_differences
+
+            diff = spec_differences(prev.get("spec") or {}, spec)
+            what = (
+                "; ".join(diff)
+                if diff
+                else "the same keys and values, hashed by an earlier fedkd that kept 1 and "
+                "1.0 apart"
+            )
             raise RunConflictError(
-                f"{self.out} holds a run with a different spec (hash {prev.get('spec_hash')}, "
-                f"this spec {spec.hash()}); choose another output directory"
+                f"{self.out} holds a run with a different spec ({what}; hash "
+                f"{prev.get('spec_hash')} there, {spec.hash()} now); choose another output "
+                "directory, or run with the values recorded in its run.json"
             )
         if prev.get("status") in ("complete", "diverged") and (self.out / METRICS).exists():
             return prev

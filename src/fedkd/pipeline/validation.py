@@ -1,9 +1,11 @@
-"""The config's validation: the JSON schema first, then what a schema cannot express (variants,
-strategies and layouts exist, grids resolve, every run spec passes RunSpec's own validation),
-every problem listed at once with its key."""
+"""The config's validation: its size first (YAML aliases cannot blow it up), numbers as meant
+(``1e-5``), the JSON schema, then what a schema cannot express (variants, strategies and layouts
+exist, grids resolve, every run spec passes RunSpec's own validation, the data holds the clients),
+every problem listed at once with its key; a misspelt key first, with the key it resembles."""
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 
@@ -12,6 +14,14 @@ import yaml
 from fedkd.pipeline.paths import normalise_path_keys
 from fedkd.pipeline.plan import Plan, grid_points
 from fedkd.report.targets import ALIASES, LAYOUTS
+from fedkd.values import ValueTooLarge, as_number, check_size
+
+# the run keys every run's path spells; a configuration's `defaults` may leave them out, and they
+# then take `fedkd train`'s defaults (RunSpec), like every other run key
+PATH_KEYS = ("partition", "alpha", "clients", "participation", "local_epochs", "rounds")
+# values that are text even when they spell a number (names, captions, a column's variant)
+TEXT_KEYS = {"name", "description", "caption", "paper", "layout", "strategy", "variant"}
+TEXT_MAPS = {"stand_ins", "row_names", "column_names", "titles", "best_of"}
 
 
 class ConfigError(Exception):
@@ -20,7 +30,17 @@ class ConfigError(Exception):
 
 def validate_config(cfg: dict, schema_path: Path, check_specs: bool = True) -> None:
     """Raise ConfigError listing every problem of ``cfg``. ``check_specs``: also validate every
-    distinct run spec (the main process; job steps on a cluster skip it)."""
+    distinct run spec (the main process; job steps on a cluster skip it).
+
+    ``cfg`` is completed in place first (``normalise_config``): the plan reads the same dict."""
+    try:
+        check_size(cfg, "the configuration")
+    except ValueTooLarge as exc:
+        raise ConfigError(f"the configuration is refused: {exc}") from None
+    normalise_config(cfg)
+    errors = _option_size_errors(cfg, "")
+    if errors:  # refused before anything copies or walks them per run
+        raise ConfigError("the configuration is refused:" + "".join(f"\n  - {e}" for e in errors))
     errors = schema_errors(cfg, schema_path)
     if not errors:
         errors = semantic_errors(cfg, check_specs)
@@ -29,17 +49,110 @@ def validate_config(cfg: dict, schema_path: Path, check_specs: bool = True) -> N
         raise ConfigError(f"the configuration has {len(errors)} error(s):{listing}")
 
 
+def normalise_config(cfg: dict) -> None:
+    """In place: text spelling a number becomes the number (Snakemake reads YAML 1.1, where
+    ``1e-5`` is text), and ``defaults`` gets the path keys it leaves out from RunSpec."""
+    from fedkd.config import RunSpec
+
+    if not isinstance(cfg, dict):
+        return  # the schema names it
+    _numbers_in_place(cfg, None)
+    defaults = cfg.get("defaults")
+    if isinstance(defaults, dict):
+        spec = RunSpec()
+        for key in PATH_KEYS:
+            defaults.setdefault(key, getattr(spec, key))
+
+
+def _option_size_errors(node, where: str) -> list[str]:
+    """Every params / model_options / dataset_options mapping within RunSpec's bound."""
+    from fedkd.config import MAX_OPTION_VALUES
+
+    errors = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            path = f"{where}.{k}" if where else str(k)
+            if k in ("params", "model_options", "dataset_options") and isinstance(v, dict):
+                try:
+                    check_size(v, path, MAX_OPTION_VALUES)
+                except ValueTooLarge as exc:
+                    errors.append(str(exc))
+            else:
+                errors += _option_size_errors(v, path)
+    return errors
+
+
+def _config_number(text: str):
+    """A number spelt as text, as the config means it: ``4e3`` without a decimal point is the
+    count 4000 (resources such as ``mem_mb`` reach Snakemake as they are), ``1.0e3`` a float."""
+    value = as_number(text)
+    if isinstance(value, float) and value.is_integer() and "." not in text:
+        return int(value)
+    return value
+
+
+def _numbers_in_place(node, key) -> None:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(v, str) and k not in TEXT_KEYS and key not in TEXT_MAPS | {"columns"}:
+                node[k] = _config_number(v)
+            elif k not in TEXT_MAPS:
+                _numbers_in_place(v, k)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            if isinstance(v, str) and key not in TEXT_MAPS:
+                node[i] = _config_number(v)
+            else:
+                _numbers_in_place(v, key)
+
+
 def schema_errors(cfg: dict, schema_path: Path) -> list[str]:
+    """The schema's complaints, a misspelt key first with the key it resembles; a required key
+    that a misspelling stands in for is not reported again."""
     from jsonschema import Draft202012Validator
 
     schema = yaml.safe_load(schema_path.read_text())
+    unknown, other = [], []
+    misspelt: set[tuple[str, str]] = set()  # (path, the key it resembles)
+    leaves = [e for err in Draft202012Validator(schema).iter_errors(cfg) for e in _leaf_errors(err)]
+    for e in leaves:
+        where = _key_path(e.absolute_path)
+        if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+            known = list((e.schema.get("properties") or {}).keys())
+            for extra in sorted(set(e.instance) - set(known), key=str):
+                if not isinstance(extra, str) or _matches_pattern(e.schema, extra):
+                    continue
+                close = difflib.get_close_matches(extra, known, n=1, cutoff=0.6)
+                hint = (
+                    f"; did you mean {close[0]!r}?"
+                    if close
+                    else (f"; the keys here are: {', '.join(known)}" if known else "")
+                )
+                if close:
+                    misspelt.add((where, close[0]))
+                msg = f"{where}: {extra!r} was unexpected{hint}"
+                if msg not in unknown:
+                    unknown.append(msg)
+            continue
+        other.append((where, e))
     errors = []
-    for err in Draft202012Validator(schema).iter_errors(cfg):
-        for e in _leaf_errors(err):
-            msg = f"{_key_path(e.absolute_path)}: {e.message}"
-            if msg not in errors:
-                errors.append(msg)
-    return sorted(errors)
+    for where, e in other:
+        if e.validator == "required" and any(
+            (where, name) in misspelt
+            for name in e.validator_value
+            if e.message.startswith(f"{name!r} ")  # the one key this error is about
+        ):
+            continue
+        msg = f"{where}: {e.message}"
+        if msg not in errors:
+            errors.append(msg)
+    return unknown + sorted(errors)
+
+
+def _matches_pattern(schema: dict, key: str) -> bool:
+    import re
+
+    return any(re.search(p, key) for p in (schema.get("patternProperties") or {}))
 
 
 def _leaf_errors(err) -> list:
@@ -191,10 +304,106 @@ def _spec_errors(specs: dict) -> list[str]:
     found: dict[str, list[str]] = {}
     for what, spec, wheres in specs.values():
         try:
-            RunSpec.from_dict(dict(spec))
+            problems = capacity_errors(RunSpec.from_dict(dict(spec)), what == "partition")
         except SpecError as exc:
-            for line in str(exc).splitlines()[1:] or [str(exc)]:
-                msg = f"{what} on {spec['dataset']}: {line.strip()}"
-                users = found.setdefault(msg, [])
-                users.extend(w for w in wheres if w not in users)
+            problems = [line.strip() for line in str(exc).splitlines()[1:] or [str(exc)]]
+        for problem in problems:
+            msg = f"{what} on {spec['dataset']}: {problem}"
+            users = found.setdefault(msg, [])
+            users.extend(w for w in wheres if w not in users)
     return [f"{msg} (needed by {', '.join(users)})" for msg, users in found.items()]
+
+
+# training-set sizes (after the 90/10 train/validation split) of the datasets whose size is fixed
+# by their files; tests/test_pipeline.py loads the offline ones to hold these to the loaders
+TRAIN_SIZES = {
+    "cifar10": 45_000, "cifar100": 45_000, "tinyimagenet": 90_000, "mnist": 54_000,
+    "mnist5k": 3_600, "sst5": 8_544,
+}  # fmt: skip
+
+
+def train_size(dataset: str, options: dict) -> int | None:
+    """The training samples ``dataset`` with ``options`` gives a run, known without loading it;
+    None where it cannot be known (an option this does not model)."""
+    from fedkd.data.base import VAL_FRACTION
+
+    def after_split(n: int) -> int:
+        return n - round(VAL_FRACTION * n)
+
+    if dataset == "agnews":
+        if set(options) - {"tokenizer", "max_len", "max_vocab", "train_size"}:
+            return None
+        from fedkd.data.text import AGNEWS_TRAIN_SIZE
+
+        size = options.get("train_size", AGNEWS_TRAIN_SIZE)
+        return after_split(120_000) if size is None else min(int(size), after_split(120_000))
+    if dataset == "synthtext":
+        if set(options) - {
+            "num_classes",
+            "num_docs",
+            "seq_len",
+            "vocab",
+            "topic_words",
+            "topic_rate",
+        }:
+            return None
+        k, n = int(options.get("num_classes", 4)), int(options.get("num_docs", 4000))
+        per_class = [n // k + (c < n % k) for c in range(k)]
+        return after_split(n - sum(m // 5 for m in per_class))  # a fixed 20% test split per class
+    if set(options) - {"tokenizer", "max_len", "max_vocab", "check_md5", "cache"}:
+        return None
+    return TRAIN_SIZES.get(dataset)
+
+
+def capacity_errors(spec, partition_only: bool = False) -> list[str]:
+    """A client count the dataset cannot serve, with the limit that binds: training needs a
+    batch per client on average (fedkd.engine.run_setup.check_client_capacity); `fedkd
+    partition` needs a sample per client (and 10 for the dirichlet scheme)."""
+    n = train_size(spec.dataset, spec.dataset_options)
+    if n is None:
+        return []
+    if not partition_only and n < spec.clients * spec.batch_size:
+        from fedkd.engine.run_setup import check_client_capacity
+
+        try:
+            check_client_capacity(n, spec.clients, spec.batch_size)
+        except ValueError as exc:
+            return [str(exc)]
+    need = 10 if spec.partition == "dirichlet" else 1
+    if spec.partition == "shards" and spec.shards:
+        need = spec.shards
+    if n < spec.clients * need:
+        return [
+            f"clients={spec.clients} needs {spec.clients * need} training samples for partition "
+            f"{spec.partition!r} but {spec.dataset} has {n}; use at most {n // need} clients"
+        ]
+    return []
+
+
+def unknown_targets_message(unknown: list[str], plan: Plan) -> str:
+    """What to say for targets no rule produces: the closest valid output, and every table and
+    figure the configuration defines, by path."""
+    from fedkd.pipeline.plan import VS_PAPER
+
+    tables = plan.names(output="table") + [f"{n}{VS_PAPER}" for n in plan.paper_tables()]
+    figures = plan.names(output="figure")
+    valid = plan.all_outputs() + [f"results/tables/{n}.html" for n in tables]
+    lines = []
+    by_name = {Path(f).stem: f for f in reversed(valid)}  # a bare name: its .tex or .pdf
+    for target in unknown:
+        close = difflib.get_close_matches(target, valid, n=1, cutoff=0.8) or [
+            by_name[n] for n in difflib.get_close_matches(Path(target).stem, by_name, n=1)
+        ]
+        hint = f"; did you mean {close[0]}?" if close else ""
+        lines.append(f"no rule makes {target!r}{hint}")
+    lines.append(
+        "targets of this configuration: results/tables/NAME.tex (also .md, .csv, .html) for "
+        f"NAME in: {', '.join(tables) or '(none)'}"
+    )
+    if figures:
+        lines.append(f"and results/figures/NAME.pdf (also .png) for NAME in: {', '.join(figures)}")
+    lines.append(
+        "or no target (every table and figure); a target goes before --configfile, which takes "
+        "every following word as a file"
+    )
+    return "\n".join(lines)

@@ -8,6 +8,7 @@ import json
 
 import pandas as pd
 
+from fedkd.choices import departures
 from fedkd.report.text import key_value
 
 
@@ -48,6 +49,19 @@ def _model_texts(runs: pd.DataFrame) -> list[str]:
     return sorted(texts)
 
 
+def _choice_texts(runs: pd.DataFrame) -> list[str]:
+    """Each strategy whose runs depart from a default choice (fedkd.choices), e.g. "moon with
+    first_negative own-init"."""
+    if not {"strategy", "params"} <= set(runs.columns):
+        return []
+    texts = set()
+    for strategy, params in runs[["strategy", "params"]].drop_duplicates().itertuples(False):
+        shown = departures(str(strategy), params)
+        if shown:
+            texts.add(f"{strategy} with {', '.join(shown)}")
+    return sorted(texts)
+
+
 def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
     """E.g. "Runs: 10 clients, C = 0.2, E = 1, 5 rounds, model cnn (hidden 128); mnist5k 3,600
     train / 1,000 test samples; seeds 0, 1 (± = population std over the seeds)." Keys that vary
@@ -67,6 +81,7 @@ def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
     models = _model_texts(runs)
     if models:
         parts.append(f"model {', '.join(models)}")
+    parts += _choice_texts(runs)
     sentence = "Runs: " + ", ".join(parts) if parts else ""
     sizes = []
     if {"dataset", "train_size", "test_size"} <= set(runs.columns):

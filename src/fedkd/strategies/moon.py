@@ -10,20 +10,43 @@ model (positive), z_prev of the client's own previous local model (negative); si
 Each client's previous local model is per-client state kept by the strategy (on the CPU) and saved
 in every checkpoint; it never crosses the network, so MOON costs no bytes beyond FedAvg's.
 
-First participation: MOON's code has no previous model in round 1 (its pool is empty, so the term is
-a cross-entropy over one logit: zero, no gradient), and with partial participation a client that
-joins later contrasts against its own, separately drawn, random initialisation, an artefact of that
-code's full-participation default. Here the negative is then the received global model: the term is
-the constant log 2 and adds no gradient, which is MOON's round-1 behaviour for every first joiner.
+First participation: a client that has not trained before has no previous local model, and the
+paper does not say what the negative is then. ``first_negative`` selects each published answer:
+
+- ``none`` (default): no negative, so no contrastive term. The code behind the FedGKD paper's MOON
+  numbers (CGCL-codes/FedGKD at 72e7bac, pcode/workers/worker_moon.py): the term is skipped in
+  round 1, and a client whose buffer of previous models is empty contrasts against no negative,
+  a cross-entropy over the positive logit alone, which is 0. MOON's own code does the same in
+  round 1.
+- ``global``: the received global model is the negative, so positive and negative coincide and
+  the term is the constant log 2, adding no gradient beyond float rounding: the updates of
+  ``none`` to about 1e-7, with ``mu * log 2`` more in the recorded training loss (what fedkd did
+  before this parameter existed).
+- ``initial``: the initial global model (before round 1) is the negative. The FedNTD authors'
+  code (Lee-Gihun/FedNTD at fd7e20c, algorithms/moon/Server.py ``_init_prev_locals``: every
+  client's previous weights start as the initial server weights; ClientTrainer.py at b7af303
+  loads them as ``prev_model``). In round 1 it equals the received model: log 2.
+- ``own-init``: MOON's own code (QinbinLi/MOON at 2f7199e, main.py): no negative in round 1 (the
+  pool of previous models is still empty), and from round 2 on a client that has not trained yet
+  contrasts against its own random initialisation (``init_nets`` draws each client's network
+  separately and only sampled clients receive the global weights), an artefact of that code's
+  full-participation default. Here each client's initialisation is drawn from a seed derived from
+  the run seed and the client id, so it is the same in every round and after a resume.
+
+The FedGKD paper reports MOON from its own code and says nothing of this case, hence the default.
 """
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
+from fedkd.choices import DEFAULTS
+from fedkd.runtime.seeding import derive_seed
 from fedkd.strategies._paper_setting import paper_setting
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Strategy, Traits
 
@@ -35,6 +58,10 @@ MU = {"tinyimagenet": 1.0, "text": 0.1}
 class MoonParams:
     mu: float = 5.0  # weight of the contrastive term
     tau: float = 0.5  # temperature of the cosine similarities (MOON's default, fedgkd Sec. 5.1)
+    # the negative of a client's first participation: none, global, initial, own-init (above)
+    first_negative: Literal["none", "global", "initial", "own-init"] = DEFAULTS["moon"][
+        "first_negative"
+    ]
 
 
 def model_contrastive_loss(
@@ -74,20 +101,54 @@ class Moon(Strategy):
         return {"mu": MU.get(paper_setting(dataset), 5.0)}
 
     def __init__(self, params, ctx):
+        choices = typing.get_args(typing.get_type_hints(MoonParams)["first_negative"])
+        if params.first_negative not in choices:
+            raise ValueError(
+                f"moon: first_negative={params.first_negative!r}; choose one of {', '.join(choices)}"
+            )
         super().__init__(params, ctx)
         self.previous: dict[int, dict[str, torch.Tensor]] = {}  # client id -> CPU state dict
+        self.initial: dict[str, torch.Tensor] | None = None  # first_negative="initial"
 
     def client_begin(self, client: ClientContext) -> None:
+        rule = self.params.first_negative
+        if rule == "initial" and self.initial is None and client.round == 0:
+            self.initial = _cpu_state(client.global_model)  # round 1 receives the initial model
+        state = self.previous.get(client.client_id)
+        contrast = 1.0
+        if state is None:
+            state = self._first_negative(client, rule)
+            if state is None:  # the received global model stands in, or there is no negative
+                contrast = 1.0 if rule == "global" else 0.0
+                state = client.global_model.state_dict()
         client.share_model("global", client.global_model)
-        # first participation: the global model stands in for the previous one
-        state = self.previous.get(client.client_id) or client.global_model.state_dict()
         client.own_model("previous", state)
+        # 0: no negative, so no contrastive term; every client of a round declares the same
+        # names, and mu * 0 * l_con adds exactly nothing to the loss or its gradient
+        client.own("contrast", contrast)
+
+    def _first_negative(self, client: ClientContext, rule: str) -> dict | None:
+        """The negative's weights for a client without a previous model; None: the received
+        global model (``global``) or no negative (``none``, and ``own-init`` in round 1)."""
+        if rule == "initial":
+            if self.initial is None:
+                raise RuntimeError(
+                    "moon: first_negative='initial' needs the initial global model, which this "
+                    "run's checkpoint does not hold; restart the run from round 0"
+                )
+            return self.initial
+        if rule == "own-init" and client.round > 0:
+            seed = derive_seed(self.ctx.spec.seed, "moon-own-init", client.client_id)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                return _cpu_state(client.build_model())
+        return None
 
     def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
         z_glob = ctx.outputs["global"].features
         z_prev = ctx.outputs["previous"].features
         con = model_contrastive_loss(batch.features, z_glob, z_prev, self.params.tau, "none")
-        return batch.ce() + self.params.mu * batch.mean(con)
+        return batch.ce() + self.params.mu * ctx.own["contrast"] * batch.mean(con)
 
     def client_end(self, client: ClientContext) -> dict:
         # stays on the client: stored, not uploaded
@@ -97,10 +158,19 @@ class Moon(Strategy):
         return {}
 
     def state_dict(self) -> dict:
-        return {"previous": self.previous}
+        state = {"previous": self.previous}
+        if self.initial is not None:
+            state["initial"] = self.initial
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.previous = {
             int(cid): {k: v.to("cpu") for k, v in s.items()}
             for cid, s in state.get("previous", {}).items()
         }
+        initial = state.get("initial")
+        self.initial = None if initial is None else {k: v.to("cpu") for k, v in initial.items()}
+
+
+def _cpu_state(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
