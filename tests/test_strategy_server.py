@@ -359,11 +359,16 @@ def test_resume_is_bit_identical(runs, strategy):
 
 @pytest.mark.slow
 def test_nan_loss_stops_the_run_as_diverged_and_keeps_earlier_rounds(tmp_path, monkeypatch):
-    def nan_in_round_2(self, batch, client):
-        ce = batch.ce()
-        return ce * float("nan") if client.round == 1 else ce
+    def poison_round_2(self, client):
+        if client.round == 1:
+            client.share("poison", float("nan"))
 
-    monkeypatch.setattr(FedAvg, "local_loss", nan_in_round_2)
+    def nan_when_poisoned(self, batch, ctx):
+        ce = batch.ce()
+        return ce * ctx.shared["poison"] if "poison" in ctx.shared else ce
+
+    monkeypatch.setattr(FedAvg, "client_begin", poison_round_2)
+    monkeypatch.setattr(FedAvg, "local_loss", nan_when_poisoned)
     spec = RunSpec(strategy="fedavg", rounds=3, **ONE)
     out = tmp_path / "r"
     record = Run(spec, out, **QUIET).run()  # returns normally
