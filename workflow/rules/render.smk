@@ -129,6 +129,8 @@ rule render_vs_paper:
         caption=lambda wc: plan.vs_paper_options(wc.name)["caption"],
         prefix=lambda wc: f"results/tables/{wc.name}_vs_paper",
         code=lambda wc: plan.render_code_hash(wc.name),
+    message:
+        "render results/tables/{wildcards.name}_vs_paper.{{tex,md,csv,html}}"
     shell:
         "fedkd render {params.args} --out {params.prefix:q} --options {params.options:q}"
         " > {log:q} 2>&1"
