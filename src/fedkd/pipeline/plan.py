@@ -322,10 +322,12 @@ class Plan:
                 options[key] = entry["options"][key]
         if self.best_of(name):
             options["best_of"] = self.best_of(name)
+        from fedkd.report.names import display_name
+
+        paper, _, number = entry["paper"].partition("_table")
         text = (
-            f"Table {name} beside the paper ({entry['paper']}): the paper's value, the reproduced "
-            "mean ± std over seeds, their difference, the seed range and whether the paper value "
-            "lies within it"
+            f"The {display_name(paper)} paper's Table {number} beside the reproduced {name}, like against like "
+            "(the paper's numbers per cell, the reproduced mean ± std over seeds)"
         )
         options["caption"] = self.caption(name, text)
         options["label"] = f"tab:{name}{VS_PAPER}"
