@@ -326,8 +326,8 @@ class Plan:
 
         paper, _, number = entry["paper"].partition("_table")
         text = (
-            f"The {display_name(paper)} paper's Table {number} beside the reproduced {name}, like against like "
-            "(the paper's numbers per cell, the reproduced mean ± std over seeds)"
+            f"The {display_name(paper)} paper's Table {number} beside the reproduced {name}, "
+            "like against like (the paper's numbers per cell, the reproduced mean ± std over seeds)"
         )
         options["caption"] = self.caption(name, text)
         options["label"] = f"tab:{name}{VS_PAPER}"
