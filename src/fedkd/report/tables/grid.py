@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fedkd.report.aggregate import ReportError
-from fedkd.report.best_of import caption_note, mark, pick_best_of
+from fedkd.report.best_of import best_of_option, caption_note, mark, pick_best_of
 from fedkd.report.cells import cell_text
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
@@ -15,7 +15,9 @@ from fedkd.report.tables.common import (
     caption_and_label,
     cells_by_stat,
     csv_record,
+    run_variants,
     stat_fn,
+    variant_note,
 )
 from fedkd.report.text import (
     DASH,
@@ -55,6 +57,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     order = {**opts.mapping("order"), "label": labels, "stat": stats}
     decimals = opts.integer("decimals", 2, 0, 6)
     df, chosen = pick_best_of(df, keys, opts, stat_fn(stat))
+    variants = run_variants(df)
     cells, rows, styles = cells_by_stat(df, keys, labels, stats, opts, order)
 
     # layout: every cell has coordinates over keys + ["label"] (+ ["stat"] with two statistics);
@@ -100,9 +103,11 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     recs = []
     for row, label, s in full:
         extra = {"stat": s, "metric": f"{s}_acc_pct", "variant": chosen.get((row, label), "")}
-        recs.append(csv_record(keys, row, label, cells[s][row][label], extra, 100))
+        recs.append(csv_record(keys, row, label, cells[s][row][label], extra, 100, variants))
     caption, label = caption_and_label(opts)
     caption = _caption(caption, stats, opts)
+    note = variant_note(df, keys, labels, col_names, skip=best_of_option(opts))
+    caption = f"{caption} {note}" if note else caption
     return TableDoc(caption, label, header, body, len(stub_keys), pd.DataFrame(recs))
 
 
