@@ -113,6 +113,7 @@ def job_of_message(word: str, path: str) -> dict:
     if word == "render":
         stem, exts = re.fullmatch(r"(.*)\.\{(.*)\}", path).groups()
         rule = "render_table" if stem.startswith("results/tables/") else "render_figure"
+        rule = "render_vs_paper" if stem.endswith("_vs_paper") else rule
         return {"rule": rule, "output": [f"{stem}.{e}" for e in exts.split(",")]}
     return {"rule": word, "output": [path]}
 
@@ -193,6 +194,8 @@ def test_dry_run_of_the_default_config_resolves_every_target(tmp_path, src):
     # table 3 alone: 8 strategies x 3 alphas x 2 seeds, fedgkd's runs shared with table 7
     table3 = plan(tmp_path, DEFAULT, "results/tables/table3.tex", src=src)
     assert len(planned_runs(table3)) == 8 * 3 * 2
+    # the table's command brings its comparison with the paper along
+    assert "results/tables/table3_vs_paper.html" in planned_outputs(table3)
 
 
 def test_dry_run_of_the_paper_config_lists_the_full_grid(tmp_path, src):
@@ -326,9 +329,9 @@ def tiny(tmp_path_factory, src) -> dict:
     done, partial = interrupt_midway(workdir, TINY, runs, src, workdir / "first-attempt.log")
     finished = {r: (workdir / r / "metrics.parquet").stat().st_mtime_ns for r in done}
     replan = plan(workdir, TINY, src=src)
-    snakemake(workdir, TINY, "--cores", "2", src=src, timeout=1200)
+    second = snakemake(workdir, TINY, "--cores", "2", src=src, timeout=1200)
     return {"workdir": workdir, "runs": runs, "finished": finished, "partial": partial,
-            "replan": replan}  # fmt: skip
+            "replan": replan, "console": second.stderr}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -359,6 +362,19 @@ def test_tiny_config_end_to_end(tiny, src):
     assert "fedkd train --out results/runs/" in served and "fedkd render" in served
     assert ": exit 0" in served
     assert nothing_to_do(workdir, TINY, src)
+
+
+@pytest.mark.slow
+def test_the_console_shows_a_line_as_each_job_starts_and_one_as_it_finishes(tiny):
+    lines = tiny["console"].splitlines()
+    starts = [ln for ln in lines if re.fullmatch(r"\[\d\d:\d\d:\d\d\] start  \S.*", ln)]
+    done = [ln for ln in lines if re.fullmatch(r"\[\d\d:\d\d:\d\d\] done   \S.*", ln)]
+    total = int(re.search(r"\(\d+ of (\d+) steps", done[0])[1])
+    assert len(starts) == len(done) == total > 10
+    assert "ETA ~" in done[0] and done[-1].endswith(f"({total} of {total} steps, 100%)")
+    assert not [ln for ln in lines if "Select jobs" in ln or "Execute " in ln or "Finished" in ln]
+    # the header (Snakemake's banner and job stats) and the closing lines aside: two a job
+    assert len(lines) < 2 * total + 45, "\n".join(lines)
 
 
 @pytest.mark.slow

@@ -25,9 +25,12 @@ rule features:
 
 
 rule render_table:
-    """A table as LaTeX (booktabs), Markdown, CSV and HTML (the report shows the HTML)."""
+    """A table as LaTeX (booktabs), Markdown, CSV and HTML (the report shows the HTML). A table
+    with a paper counterpart brings its comparison with the paper along (render_vs_paper), so
+    that the command for the table builds both."""
     input:
         lambda wc: plan.render_inputs(wc.name),
+        lambda wc: companion_of(wc.name),
     output:
         tex="results/tables/{name}.tex",
         md="results/tables/{name}.md",
@@ -97,6 +100,15 @@ rule render_figure:
     shell:
         "fedkd render {params.args} --out {params.prefix:q} --options {params.options:q}"
         " > {log:q} 2>&1"
+
+
+def companion_of(name):
+    """The comparison with the paper that building a table also builds (none for most)."""
+    if name not in plan.paper_tables():
+        return []
+    return [
+        f"results/tables/{name}_vs_paper.{ext}" for ext in ("tex", "md", "csv", "html")
+    ]
 
 
 rule render_vs_paper:

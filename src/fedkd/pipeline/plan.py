@@ -260,9 +260,7 @@ class Plan:
         datasets = self.datasets_of(name)
         if datasets:
             about.append(f"datasets {', '.join(self.stand_in_name(d) for d in datasets)}")
-        if self.layout(name).input == "aggregate":
-            n = len(self.seeds(name))
-            about.append(f"{n} seed{'s' if n > 1 else ''}")
+        # the seeds: in the run setting the rendered caption ends with (fedkd.report.setting)
         notes = "".join(f" {n}." for n in self.strategy_notes(name))
         return f"{text}.{notes} Produced by {'; '.join(about)}."
 
