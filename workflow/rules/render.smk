@@ -30,7 +30,14 @@ rule render_table:
     that the command for the table builds both."""
     input:
         lambda wc: plan.render_inputs(wc.name),
-        lambda wc: companion_of(wc.name),
+        lambda wc: (
+            [
+                f"results/tables/{wc.name}_vs_paper.{e}"
+                for e in ("tex", "md", "csv", "html")
+            ]
+            if wc.name in plan.paper_tables()
+            else []
+        ),
     output:
         tex="results/tables/{name}.tex",
         md="results/tables/{name}.md",
@@ -100,15 +107,6 @@ rule render_figure:
     shell:
         "fedkd render {params.args} --out {params.prefix:q} --options {params.options:q}"
         " > {log:q} 2>&1"
-
-
-def companion_of(name):
-    """The comparison with the paper that building a table also builds (none for most)."""
-    if name not in plan.paper_tables():
-        return []
-    return [
-        f"results/tables/{name}_vs_paper.{ext}" for ext in ("tex", "md", "csv", "html")
-    ]
 
 
 rule render_vs_paper:
