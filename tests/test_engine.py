@@ -107,6 +107,7 @@ def test_memory_format_auto_is_channels_last_for_images_on_a_cpu_with_the_sequen
     assert not use_channels_last(Spec(memory_format="contiguous", engine="auto"), cpu, image)
 
 
+@pytest.mark.slow
 def test_a_channels_last_run_trains_like_a_contiguous_one(tmp_path):
     from fedkd.config import RunSpec
     from fedkd.engine.run import Run
