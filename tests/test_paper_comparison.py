@@ -232,8 +232,10 @@ def test_vs_paper_compares_a_stand_in_through_ranks_and_gaps(tmp_path):
     assert by.loc["fedgkd", "gap"] == pytest.approx(3.5)
     assert not by.loc["moon", "same_side"] and by.loc["fedgkd", "same_side"]
     md = out.with_name(out.name + ".md").read_text()
-    head = ("| Setting | Method | Paper rank | Rank | Paper gap to FedAvg | Gap to FedAvg | Paper "
-            "| Reproduced |")  # fmt: skip
+    head = (
+        "| Setting | Method | Rank paper | Rank here | Gap to FedAvg paper | Gap to FedAvg here "
+        "| Accuracy (%) Paper | Accuracy (%) Reproduced |"
+    )  # fmt: skip
     assert head in md and "Difference" not in md and "Within" not in md
     assert ("| CIFAR-10, α=1 (run on mnist5k) | MOON | 2 | 3 | +0.87 | -26.00 | 78.17 ± 0.81 "
             "| 51.00 ± 1.00 |") in md  # fmt: skip

@@ -90,7 +90,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         recs.append(_record(cell, used, got, scale, relative))
     _rank_and_gap(recs)
     body = [_line(rec, decimals) for rec in recs]
-    header, keep = _columns(recs)
+    header, keep, groups = _columns(recs)
     body = [[line[i] for i in keep] for line in body]
 
     caption, label = caption_and_label(opts)
@@ -133,7 +133,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     if contradictions:
         about.append("The paper contradicts itself: " + " ".join(contradictions))
     csv = pd.DataFrame(recs, columns=CSV_COLUMNS)
-    doc = TableDoc(" ".join([caption, *about]), label, header, body, 2, csv)
+    doc = TableDoc(" ".join([caption, *about]), label, header, body, 2, csv, groups=groups)
     doc.blank_repeats = True
     return doc
 
@@ -357,24 +357,34 @@ def _unit(cell: dict) -> str:
 
 
 # the table's columns: (header, group); a group is shown when any row fills it
+# the table's columns: (header, when shown, the upper header over it); a "when" is shown when any
+# row fills it
 COLUMNS = (
-    ("Setting", "key"), ("Method", "key"),
-    ("Paper rank", "rank"), ("Rank", "rank"), ("Paper gap", "rank"), ("Gap", "rank"),
-    ("Paper", "value"), ("Reproduced", "value"),
-    ("Difference", "absolute"), ("Seed range", "absolute"), ("Within", "absolute"),
+    ("Setting", "key", ""), ("Method", "key", ""),
+    ("paper", "rank", "Rank"), ("here", "rank", "Rank"),
+    ("paper", "rank", "Gap to {ref}"), ("here", "rank", "Gap to {ref}"),
+    ("Paper", "value", "Accuracy (%)"), ("Reproduced", "value", "Accuracy (%)"),
+    ("Difference", "absolute", ""), ("Seed range", "absolute", ""), ("Within", "absolute", ""),
 )  # fmt: skip
 
 
-def _columns(recs: list[dict]) -> tuple[list[Text], list[int]]:
+def _columns(recs: list[dict]) -> tuple[list[Text], list[int], list[tuple[Text, int]]]:
+    """The headers of the columns shown, their indices in COLUMNS, and the upper header row."""
     shown = {"key", "value"}
     if any(not math.isnan(r["paper_rank"]) for r in recs):
         shown.add("rank")
     if any(r["comparison"] == ABSOLUTE and r["status"] == "ok" for r in recs):
         shown.add("absolute")
-    keep = [i for i, (_, group) in enumerate(COLUMNS) if group in shown]
+    keep = [i for i, (_, when, _) in enumerate(COLUMNS) if when in shown]
     ref = _reference_text(recs)
-    names = {"Paper gap": f"Paper gap to {ref}", "Gap": f"Gap to {ref}"}
-    return [Text.plain(names.get(COLUMNS[i][0], COLUMNS[i][0])) for i in keep], keep
+    groups: list[tuple[Text, int]] = []
+    for i in keep:
+        text = COLUMNS[i][2].format(ref=ref)
+        if groups and groups[-1][0].md == text and text:
+            groups[-1] = (groups[-1][0], groups[-1][1] + 1)
+        else:
+            groups.append((Text.plain(text), 1))
+    return [Text.plain(COLUMNS[i][0]) for i in keep], keep, groups
 
 
 def _line(rec: dict, decimals: int) -> list[Text]:
