@@ -149,6 +149,10 @@ def test_a_run_whose_process_is_gone_is_stopped_at_once(tmp_path, how):
     assert states == {"fedavg": "stopped", "fedprox": "running"}
     text = report(collect(root), root)
     assert "stopped  mnist5k/fedavg" in text and "re-run the workflow to resume" in text
+    # nothing in flight: the training left, not a time to wait
+    assert "ETA: ~6 s of training left (1 run, none running now)" in report(
+        [r for r in collect(root) if r.state == "stopped"], root
+    )
 
 
 def test_a_pid_taken_by_another_program_is_not_the_run(tmp_path):

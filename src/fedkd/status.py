@@ -278,8 +278,8 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None) -> str:
         )  # fmt: skip
         lines.append(f"  {r.state:8} {r.path}  round {r.rounds_done}/{r.rounds}, {speed}{left}")
     if counts["stopped"]:
-        lines.append("stopped: no round for a while (killed or crashed); re-run the workflow to "
-                     "resume them from their checkpoints")  # fmt: skip
+        lines.append("stopped: killed or crashed (the process is gone, or no round for a while); "
+                     "re-run the workflow to resume them from their checkpoints")  # fmt: skip
     for r in runs:
         if r.state == "failed":
             lines.append(f"  failed   {r.path}  diverged after round {r.rounds_done}")
@@ -289,9 +289,13 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None) -> str:
         lines.append("ETA: nothing left to train")
     elif eta is None:
         lines.append("ETA: unknown until a run has finished a round")
+    elif not counts["running"]:
+        runs_left = f"{left} run{'s' if left > 1 else ''}"
+        lines.append(f"ETA: ~{fmt_duration(eta)} of training left ({runs_left}, none running now)")
     else:
-        in_flight = max(1, counts["running"])
-        lines.append(f"ETA: ~{fmt_duration(eta)} ({left} runs to finish, {in_flight} at a time)")
+        lines.append(
+            f"ETA: ~{fmt_duration(eta)} ({left} runs to finish, {counts['running']} at a time)"
+        )
     return "\n".join(lines)
 
 
