@@ -217,3 +217,14 @@ def test_without_targets_the_running_workflows_runs_count(tmp_path, monkeypatch)
                            "1 running, 1 not started"), text  # fmt: skip
     (locks / "0.output.lock").unlink()
     assert status_main(root).startswith("results/runs: 3 runs: 2 done, 1 running")
+
+
+def test_a_configuration_that_cannot_be_planned_is_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("results/runs").mkdir(parents=True)
+    broken = yaml.safe_load((REPO / "config" / "tiny.yaml").read_text())
+    del broken["defaults"]
+    Path("broken.yaml").write_text(yaml.safe_dump(broken))
+    assert main(["status", "results/tables/table3.tex", "--configfile", "broken.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "--configfile broken.yaml cannot be planned" in err and "snakemake -n" in err

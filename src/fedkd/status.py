@@ -208,8 +208,16 @@ def planned_runs(configfile: Path, root: Path, targets: list[str] | None = None)
     from fedkd.pipeline import Plan
 
     plan = Plan(_load_config(configfile))
-    names = target_names(plan, targets) if targets else list(plan.outputs)
-    runs = {run for name in names for _, run in plan.target_runs(name)}
+    try:
+        names = target_names(plan, targets) if targets else list(plan.outputs)
+        runs = {run for name in names for _, run in plan.target_runs(name)}
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, StatusError):
+            raise
+        raise StatusError(
+            f"--configfile {configfile} cannot be planned ({type(exc).__name__}: {exc}); "
+            f"`snakemake -n --configfile {configfile}` names what is wrong"
+        ) from None
     return sorted(_relative(r) for r in runs)
 
 
