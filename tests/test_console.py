@@ -116,3 +116,16 @@ def test_eta_waits_for_a_measurement_and_counts_running_jobs_at_half():
 
 def test_fmt_eta():
     assert [fmt_eta(s) for s in (5, 75, 3725)] == ["5 s", "1 min 15 s", "1 h 02 min"]
+
+
+def test_a_rule_with_no_finished_job_counts_at_least_its_running_jobs_age():
+    clock = Clock()
+    progress = Progress(clock)
+    progress.plan({"partition": 1, "train": 2, "total": 3})
+    progress.start(1, "partition", "p")
+    progress.start(2, "train", "a")
+    clock.now = 1.0
+    progress.finish(1)  # partitions take 1 s
+    clock.now = 10.0
+    # train: none done; the running one has taken 10 s already: 2 left (one half done) at 10 s
+    assert progress.eta() == pytest.approx(1.5 * 10.0 / 2)

@@ -58,8 +58,9 @@ class Progress:
         self.last_finished = what
 
     def eta(self) -> float | None:
-        """Seconds left, or None until a job of each rule with jobs left has finished (the rules
-        that take no time to speak of, such as render, are counted at the mean of all jobs)."""
+        """Seconds left, or None until a job has finished. A rule none of whose jobs has finished
+        yet counts at the mean of all jobs, or longer if its running jobs have already taken
+        longer."""
         measured = [d for ds in self.durations.values() for d in ds]
         if not self.total or not measured:
             return None
@@ -70,9 +71,12 @@ class Progress:
             if left <= 0:
                 continue
             ds = self.durations.get(rule)
-            per_job = sum(ds) / len(ds) if ds else overall
+            now = self.clock()
+            ages = [now - t for r, _, t in self.started.values() if r == rule]
+            # no job of the rule done yet: at least as long as its running ones have taken
+            per_job = sum(ds) / len(ds) if ds else max([overall, *ages])
             # a running job has part of its time behind it: count it at half
-            running = sum(r == rule for r, _, _ in self.started.values())
+            running = len(ages)
             work += (left - running / 2) * per_job
         return work / self.max_running
 
