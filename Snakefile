@@ -34,6 +34,7 @@ validate_config(
 report: front_page()
 
 
+include: "workflow/rules/console.smk"
 include: "workflow/rules/partition.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"

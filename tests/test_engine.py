@@ -108,12 +108,14 @@ def test_memory_format_auto_is_channels_last_for_images_on_a_cpu_with_the_sequen
     assert not use_channels_last(Spec(memory_format="contiguous", engine="auto"), cpu, image)
 
 
+@pytest.mark.slow
 def test_a_channels_last_run_trains_like_a_contiguous_one(tmp_path):
     from fedkd.config import RunSpec
     from fedkd.engine.run import Run
 
+    # a small run (one round, 2 clients of 400 images): enough for every layer to be updated
     base = dict(
-        dataset="mnist5k", clients=4, participation=0.5, rounds=2, local_epochs=1, seed=0,
+        dataset="mnist5k", clients=10, participation=0.2, rounds=1, local_epochs=1, seed=0,
         device="cpu", model_options={"channels": [8, 16], "hidden": 32},
     )  # fmt: skip
     runs = {}

@@ -20,19 +20,29 @@ import pytest
 
 from fedkd.forkserver import ENV, ForkServer, run_remote
 
+# a small run: 2 clients of 400 images a round
 TRAIN = [
-    "train", "--dataset", "mnist5k", "--clients", "4", "--participation", "0.5", "--rounds",
-    "2", "--local-epochs", "1", "--seed", "0", "--model-options",
+    "train", "--dataset", "mnist5k", "--clients", "10", "--participation", "0.2", "--rounds",
+    "1", "--local-epochs", "1", "--seed", "0", "--model-options",
     "{channels: [8, 16], hidden: 32}",
 ]  # fmt: skip
 
 
-@pytest.fixture
-def server(tmp_path):
-    fs = ForkServer(log=tmp_path / "forkserver.log")
-    assert fs.start(), (tmp_path / "forkserver.log").read_text()
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory):
+    """One server for the tests that only send to it: starting one imports torch (seconds)."""
+    log = tmp_path_factory.mktemp("forkserver") / "forkserver.log"
+    fs = ForkServer(log=log)
+    assert fs.start(), log.read_text()
+    os.environ.pop(ENV)  # set by each test that uses it (fixture server), not by the others
     yield fs
     fs.stop()
+
+
+@pytest.fixture
+def server(module_server, monkeypatch):
+    monkeypatch.setenv(ENV, module_server.path)
+    return module_server
 
 
 def fedkd(args, env, cwd, **kwargs):
@@ -51,7 +61,7 @@ def test_a_served_command_runs_as_a_fresh_process_would(server, tmp_path):
     assert served.returncode == alone.returncode == 0, served.stderr
     # the sender's stdout and stderr are the command's
     assert served.stdout.replace("served", "alone") == alone.stdout
-    assert "complete: best acc" in served.stdout and "round 2/2" in served.stderr
+    assert "complete: best acc" in served.stdout and "round 1/1" in served.stderr
     a = pd.read_parquet(tmp_path / "served" / "metrics.parquet")
     b = pd.read_parquet(tmp_path / "alone" / "metrics.parquet")
     assert a["test_acc"].tolist() == b["test_acc"].tolist()

@@ -201,26 +201,83 @@ def test_stand_in_map_reads_the_config_names():
     }  # fmt: skip
 
 
-def test_vs_paper_compares_cells_through_the_stand_in(tmp_path):
+def test_vs_paper_compares_a_stand_in_through_ranks_and_gaps(tmp_path):
     r = tmp_path / "runs"
-    # fedavg on the stand-in at alpha 1: 76% and 78% -> 77 ± 1, range 76..78 holds the paper's 77.30
-    runs = [("fedavg", make_run(r, f"a{s}", [0.1, acc], dataset="mnist5k", alpha=1.0, seed=s))
-            for s, acc in ((0, 0.76), (1, 0.78))]  # fmt: skip
+    # on the stand-in at alpha 1: fedavg 77 ± 1, moon 51 ± 1, fedgkd 80.5 ± 0.5; the paper has
+    # fedgkd 79.14 > moon 78.17 > fedavg 77.30
+    runs = []
+    for method, accs in (
+        ("fedavg", (0.76, 0.78)),
+        ("moon", (0.50, 0.52)),
+        ("fedgkd", (0.80, 0.81)),
+    ):
+        runs += [(method, make_run(r, f"{method}{s}", [0.1, acc], dataset="mnist5k", alpha=1.0,
+                                   seed=s)) for s, acc in enumerate(accs)]  # fmt: skip
     out = tmp_path / "table3_vs_paper"
     opts = {"paper": "fedgkd_table3", "stand_ins": {"mnist5k": "CIFAR-10"}, "caption": "Beside."}
     render("vs_paper", out, aggregate=agg_file(tmp_path, runs), options=opts)
     csv = csv_of(out)
-    row = csv[(csv["method"] == "fedavg") & (csv["alpha"] == 1.0)
-              & (csv["paper_dataset"] == "cifar10")].iloc[0]  # fmt: skip
+    # only the cells with runs, named the paper's way
+    assert list(csv["method_name"]) == ["FedAvg", "MOON", "FedGKD"]
+    assert set(csv["comparison"]) == {"relative"} and set(csv["paper_dataset"]) == {"cifar10"}
+    row = csv.set_index("method").loc["fedavg"]
     assert (row["paper_mean"], row["mean"], row["std"]) == (77.30, pytest.approx(77.0), 1.0)
+    # a stand-in's absolute numbers are not compared with the paper's
+    assert csv["difference"].isna().all() and not csv["within_range"].any()
+    by = csv.set_index("method")
+    assert list(by.loc[["fedavg", "moon", "fedgkd"], "paper_rank"]) == [3, 2, 1]
+    assert list(by.loc[["fedavg", "moon", "fedgkd"], "rank"]) == [2, 3, 1]
+    assert by.loc["moon", "paper_gap"] == pytest.approx(0.87)
+    assert by.loc["moon", "gap"] == pytest.approx(-26.0)
+    assert by.loc["fedgkd", "gap"] == pytest.approx(3.5)
+    assert not by.loc["moon", "same_side"] and by.loc["fedgkd", "same_side"]
+    md = out.with_name(out.name + ".md").read_text()
+    head = (
+        "| Setting | Method | Rank paper | Rank here | Gap to FedAvg paper | Gap to FedAvg here "
+        "| Accuracy (%) Paper | Accuracy (%) Reproduced |"
+    )  # fmt: skip
+    assert head in md and "Difference" not in md and "Within" not in md
+    assert ("| CIFAR-10, α=1 (run on mnist5k) | MOON | 2 | 3 | +0.87 | -26.00 | 78.17 ± 0.81 "
+            "| 51.00 ± 1.00 |") in md  # fmt: skip
+    assert "| reference | reference |" in md
+    assert "fedgkd" not in md.split("\n", 2)[2], "rows name methods the paper's way"
+    assert "3 of the paper's 72 cells have runs here" in md
+    assert "Left out: the 69 cells with no run (CIFAR-10, CIFAR-100, Tiny-ImageNet)" in md
+    # fedgkd > moon agrees, fedgkd > fedavg agrees, moon > fedavg does not
+    assert "2 of 3 method pairs are ordered as in the paper" in md
+    assert "1 of 2 methods lie on the same side of the reference" in md
+    assert "contradicts itself" in md and "72.41" in md  # the Table 3 / Table 8 contradiction
+
+
+def test_vs_paper_compares_the_papers_own_dataset_by_value(tmp_path):
+    r = tmp_path / "runs"
+    # fedavg on CIFAR-10 itself at alpha 1: 76% and 78% -> 77 ± 1, range 76..78 holds the paper's
+    runs = [("fedavg", make_run(r, f"a{s}", [0.1, acc], dataset="cifar10", alpha=1.0, seed=s))
+            for s, acc in ((0, 0.76), (1, 0.78))]  # fmt: skip
+    out = tmp_path / "table3_vs_paper"
+    opts = {"paper": "fedgkd_table3", "caption": "Beside."}
+    render("vs_paper", out, aggregate=agg_file(tmp_path, runs), options=opts)
+    row = csv_of(out).iloc[0]
+    assert row["comparison"] == "absolute" and row["method_name"] == "FedAvg"
     assert row["difference"] == pytest.approx(-0.3) and bool(row["within_range"])
     assert (row["min"], row["max"]) == (pytest.approx(76.0), pytest.approx(78.0))
-    assert csv[csv["method"] == "moon"]["status"].eq("missing").all()
     md = out.with_name(out.name + ".md").read_text()
-    assert "| 77.30 ± 0.72 | 77.00 ± 1.00 | -0.30 | 76.00..78.00 | yes |" in md
-    assert "1 of 72 paper cells have reproduced runs; 1 of them lie within" in md
-    assert "The datasets differ: mnist5k for CIFAR-10" in md
-    assert "contradicts itself" in md and "72.41" in md  # the Table 3 / Table 8 contradiction
+    assert (
+        "| CIFAR-10, α=1 | FedAvg | 77.30 ± 0.72 | 77.00 ± 1.00 | -0.30 | 76.00..78.00 | yes |"
+        in md
+    )
+    assert "Rank" not in md, "one method of a setting: nothing to rank"
+    assert "1 of 1 paper values lie within the reproduced seed range" in md
+
+
+def test_a_stand_ins_dataset_counts_are_not_compared(tmp_path):
+    r = tmp_path / "runs"
+    runs = [("fedavg", make_run(r, "a0", [0.1, 0.5], dataset="mnist5k", alpha=1.0, seed=0))]
+    out = tmp_path / "table2_vs_paper"
+    opts = {"paper": "fedgkd_table2", "stand_ins": {"mnist5k": "CIFAR-10"}, "caption": "Counts."}
+    render("vs_paper", out, aggregate=agg_file(tmp_path, runs), options=opts)
+    assert csv_of(out).empty
+    assert "The stand-ins' 3 dataset counts are not compared" in out.with_suffix(".md").read_text()
 
 
 def test_every_paper_table_of_the_configs_gets_a_companion_target():
@@ -230,21 +287,28 @@ def test_every_paper_table_of_the_configs_gets_a_companion_target():
         assert "results/tables/table3_vs_paper.md" in outputs
         assert "results/tables/rounds_to_target_vs_paper.csv" in outputs
         opts = plan.vs_paper_options("table3")
-        assert opts["paper"] == "fedgkd_table3" and "beside the paper" in opts["caption"]
+        assert (
+            opts["paper"] == "fedgkd_table3"
+            and "FedGKD paper's Table 3 beside the reproduced table3" in opts["caption"]
+        )
     cfg = yaml.safe_load((ROOT / "config" / "tiny.yaml").read_text())
     cfg["tables"]["table3"]["paper"] = "fedgkd_table99"
     with pytest.raises(ConfigError, match="'fedgkd_table99' is not a paper table"):
         validate_config(cfg, SCHEMA, check_specs=False)
 
 
-def test_front_page_summarises_the_agreement_of_the_comparison_tables(tmp_path):
+def test_front_page_leads_with_what_is_comparable(tmp_path):
     from fedkd.report.agreement import write_front_page
 
     r = tmp_path / "runs"
-    runs = [("fedavg", make_run(r, f"a{s}", [0.1, acc], dataset="mnist5k", alpha=1.0, seed=s))
-            for s, acc in ((0, 0.76), (1, 0.78))]  # fmt: skip
-    runs += [("moon", make_run(r, f"m{s}", [0.1, acc], dataset="mnist5k", alpha=1.0, seed=s))
-             for s, acc in ((0, 0.50), (1, 0.52))]  # fmt: skip
+    runs = []
+    for method, accs in (
+        ("fedavg", (0.76, 0.78)),
+        ("moon", (0.50, 0.52)),
+        ("fedgkd", (0.80, 0.81)),
+    ):
+        runs += [(method, make_run(r, f"{method}{s}", [0.1, acc], dataset="mnist5k", alpha=1.0,
+                                   seed=s)) for s, acc in enumerate(accs)]  # fmt: skip
     tables = tmp_path / "tables"
     opts = {"paper": "fedgkd_table3", "stand_ins": {"mnist5k": "CIFAR-10"}, "caption": "Beside."}
     render("vs_paper", tables / "table3_vs_paper", aggregate=agg_file(tmp_path, runs), options=opts)
@@ -253,13 +317,20 @@ def test_front_page_summarises_the_agreement_of_the_comparison_tables(tmp_path):
     out = write_front_page(template, tables, tmp_path / "front.rst", stand_in=True)
     text = out.read_text()
     assert text.startswith("Fixed text.\n")
-    # fedavg 77 ± 1 holds the paper's 77.30; moon 51 ± 1 is 27.17 below its 78.17
     assert (
-        "Of 72 paper cells in the 1 comparison tables built so far, 2 have reproduced runs" in text
+        "of 3 pairs of methods run in the same setting, 2 of 3 (67%) are ordered as in the paper"
+        in text
     )
-    assert "for 1 of those the paper value lies within" in text
-    assert "     - 13.74 points" in text  # mean of |−0.30| and |−27.17|
-    assert "stand-in datasets" in text
+    assert "No run of this configuration is on a dataset of the paper" in text
+    # no absolute difference where nothing is comparable by value
+    assert "   * - ``table3``\n     - 3\n     - 2 of 3 (67%)\n     - –\n     - –" in text
+    # the paper's own dataset: by value
+    own = [("fedavg", make_run(r, f"c{s}", [0.1, acc], dataset="cifar10", alpha=1.0, seed=s))
+           for s, acc in ((0, 0.76), (1, 0.78))]  # fmt: skip
+    render("vs_paper", tables / "table4_vs_paper", aggregate=agg_file(tmp_path / "own", own),
+           options={"paper": "fedgkd_table3", "caption": "Own."})  # fmt: skip
+    text = write_front_page(template, tables, tmp_path / "front.rst", stand_in=False).read_text()
+    assert "for 1 of 1 (100%) cells" in text and "     - 0.30 points" in text
     # nothing built yet: the page says so instead of an empty table
     empty = write_front_page(template, tmp_path / "none", tmp_path / "empty.rst", stand_in=False)
     assert "No comparison table is built yet" in empty.read_text()

@@ -141,7 +141,7 @@ def test_render_options_pass_the_config_through_unchanged():
     assert opts["label"] == "tab:rounds_to_target"
     assert opts["caption"] == (
         "Rounds to a target accuracy. Produced by configuration tiny; datasets mnist5k (for "
-        "CIFAR-10); 1 seed."
+        "CIFAR-10)."
     )
     stats = plan.render_options("table2")
     assert "columns" not in stats and stats["datasets"] == ["mnist5k"]

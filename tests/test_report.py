@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -769,3 +770,85 @@ def test_the_caption_names_a_stand_in_models_options(tmp_path):
     df["model"] = "distilbert"
     df["model_options"] = "{}"
     assert "model distilbert (small, trained from scratch);" in setting_sentence(df)
+
+
+# --------------------------------------------------------------------------- screen and captions
+WIDE = ["fedavg", "fedprox", "moon", "feddistill+", "fedgen", "fedgkd", "fedgkd-vote", "fedgkd+"]
+
+
+def wide_grid(tmp_path: Path) -> Path:
+    """Table 3's eight methods (FedGKD a buffer length per alpha) on three alphas, two seeds."""
+    r = tmp_path / "wide"
+    methods = WIDE
+    runs = []
+    for alpha in (1.0, 0.5, 0.1):
+        for i, method in enumerate(methods):
+            variant = {"fedgkd": "fedgkd-M1" if alpha == 0.5 else "fedgkd-M5",
+                       "fedgkd-vote": "fedgkd-vote-M5"}.get(method, method)  # fmt: skip
+            for seed in (0, 1):
+                acc = 0.5 + 0.04 * i + 0.01 * seed - 0.1 * (alpha < 1)
+                d = make_run(r, f"{method}-{alpha}-{seed}", [0.2, acc], alpha=alpha, seed=seed,
+                             strategy=method, variant=variant)  # fmt: skip
+                runs.append((method, d))
+    return agg_file(tmp_path, runs, "wide.parquet")
+
+
+def test_a_table_too_wide_for_a_laptop_shows_its_methods_as_rows_in_html(tmp_path):
+    from fedkd.report.writers import HTML_WIDTH, estimated_width
+
+    out = tmp_path / "t3"
+    opts = {"rows": ["dataset", "alpha"], "columns": WIDE, "caption": "Wide."}
+    render("table3", out, aggregate=wide_grid(tmp_path), options=opts)
+    md, html = read(out, ".md"), read(out, ".html")
+    # the paper's layout in .md and .tex: a column per method
+    assert "| Dataset | α | Selection | FedAvg | FedProx | MOON |" in md
+    head = re.search(r"<thead>.*?</thead>", html, re.S)[0]
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", head) == [
+        "Dataset", "Selection", "Method", "α=1", "α=0.5", "α=0.1"
+    ]  # fmt: skip
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", html.split("<tbody>")[1], re.S)
+    assert len(rows) == 8 * 2  # a row per method and selection
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows]
+    # FedGKD+ best at every alpha (the largest offset), bold; the row names shown once
+    assert cells[7][2] == "FedGKD+" and cells[7][3].startswith("<b>")
+    assert cells[0][:2] == ["cifar10", "best round"] and cells[1][:2] == ["", ""]
+    assert cells[8][:2] == ["", "best on validation"]
+
+    from fedkd.report.aggregate import read_aggregate
+    from fedkd.report.options import Options
+    from fedkd.report.tables import grid as grid_layout
+    from fedkd.report.targets import get_layout
+
+    options = Options("t3", opts, get_layout("grid").options)
+    doc = grid_layout.build(read_aggregate(tmp_path / "wide.parquet"), options)
+    assert estimated_width(doc) > HTML_WIDTH > estimated_width(doc.screen)
+
+
+def test_a_narrow_table_keeps_its_layout_in_html(tmp_path, grid):
+    out = tmp_path / "t3"
+    render("table3", out, aggregate=grid, options={"columns": ["fedavg", "fedprox"]})
+    head = re.search(r"<thead>.*?</thead>", read(out, ".html"), re.S)[0]
+    assert ">FedAvg</th>" in head and ">FedProx</th>" in head
+
+
+def test_captions_name_each_columns_variant_and_the_csv_holds_it(tmp_path):
+    out = tmp_path / "t3"
+    opts = {"rows": ["dataset", "alpha"], "columns": WIDE}
+    render("table3", out, aggregate=wide_grid(tmp_path), options=opts)
+    md = read(out, ".md")
+    assert ("Variants run: FedGKD: FedGKD (M=5) at α=1, 0.1 and FedGKD (M=1) at α=0.5; "
+            "FedGKD-VOTE: FedGKD-VOTE (M=5).") in md  # fmt: skip
+    csv = pd.read_csv(out.with_name("t3.csv"))
+    fedgkd = csv[(csv["label"] == "fedgkd")].set_index(["alpha", "stat"])["variant"]
+    assert fedgkd[(0.5, "best")] == "fedgkd-M1" and fedgkd[(1.0, "val_selected")] == "fedgkd-M5"
+    assert (csv[csv["label"] == "moon"]["variant"] == "moon").all()
+
+
+def test_code_in_a_caption_is_typewriter_in_latex_and_code_in_html(tmp_path, grid):
+    out = tmp_path / "t3"
+    opts = {"columns": ["fedavg"], "caption": "Distils toward `target: uniform` here."}
+    render("table3", out, aggregate=grid, options=opts)
+    assert r"toward \texttt{target: uniform} here" in read(out, ".tex")
+    assert "`" not in read(out, ".tex")
+    assert "toward <code>target: uniform</code> here" in read(out, ".html")
+    assert "toward `target: uniform` here" in read(out, ".md")

@@ -4,31 +4,46 @@ run's progress and an ETA, from run.json and metrics.parquet alone (no training 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from fedkd.cli import main
-from fedkd.status import StatusError, collect, eta_seconds, report, status_main
+from fedkd.pipeline import Plan
+from fedkd.status import StatusError, collect, eta_seconds, planned_runs, report, status_main
+
+REPO = Path(__file__).resolve().parents[1]
 
 SETTING = "dirichlet-equal-a1-K10-C0.2-E1-R5"
 
 
 def make_run(root: Path, variant: str, status: str, rounds_done: int, seconds: float = 2.0,
-             age: float = 0.0, seed: int = 0) -> Path:  # fmt: skip
+             age: float = 0.0, seed: int = 0, process: dict | None = None) -> Path:  # fmt: skip
+    """A run folder as training leaves it, last written ``age`` seconds ago."""
     run = root / "mnist5k" / variant / SETTING / f"seed{seed}"
     run.mkdir(parents=True)
-    updated = datetime.fromtimestamp(time.time() - age, UTC).isoformat(timespec="seconds")
+    then = time.time() - age
+    updated = datetime.fromtimestamp(then, UTC).isoformat(timespec="seconds")
     record = {"status": status, "spec": {"rounds": 5}, "rounds_done": rounds_done,
               "updated": updated}  # fmt: skip
+    if process is not None:
+        record["process"] = process
     (run / "run.json").write_text(json.dumps(record))
     rounds = list(range(1, rounds_done + 1))
     pd.DataFrame(
         {"round": rounds, "test_acc": [0.1 * r for r in rounds], "seconds": [seconds] * len(rounds)}
     ).to_parquet(run / "metrics.parquet")
+    for f in run.iterdir():
+        os.utime(f, (then, then))
     return run
 
 
@@ -80,9 +95,11 @@ def test_nothing_left_and_nothing_measured(tmp_path):
 
 
 def test_the_command_prints_the_report_and_names_a_missing_folder(runs, capsys, tmp_path):
-    assert main(["status", str(runs)]) == 0
+    assert main(["status", "--runs", str(runs)]) == 0
     assert "1 done, 1 running" in capsys.readouterr().out
-    assert main(["status", str(tmp_path / "nope")]) == 2
+    assert main(["status", str(runs)]) == 0, "a folder given as before targets: the runs folder"
+    assert "1 done, 1 running" in capsys.readouterr().out
+    assert main(["status", "--runs", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert "runs folder" in err and "nope" in err and "does not exist" in err
     with pytest.raises(StatusError, match="--stale-after"):
@@ -99,3 +116,115 @@ def test_the_configfile_adds_the_runs_not_started(tmp_path, capsys, monkeypatch)
     assert "0 done, 0 running" in out and "not started" in out
     assert main(["status", "--configfile", str(tmp_path / "missing.yaml")]) == 2
     assert "cannot read --configfile" in capsys.readouterr().err
+
+
+def test_a_recent_round_keeps_a_long_run_running(tmp_path):
+    """run.json is written when a run starts and ends; its metrics after every round."""
+    root = tmp_path / "runs"
+    run = make_run(root, "fedavg", "running", 2, age=3600)
+    now = time.time()
+    os.utime(run / "metrics.parquet", (now, now))
+    assert [r.state for r in collect(root)] == ["running"]
+
+
+def sleeper() -> subprocess.Popen:
+    # "fedkd" in its command line, as a training process (or the fork server's child) has
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "fedkd"])
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_a_run_whose_process_is_gone_is_stopped_at_once(tmp_path, how):
+    root = tmp_path / "runs"
+    proc = sleeper()
+    here = {"host": socket.gethostname(), "pid": proc.pid}
+    try:
+        make_run(root, "fedavg", "running", 2, process=here)
+        # on another host the process cannot be seen: its last round decides
+        make_run(root, "fedprox", "running", 2, process={"host": "elsewhere", "pid": proc.pid})
+        assert [r.state for r in collect(root)] == ["running", "running"]
+    finally:
+        proc.send_signal(how)
+        proc.wait()
+    states = {r.path.split("/")[1]: r.state for r in collect(root)}
+    assert states == {"fedavg": "stopped", "fedprox": "running"}
+    text = report(collect(root), root)
+    assert "stopped  mnist5k/fedavg" in text and "re-run the workflow to resume" in text
+    # nothing in flight: the training left, not a time to wait
+    assert "ETA: ~6 s of training left (1 run, none running now)" in report(
+        [r for r in collect(root) if r.state == "stopped"], root
+    )
+
+
+def test_a_pid_taken_by_another_program_is_not_the_run(tmp_path):
+    root = tmp_path / "runs"
+    # this test process: alive, but no fedkd in its command line unless run from a path so named
+    if b"fedkd" in Path(f"/proc/{os.getpid()}/cmdline").read_bytes():
+        pytest.skip("the test runner's own command line names fedkd")
+    make_run(root, "fedavg", "running", 2,
+             process={"host": socket.gethostname(), "pid": os.getpid()})  # fmt: skip
+    assert [r.state for r in collect(root)] == ["stopped"]
+
+
+def test_targets_count_the_runs_that_target_needs(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = REPO / "config" / "tiny.yaml"
+    plan = Plan(yaml.safe_load(config.read_text()))
+    table3 = sorted({run.removeprefix("results/runs/") for _, run in plan.target_runs("table3")})
+    assert planned_runs(config, Path("results/runs"), ["results/tables/table3.tex"]) == table3
+    # the comparison and the HTML need the same runs; two targets, their runs once each
+    table7 = {run.removeprefix("results/runs/") for _, run in plan.target_runs("table7")}
+    both = planned_runs(config, Path("results/runs"),
+                        ["results/tables/table3_vs_paper.html", "results/tables/table7.md"])  # fmt: skip
+    assert both == sorted(set(table3) | table7) and len(both) > len(table3)
+    assert len(planned_runs(config, Path("results/runs"), ["all"])) == len(plan.all_runs())
+    # one run of the target done: the rest not started
+    done = Path("results/runs") / table3[0]
+    done.mkdir(parents=True)
+    (done / "run.json").write_text(json.dumps({"status": "complete", "spec": {"rounds": 5}}))
+    args = ["status", "results/tables/table3.tex", "--configfile", str(config)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    head = f"results/tables/table3.tex of {config}: {len(table3)} runs: 1 done, 0 running, "
+    assert out.startswith(head + f"{len(table3) - 1} not started"), out
+
+
+def test_a_wrong_target_names_the_outputs(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("results/runs").mkdir(parents=True)
+    config = str(REPO / "config" / "tiny.yaml")
+    assert main(["status", "results/tables/table33.tex", "--configfile", config]) == 2
+    err = capsys.readouterr().err
+    assert "'results/tables/table33.tex'" in err and "results/tables/table3.tex" in err
+    # targets without --configfile read config/config.yaml of the folder, as snakemake does
+    assert main(["status", "results/tables/table3.tex"]) == 2
+    assert "config/config.yaml" in capsys.readouterr().err
+
+
+def test_without_targets_the_running_workflows_runs_count(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    root = Path("results/runs")
+    make_run(root, "fedavg", "complete", 5)
+    make_run(root, "fedprox", "running", 2)
+    make_run(root, "moon", "complete", 5)  # built before: not part of this workflow's work
+    locks = Path(".snakemake/locks")
+    locks.mkdir(parents=True)
+    wanted = [f"results/runs/mnist5k/{v}/{SETTING}/seed0" for v in ("fedavg", "fedprox", "fedgen")]
+    lines = ["results/tables/table3.tex", "results/aggregate/table3.parquet"]
+    lines += [f"{w}/{f}" for w in wanted for f in ("run.json", "metrics.parquet")]
+    (locks / "0.output.lock").write_text("\n".join(lines) + "\n")
+    text = status_main(root)
+    assert text.startswith("the workflow running here (its runs to train): 3 runs: 1 done, "
+                           "1 running, 1 not started"), text  # fmt: skip
+    (locks / "0.output.lock").unlink()
+    assert status_main(root).startswith("results/runs: 3 runs: 2 done, 1 running")
+
+
+def test_a_configuration_that_cannot_be_planned_is_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("results/runs").mkdir(parents=True)
+    broken = yaml.safe_load((REPO / "config" / "tiny.yaml").read_text())
+    del broken["defaults"]
+    Path("broken.yaml").write_text(yaml.safe_dump(broken))
+    assert main(["status", "results/tables/table3.tex", "--configfile", "broken.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "--configfile broken.yaml cannot be planned" in err and "snakemake -n" in err

@@ -223,7 +223,13 @@ def cmd_render(args) -> int:
 def cmd_status(args) -> int:
     from fedkd.status import status_main
 
-    print(status_main(args.runs, args.configfile, args.stale_after))
+    targets, runs = [], args.runs
+    for t in args.targets:
+        if Path(t).is_dir() and not t.rstrip("/").endswith(("results/tables", "results/figures")):
+            runs = t  # a folder, as `fedkd status RUNS` took before targets
+        else:
+            targets.append(t)
+    print(status_main(runs, args.configfile, args.stale_after, targets))
     return 0
 
 
@@ -356,15 +362,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "status",
         help="progress of the training runs: done / running / stopped / failed, and an ETA",
-        description="Read run.json and metrics.parquet of every run under RUNS (while the "
-        "workflow runs, too) and print how many are done, running, stopped (killed or crashed: "
-        "a re-run resumes them), failed (diverged) or, with --configfile, not started; each "
-        "running run's round and speed; and an ETA from the measured seconds per round.",
+        description="Read run.json and metrics.parquet of the runs that TARGETs need (the same "
+        "targets and --configfile as snakemake; --configfile alone: every run of that "
+        "configuration; neither: the runs of the workflow running in this folder, else every "
+        "run under --runs) and print how many are done, running, stopped (their process is gone: "
+        "a re-run resumes them), failed (diverged) or not started; each running run's round and "
+        "speed; and an ETA from the measured seconds per round.",
     )
-    p.add_argument("runs", nargs="?", default="results/runs", help="runs folder [results/runs]")
+    p.add_argument(
+        "targets", nargs="*", metavar="TARGET",
+        help="workflow targets, e.g. results/tables/table3.tex (planned from --configfile, "
+        "default config/config.yaml)",
+    )  # fmt: skip
+    p.add_argument("--runs", default="results/runs", help="runs folder [results/runs]")
     p.add_argument(
         "--configfile", metavar="FILE",
-        help="the workflow's configuration: also count its runs not started yet, and only its runs",
+        help="the workflow's configuration (as snakemake's --configfile) [config/config.yaml]",
     )  # fmt: skip
     p.add_argument(
         "--stale-after", type=float, default=600.0, metavar="SECONDS",

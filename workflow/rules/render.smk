@@ -25,9 +25,19 @@ rule features:
 
 
 rule render_table:
-    """A table as LaTeX (booktabs), Markdown, CSV and HTML (the report shows the HTML)."""
+    """A table as LaTeX (booktabs), Markdown, CSV and HTML (the report shows the HTML). A table
+    with a paper counterpart brings its comparison with the paper along (render_vs_paper), so
+    that the command for the table builds both."""
     input:
         lambda wc: plan.render_inputs(wc.name),
+        lambda wc: (
+            [
+                f"results/tables/{wc.name}_vs_paper.{e}"
+                for e in ("tex", "md", "csv", "html")
+            ]
+            if wc.name in plan.paper_tables()
+            else []
+        ),
     output:
         tex="results/tables/{name}.tex",
         md="results/tables/{name}.md",
@@ -129,6 +139,8 @@ rule render_vs_paper:
         caption=lambda wc: plan.vs_paper_options(wc.name)["caption"],
         prefix=lambda wc: f"results/tables/{wc.name}_vs_paper",
         code=lambda wc: plan.render_code_hash(wc.name),
+    message:
+        "render results/tables/{wildcards.name}_vs_paper.{{tex,md,csv,html}}"
     shell:
         "fedkd render {params.args} --out {params.prefix:q} --options {params.options:q}"
         " > {log:q} 2>&1"

@@ -5,6 +5,7 @@ on top is ``fedkd.engine.run.Run``."""
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -219,6 +220,9 @@ class RunSetup:
             # which local-training path ran (batched or sequential) and why
             "engine": self.env.engine(self.strategy) if hasattr(self, "env") else None,
             "command": " ".join(sys.argv),
+            # which process writes the run, so that `fedkd status` tells a killed run from a
+            # running one (metrics.parquet holds no trace of it)
+            "process": {"host": socket.gethostname(), "pid": os.getpid()},
             "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         rec.update(extra or {})

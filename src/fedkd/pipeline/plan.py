@@ -260,9 +260,7 @@ class Plan:
         datasets = self.datasets_of(name)
         if datasets:
             about.append(f"datasets {', '.join(self.stand_in_name(d) for d in datasets)}")
-        if self.layout(name).input == "aggregate":
-            n = len(self.seeds(name))
-            about.append(f"{n} seed{'s' if n > 1 else ''}")
+        # the seeds: in the run setting the rendered caption ends with (fedkd.report.setting)
         notes = "".join(f" {n}." for n in self.strategy_notes(name))
         return f"{text}.{notes} Produced by {'; '.join(about)}."
 
@@ -322,10 +320,12 @@ class Plan:
                 options[key] = entry["options"][key]
         if self.best_of(name):
             options["best_of"] = self.best_of(name)
+        from fedkd.report.names import display_name
+
+        paper, _, number = entry["paper"].partition("_table")
         text = (
-            f"Table {name} beside the paper ({entry['paper']}): the paper's value, the reproduced "
-            "mean ± std over seeds, their difference, the seed range and whether the paper value "
-            "lies within it"
+            f"The {display_name(paper)} paper's Table {number} beside the reproduced {name}, "
+            "like against like (the paper's numbers per cell, the reproduced mean ± std over seeds)"
         )
         options["caption"] = self.caption(name, text)
         options["label"] = f"tab:{name}{VS_PAPER}"

@@ -1,7 +1,9 @@
 """The report's front page: its fixed text (workflow/report/workflow.rst) followed by a summary of
-how close every table built so far comes to the paper, read from the ``<table>_vs_paper.csv``
-companions. `snakemake --report` reads the front page from one file, so the Snakefile writes the
-combined page under ``results/report/`` before the report is built."""
+how the tables built so far compare with the paper, read from the ``<table>_vs_paper.csv``
+companions (fedkd.report.tables.vs_paper). It leads with what is comparable: rows run on a
+stand-in dataset by the ranking of the methods (method pairs ordered as in the paper), rows on the
+paper's own datasets by their values. `snakemake --report` reads the front page from one file, so
+the Snakefile writes the combined page under ``results/report/`` before the report is built."""
 
 from __future__ import annotations
 
@@ -10,7 +12,15 @@ from pathlib import Path
 
 import pandas as pd
 
-COLUMNS = ("Table", "Paper cells", "With runs", "Within seed range", "Mean abs. difference")
+from fedkd.report.tables.vs_paper import ABSOLUTE, pair_agreement
+
+COLUMNS = (
+    "Table",
+    "Paper cells with runs",
+    "Method pairs ordered as in the paper (stand-ins)",
+    "Within the seed range (paper's datasets)",
+    "Mean abs. difference (paper's datasets)",
+)
 
 
 def summarise(tables_dir: Path) -> list[dict]:
@@ -18,24 +28,36 @@ def summarise(tables_dir: Path) -> list[dict]:
     out = []
     for path in sorted(Path(tables_dir).glob("*_vs_paper.csv")):
         df = pd.read_csv(path)
-        if "status" not in df.columns:
-            raise ValueError(f"{path} has no 'status' column; delete it and re-render the table")
+        if not {"status", "comparison"} <= set(df.columns):
+            raise ValueError(
+                f"{path} is from an older fedkd (no 'comparison' column); delete it and "
+                "re-render the table"
+            )
         ok = df[df["status"] == "ok"]
-        diff = ok["difference"].abs()
+        own = ok[ok["comparison"] == ABSOLUTE]
         # rounds and accuracy points are not averaged together
-        units = sorted(set(df["unit"].astype(str))) if "unit" in df.columns else ["points"]
+        units = sorted(set(own["unit"].astype(str)))
         unit = units[0] if len(units) == 1 else None
+        pairs = pair_agreement(df)
         out.append(
             {
                 "table": path.name.removesuffix("_vs_paper.csv"),
-                "cells": len(df),
-                "with_runs": len(ok),
-                "within": int(ok["within_range"].astype(bool).sum()),
-                "mean_abs_difference": float(diff.mean()) if len(ok) and unit else math.nan,
+                "with_runs": len(df),
+                "concordant": pairs["concordant"],
+                "pairs": pairs["pairs"],
+                "own": len(own),
+                "within": int(own["within_range"].astype(bool).sum()),
+                "mean_abs_difference": float(own["difference"].abs().mean())
+                if len(own) and unit
+                else math.nan,
                 "unit": unit,
             }
         )
     return out
+
+
+def _share(k: int, n: int) -> str:
+    return f"{k} of {n} ({100 * k / n:.0f}%)" if n else "–"
 
 
 def summary_rst(records: list[dict], stand_in: bool) -> str:
@@ -45,31 +67,40 @@ def summary_rst(records: list[dict], stand_in: bool) -> str:
         return head + (
             "No comparison table is built yet; each ``<table>_vs_paper`` target adds a row here.\n"
         )
-    cells = sum(r["cells"] for r in records)
-    with_runs = sum(r["with_runs"] for r in records)
+    concordant = sum(r["concordant"] for r in records)
+    pairs = sum(r["pairs"] for r in records)
+    own = sum(r["own"] for r in records)
     within = sum(r["within"] for r in records)
-    text = head + (
-        f"Of {cells} paper cells in the {len(records)} comparison tables built so far, {with_runs} "
-        f"have reproduced runs, and for {within} of those the paper value lies within the "
-        "reproduced seed range (min..max over seeds)."
-    )
-    if stand_in:
-        text += (
-            " This configuration runs stand-in datasets, so the differences measure the stand-in "
-            "set-up, not the methods."
+    parts = []
+    if pairs:
+        parts.append(
+            f"Where a stand-in dataset replaces the paper's, its accuracies are not the paper's, "
+            f"so the methods are compared with each other: of {pairs} pairs of methods run in the "
+            f"same setting, {_share(concordant, pairs)} are ordered as in the paper."
         )
+    if own:
+        parts.append(
+            f"On the paper's own datasets, the paper value lies within the reproduced seed range "
+            f"(min..max over seeds) for {_share(within, own)} cells."
+        )
+    if not parts:
+        parts.append("No paper cell has a comparable run yet.")
+    elif stand_in and not own:
+        parts.append("No run of this configuration is on a dataset of the paper.")
+    tables = ", ".join(f"``{r['table']}_vs_paper``" for r in records)
+    parts.append(f"Each table's rows: {tables} (rows without a run are left out).")
     rows = [list(COLUMNS)] + [
         [
             f"``{r['table']}``",
-            str(r["cells"]),
             str(r["with_runs"]),
-            str(r["within"]),
+            _share(r["concordant"], r["pairs"]),
+            _share(r["within"], r["own"]),
             "–" if math.isnan(r["mean_abs_difference"])
             else f"{r['mean_abs_difference']:.2f} {r['unit']}",
         ]
         for r in records
     ]  # fmt: skip
-    return text + "\n\n" + _list_table(rows)
+    return head + " ".join(parts) + "\n\n" + _list_table(rows)
 
 
 def _list_table(rows: list[list[str]]) -> str:

@@ -106,8 +106,9 @@ LAYOUTS: dict[str, Layout] = {
         Layout(
             "vs_paper", "table", "aggregate", "tables.vs_paper:build",
             ("paper", "stand_ins", "stat", "best_of", "ddof", "decimals"),
-            "The paper's values beside the reproduced mean ± std over seeds, their difference, "
-            "the seed range and whether the paper value lies within it.",
+            "The paper's values beside the reproduced mean ± std over seeds, like against like: "
+            "on the paper's dataset their difference and seed range, on a stand-in the methods' "
+            "ranks and gaps to FedAvg.",
             label_order=False, check="tables.vs_paper:check_entry",
         ),
         Layout(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,9 @@ class TableDoc:
     needs: tuple[str, ...] = ("booktabs",)
     blank_repeats: bool = True  # LaTeX: print a repeated first stub value once per group
     notes: list[str] = field(default_factory=list)
+    # the same table laid out for a screen (e.g. methods as rows), shown in the HTML when this
+    # layout is wider than HTML_WIDTH (fedkd.report.writers.for_screen)
+    screen: TableDoc | None = None
 
 
 def _styled_tex(t: Text) -> str:
@@ -57,6 +61,19 @@ def _styled_md(t: Text) -> str:
     return t.md
 
 
+# `code` in a caption (a config key, a value): Markdown's backticks
+CODE = re.compile(r"`([^`]+)`")
+
+
+def caption_tex(caption: str) -> str:
+    """A plain-text caption in LaTeX: escaped, its `code` spans in typewriter type."""
+    return CODE.sub(lambda m: rf"\texttt{{{m[1]}}}", tex_escape(caption))
+
+
+def caption_html(caption: str) -> str:
+    return CODE.sub(lambda m: f"<code>{m[1]}</code>", html.escape(caption))
+
+
 def to_latex(doc: TableDoc, name: str) -> str:
     ncol = len(doc.columns)
     spec = "l" * doc.n_stub + "c" * (ncol - doc.n_stub)
@@ -64,7 +81,7 @@ def to_latex(doc: TableDoc, name: str) -> str:
         f"% fedkd render {name}; needs \\usepackage{{{','.join(doc.needs)}}}",
         r"\begin{table}[htbp]",
         r"\centering",
-        rf"\caption{{{tex_escape(doc.caption)}}}",
+        rf"\caption{{{caption_tex(doc.caption)}}}",
         rf"\label{{{doc.label}}}",
         rf"\begin{{tabular}}{{{spec}}}",
         r"\toprule",
@@ -135,15 +152,42 @@ def _html_text(t: Text) -> str:
     return text
 
 
+# Pixels the report's table pane has on a laptop screen: a 1,400 px window less the report's
+# menu (about 280 px) and margins. A table wider than this scrolls sideways.
+HTML_WIDTH = 1050
+# per character of a cell at the table's 14 px font, and a cell's padding
+CHAR_PX, CELL_PAD_PX = 8, 20
+
+
+def estimated_width(doc: TableDoc) -> int:
+    """The table's width in pixels, from its longest entry per column (an upper estimate)."""
+    width = 0
+    for j, head in enumerate(doc.columns):
+        texts = [head.md] + [row[j].md for row in doc.body if j < len(row)]
+        width += max(len(t.replace(r"\|", "|")) for t in texts) * CHAR_PX + CELL_PAD_PX
+    return width
+
+
+def for_screen(doc: TableDoc) -> TableDoc:
+    """The layout the HTML shows: the table's own, unless it is wider than HTML_WIDTH and it has
+    a narrower screen layout."""
+    if doc.screen is not None and estimated_width(doc) > HTML_WIDTH:
+        if estimated_width(doc.screen) < estimated_width(doc):
+            return doc.screen
+    return doc
+
+
 def to_html(doc: TableDoc) -> str:
     """The table as a standalone HTML page: what `snakemake --report` shows (it embeds HTML
-    files; a CSV would be shown as its long form, one line per cell)."""
+    files; a CSV would be shown as its long form, one line per cell). A table too wide for a
+    laptop screen is shown in its screen layout (for_screen); the .tex and .md keep the paper's."""
+    doc = for_screen(doc)
     out = [
         "<!DOCTYPE html>",
         '<html><head><meta charset="utf-8">',
         f"<title>{html.escape(doc.label)}</title><style>{HTML_STYLE}</style></head><body>",
         "<table>",
-        f"<caption>{html.escape(doc.caption)}</caption>",
+        f"<caption>{caption_html(doc.caption)}</caption>",
         "<thead>",
     ]
     if doc.groups:
@@ -156,17 +200,24 @@ def to_html(doc: TableDoc) -> str:
         for j, c in enumerate(doc.columns)
     )
     out += [f"<tr>{heads}</tr>", "</thead>", "<tbody>"]
-    prev = None
+    prev, prev_row = None, None
     for row in doc.body:
         first = row[0].md if row else None
         # like the LaTeX table: a rule between groups of rows sharing their first key
         group = doc.n_stub > 1 and prev is not None and first != prev
+        texts = [_html_text(t) for t in row]
+        if doc.blank_repeats and prev_row is not None:
+            # a stub value the row above shows, under the same values to its left, once
+            for j in range(doc.n_stub - 1):
+                if row[j].md != prev_row[j].md:
+                    break
+                texts[j] = ""
         cells = "".join(
-            f"<td{' class=stub' if j < doc.n_stub else ''}>{_html_text(t)}</td>"
-            for j, t in enumerate(row)
+            f"<td{' class=stub' if j < doc.n_stub else ''}>{text}</td>"
+            for j, text in enumerate(texts)
         )
         out.append(f"<tr{' class=group' if group else ''}>{cells}</tr>")
-        prev = first
+        prev, prev_row = first, row
     out += ["</tbody>", "</table>"]
     out += [f"<p>{html.escape(note)}</p>" for note in doc.notes]
     out += ["</body></html>", ""]

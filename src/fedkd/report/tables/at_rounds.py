@@ -7,11 +7,18 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from fedkd.report.best_of import caption_note, mark, pick_best_of
+from fedkd.report.best_of import best_of_option, caption_note, mark, pick_best_of
 from fedkd.report.cells import Cell, cell_text, highlight, make_cell
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
-from fedkd.report.tables.common import caption_and_label, csv_record, stat_fn, table_cells
+from fedkd.report.tables.common import (
+    caption_and_label,
+    csv_record,
+    run_variants,
+    stat_fn,
+    table_cells,
+    variant_note,
+)
 from fedkd.report.text import (
     Text,
     format_key_value,
@@ -35,6 +42,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
 
     # a sweep's variant is chosen once for every round shown (fallback: the best round)
     df, chosen = pick_best_of(df, keys, opts, stat_fn("best"))
+    variants = run_variants(df)
     # accuracy at round r only needs rounds 1..r, so a run that diverged later still counts
     per_round = {}
     rows: list[tuple] = []
@@ -64,7 +72,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
                 line.append(mark(t, label, chosen.get((row, label)), opts) if last else t)
                 extra = {"round": r, "metric": "acc_at_round_pct"}
                 extra["variant"] = chosen.get((row, label), "")
-                recs.append(csv_record(keys, row, label, cell, extra, 100))
+                recs.append(csv_record(keys, row, label, cell, extra, 100, variants))
             body.append(line)
     header = [key_header(k) for k in keys] + [Text("Method", "Method")]
     header += [Text(str(r), str(r)) for r in rounds]
@@ -72,6 +80,8 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     caption, label = caption_and_label(opts)
     note = caption_note(opts, "the best round")
     caption = f"{caption} {note[0].upper() + note[1:]}" if note else caption
+    note = variant_note(df, keys, labels, col_names, skip=best_of_option(opts))
+    caption = f"{caption} {note}" if note else caption
     return TableDoc(caption, label, header, body, len(keys) + 1, pd.DataFrame(recs), groups=groups)
 
 

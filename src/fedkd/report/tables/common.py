@@ -63,10 +63,17 @@ def row_desc(keys: list[str], row: tuple) -> str:
     )
 
 
-def csv_record(keys: list[str], row: tuple, label: str, cell: Cell, extra: dict, scale: float):
+def csv_record(
+    keys: list[str], row: tuple, label: str, cell: Cell, extra: dict, scale: float,
+    variants: dict[str, str] | None = None,
+):  # fmt: skip
+    """A cell's CSV line; its ``variant`` is the best_of choice in ``extra``, else the variant of
+    its runs (from ``variants``, run_variants of the table's rows)."""
     rec = {k: key_value(v) for k, v in zip(keys, row, strict=True)}
     rec["label"] = label
     rec.update(extra)
+    if variants is not None and not rec.get("variant"):
+        rec["variant"] = cell_variant(cell, variants)
     ok = cell.kind == "value"
     rec.update(
         mean=cell.mean * scale if ok else float("nan"),
@@ -104,3 +111,53 @@ def cells_by_stat(
                 ).items():
                     styles[(row, label, stat)] = style
     return cells, rows, styles
+
+
+def run_variants(df: pd.DataFrame) -> dict[str, str]:
+    """{run: its variant} (the configuration's name for the set-up a run trained)."""
+    if df.empty or not {"run", "variant"} <= set(df.columns):
+        return {}
+    runs = df.drop_duplicates("run")
+    return {r: str(v) for r, v in zip(runs["run"], runs["variant"], strict=True) if key_value(v)}
+
+
+def cell_variant(cell: Cell, variants: dict[str, str]) -> str:
+    """The variant(s) of a cell's runs, joined by ";" ("" for a cell with no runs)."""
+    return ";".join(sorted({variants[r] for r in cell.runs if r in variants}))
+
+
+def variant_note(df: pd.DataFrame, keys: list[str], labels: list[str], names: dict, skip=()) -> str:
+    """A caption sentence naming the variant behind each column whose runs are a particular
+    set-up of its method, e.g. "FedGKD: FedGKD (M=5) at α=1, 0.1 and FedGKD (M=1) at α=0.5;
+    FedGKD-VOTE: FedGKD-VOTE (M=5)." ('' when every column is its method's plain run). Columns in
+    ``skip`` (a best_of sweep, which marks its choice per cell) are left out."""
+    from fedkd.report.names import display_name
+    from fedkd.report.text import KEY_HEADERS, label_text
+
+    if df.empty or "variant" not in df.columns:
+        return ""
+    runs = df.drop_duplicates("run")
+    parts = []
+    for label in labels:
+        if label in skip:
+            continue
+        mine = runs[runs["label"] == label]
+        variants = list(dict.fromkeys(str(v) for v in mine["variant"] if key_value(v)))
+        if not variants or variants == [label]:
+            continue
+        shown = label_text(label, names).md
+        if len(variants) == 1:
+            parts.append(f"{shown}: {display_name(variants[0])}")
+            continue
+        where = []
+        for variant in variants:
+            rows = mine[mine["variant"] == variant]
+            at = []
+            for k in keys:
+                values = sorted({key_value(v) for v in rows[k]}, key=str, reverse=True)
+                if len({key_value(v) for v in mine[k]}) > 1:  # a key that tells them apart
+                    name = KEY_HEADERS.get(k, (k, k))[1]
+                    at.append(f"{name}={', '.join(format_key_value(k, v, None) for v in values)}")
+            where.append(f"{display_name(variant)}" + (f" at {'; '.join(at)}" if at else ""))
+        parts.append(f"{shown}: {' and '.join(where)}")
+    return ("Variants run: " + "; ".join(parts) + ".") if parts else ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fedkd.report.aggregate import ReportError
-from fedkd.report.best_of import caption_note, mark, pick_best_of
+from fedkd.report.best_of import best_of_option, caption_note, mark, pick_best_of
 from fedkd.report.cells import cell_text
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
@@ -18,7 +18,9 @@ from fedkd.report.tables.common import (
     caption_and_label,
     cells_by_stat,
     csv_record,
+    run_variants,
     stat_fn,
+    variant_note,
 )
 from fedkd.report.text import (
     Text,
@@ -52,6 +54,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     order = opts.mapping("order")
     decimals = opts.integer("decimals", 2, 0, 6)
     df, chosen = pick_best_of(df, keys, opts, stat_fn(stats[0]))
+    variants = run_variants(df)
     per_stat, rows, styles = cells_by_stat(df, keys, labels, stats, opts, order)
 
     def cell(row, label, stat) -> Text:
@@ -105,13 +108,16 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
             for stat in stats:
                 extra = {"stat": stat, "metric": f"{stat}_acc_pct"}
                 extra["variant"] = chosen.get((row, label), "")
-                recs.append(csv_record(keys, row, label, per_stat[stat][row][label], extra, 100))
+                cell_ = per_stat[stat][row][label]
+                recs.append(csv_record(keys, row, label, cell_, extra, 100, variants))
     caption, label = caption_and_label(opts)
     notes = [f"{SHORT[s]}: {STAT_NAMES[s]}" for s in stats]
     caption = f"{caption} {'; '.join(notes)}."
     note = caption_note(opts, STAT_NAMES[stats[0]])
     if note:
         caption += " " + note[0].upper() + note[1:]
+    note = variant_note(df, keys, labels, col_names, skip=best_of_option(opts))
+    caption = f"{caption} {note}" if note else caption
     return TableDoc(caption, label, header, body, n_stub, pd.DataFrame(recs), groups=groups)
 
 

@@ -9,7 +9,13 @@ from fedkd.report.best_of import MARKS, best_of_option, mark, pick_best_of
 from fedkd.report.cells import cell_text, highlight, make_cell
 from fedkd.report.keys import check_keys, order_rows, selected_labels
 from fedkd.report.options import Options
-from fedkd.report.tables.common import caption_and_label, csv_record, table_cells
+from fedkd.report.tables.common import (
+    caption_and_label,
+    csv_record,
+    run_variants,
+    table_cells,
+    variant_note,
+)
 from fedkd.report.text import (
     Text,
     format_key_value,
@@ -56,6 +62,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     df, chosen = pick_best_of(
         df, keys, opts, rounds_of, higher_better=False, partial_ok=True, by_validation=False
     )
+    variants = run_variants(df)
     cells, rows = table_cells(df, keys, labels, make, opts.target, "rows")
     rows = order_rows(keys, rows, opts.mapping("order"))
     show_target = "alpha" in keys
@@ -79,7 +86,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
             extra["variant"] = chosen.get((row, label), "")
             if target is None and cell.runs:
                 extra["target"] = _target_for(_first_rows(df, cell.runs[0], label), targets)
-            recs.append(csv_record(keys, row, label, cell, extra, 1))
+            recs.append(csv_record(keys, row, label, cell, extra, 1, variants))
         body.append(line)
     header = [key_header(k) for k in keys] + ([Text("$T$", "T")] if show_target else [])
     header += [label_text(lab, col_names) for lab in labels]
@@ -94,6 +101,8 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
             )
             + ")."
         )
+    note = variant_note(df, keys, labels, col_names, skip=best_of_option(opts))
+    caption = f"{caption} {note}" if note else caption
     n_stub = len(keys) + int(show_target)
     return TableDoc(caption, label, header, body, n_stub, pd.DataFrame(recs))
 

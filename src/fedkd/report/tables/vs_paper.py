@@ -1,12 +1,21 @@
 """Layout ``vs_paper``: a table's reproduced cells beside the paper's own numbers
-(fedkd/report/paper_values.yaml), one row per printed paper cell.
+(fedkd/report/paper_values.yaml), like against like.
 
-Columns: the paper's value, the reproduced mean ± std over seeds, their difference, the seed range
-(min..max) and whether the paper value lies within it. A paper cell is matched to the runs whose
-label is its ``method`` and whose run keys equal its settings (dataset through the stand-in
-mapping: mnist5k standing in for CIFAR-10 answers for the paper's CIFAR-10 cells); a cell with no
-such runs shows "–". The quantity follows the paper table: best or final accuracy (``stat``),
-accuracy at a round (``round``), rounds to a target (``target_accuracy``), a dataset count
+A paper cell is matched to the runs whose label is its ``method`` and whose run keys equal its
+settings (dataset through the stand-in mapping: mnist5k standing in for CIFAR-10 answers for the
+paper's CIFAR-10 cells). Cells with no such runs are left out (the caption counts them). How a row
+is compared depends on the data it ran on:
+
+- on the paper's own dataset: the paper's value, the reproduced mean ± std over seeds, their
+  difference, the seed range (min..max) and whether the paper value lies within it;
+- on a stand-in: its accuracy is not the paper's, so the row is compared through the methods of
+  its setting (the paper table's row): each method's rank among them (1 = best) and its gap to
+  FedAvg (else to the setting's first method), beside the paper's rank and gap; the caption counts
+  the method pairs ordered as in the paper. A stand-in's dataset counts (Table 2) are not
+  compared.
+
+The quantity follows the paper table: best or final accuracy (``stat``), accuracy at a round
+(``round``), rounds to a target (``target_accuracy``: fewer is better), a dataset count
 (``quantity``), else option ``stat``.
 """
 
@@ -22,9 +31,10 @@ from fedkd.report.aggregate import ReportError
 from fedkd.report.best_of import pick_best_of
 from fedkd.report.cells import Cell, make_cell
 from fedkd.report.keys import group_runs
+from fedkd.report.names import display_name
 from fedkd.report.options import Options
-from fedkd.report.tables.common import STATS, caption_and_label, stat_fn
-from fedkd.report.text import DASH, Text, key_value
+from fedkd.report.tables.common import STAT_NAMES, STATS, caption_and_label, stat_fn
+from fedkd.report.text import DASH, Text, format_key_value, key_value
 from fedkd.report.writers import TableDoc
 
 # run keys a paper cell may fix, besides dataset and method
@@ -61,33 +71,60 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     except PaperValuesError as exc:
         raise ReportError(str(exc)) from exc
     stand_ins = {p: d for p, (d, _) in stand_in_map(opts.mapping("stand_ins")).items()}
-    shown = {p: n for p, (_, n) in stand_in_map(opts.mapping("stand_ins")).items()}
     stat = opts.choice("stat", STATS, "best")
     ddof, decimals = opts.ddof(), opts.integer("decimals", 2, 0, 6)
 
-    body, recs = [], []
+    recs, left_out, not_compared = [], [], 0
     for cell in table["cells"]:
         dataset = cell.get("dataset")
         used = stand_ins.get(dataset, dataset)
+        relative = used != dataset
+        if relative and cell.get("quantity") is not None:
+            not_compared += 1  # a stand-in's size or class count says nothing about the paper's
+            continue
         runs = _matching_runs(df, cell, used, opts)
         value, scale, partial = _quantity(cell, stat)
         got = make_cell(runs, value, ddof, partial_ok=partial, none_means="not reached")
-        rec = _record(cell, used, got, scale)
-        recs.append(rec)
-        body.append(_line(cell, used, rec, got, decimals))
-    n = len(recs)
-    reproduced = sum(r["status"] == "ok" for r in recs)
-    within = sum(bool(r["within_range"]) for r in recs)
+        if got.kind == "missing":
+            left_out.append(cell)
+            continue
+        recs.append(_record(cell, used, got, scale, relative))
+    _rank_and_gap(recs)
+    body = [_line(rec, decimals) for rec in recs]
+    header, keep, groups = _columns(recs)
+    body = [[line[i] for i in keep] for line in body]
+
     caption, label = caption_and_label(opts)
-    about = (
-        f" {reproduced} of {n} paper cells have reproduced runs; {within} of them lie within the "
-        "reproduced seed range (min..max over seeds)."
-    )
-    if stand_ins and any(d != p for p, d in stand_ins.items()):
-        pairs = ", ".join(f"{d} for {shown[p]}" for p, d in stand_ins.items())
-        about += (
-            f" The datasets differ: {pairs}; the differences measure the stand-in set-up, not the "
-            "method."
+    about = [f"Source: {table['source']}."]
+    n = len(table["cells"])
+    about.append(f"{len(recs)} of the paper's {n} cells have runs here.")
+    if left_out:
+        about.append(
+            f"Left out: the {len(left_out)} cells with no run ({_missing_text(left_out)})."
+        )
+    if not_compared:
+        about.append(f"The stand-ins' {not_compared} dataset counts are not compared.")
+    stood_in = {(r["paper_dataset"], r["dataset"]) for r in recs if r["comparison"] == RELATIVE}
+    if stood_in:
+        pairs = ", ".join(f"{d} for {paper_dataset_name(p)}" for p, d in sorted(stood_in))
+        agree = pair_agreement(pd.DataFrame(recs))
+        about.append(
+            f"Stand-in rows ({pairs}): a stand-in's accuracy is not the paper's, so these rows "
+            "compare the methods of each setting: their rank (1 = best) and their gap to "
+            f"{_reference_text(recs)}, beside the paper's; "
+            f"{agree['concordant']} of {agree['pairs']} method pairs are ordered as in the paper"
+            + (
+                f", and {agree['same_side']} of {agree['sided']} methods lie on the same side of "
+                "the reference as in the paper."
+                if agree["sided"] else "."
+            )
+        )  # fmt: skip
+    absolute = [r for r in recs if r["comparison"] == ABSOLUTE and r["status"] == "ok"]
+    if absolute:
+        within = sum(bool(r["within_range"]) for r in absolute)
+        about.append(
+            f"On the paper's own datasets, {within} of {len(absolute)} paper values lie within "
+            "the reproduced seed range (min..max over seeds)."
         )
     contradictions = [
         re.sub(r"^\s*contradiction:\s*", "", n, flags=re.I)
@@ -95,17 +132,170 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         if n.lstrip().lower().startswith("contradiction")
     ]
     if contradictions:
-        about += " The paper contradicts itself: " + " ".join(contradictions)
-    header = [
-        Text.plain(h)
-        for h in ("Paper cell", "Method", "Run on", "Paper", "Reproduced", "Difference",
-                  "Seed range", "Within")
-    ]  # fmt: skip
-    doc = TableDoc(
-        f"{caption} Source: {table['source']}.{about}", label, header, body, 3, pd.DataFrame(recs)
-    )
-    doc.blank_repeats = False
+        about.append("The paper contradicts itself: " + " ".join(contradictions))
+    csv = pd.DataFrame(recs, columns=CSV_COLUMNS)
+    doc = TableDoc(" ".join([caption, *about]), label, header, body, 2, csv, groups=groups)
+    doc.blank_repeats = True
     return doc
+
+
+RELATIVE, ABSOLUTE = "relative", "absolute"
+# the papers' own spellings of their datasets
+PAPER_DATASET_NAMES = {
+    "cifar10": "CIFAR-10",
+    "cifar100": "CIFAR-100",
+    "tinyimagenet": "Tiny-ImageNet",
+    "agnews": "AG News",
+    "sst5": "SST-5",
+    "mnist": "MNIST",
+}
+# the settings that make a paper table's row (the methods of one setting are ranked together)
+SETTING_KEYS = ("dataset", *MATCH_KEYS, "buffer", "round", "stat", "target_accuracy", "quantity")
+CSV_COLUMNS = [
+    "setting", "cell", "method", "method_name", "paper_dataset", "dataset", "comparison",
+    "alpha", "participation", "local_epochs", "round", "stat", "paper_mean", "paper_std",
+    "mean", "std", "min", "max", "difference", "within_range", "reference", "paper_rank",
+    "rank", "paper_gap", "gap", "same_side", "n_seeds", "seeds", "status", "unit", "collapsed",
+]  # fmt: skip
+
+
+def paper_dataset_name(key) -> str:
+    return PAPER_DATASET_NAMES.get(str(key), str(key))
+
+
+def _setting_text(cell: dict, dataset) -> str:
+    """The paper table's row of a cell, in the paper's words: "CIFAR-10, α=1 (run on mnist5k)"."""
+    parts = []
+    if cell.get("dataset") is not None:
+        parts.append(paper_dataset_name(cell["dataset"]))
+    names = {"alpha": "α", "participation": "C", "local_epochs": "E", "buffer": "M"}
+    for k in SETTING_KEYS[1:]:
+        v = cell.get(k)
+        if v is None:
+            continue
+        if k in names:
+            parts.append(f"{names[k]}={format_key_value(k, v, None)}")
+        elif k == "round":
+            parts.append(f"round {v}")
+        elif k == "target_accuracy":
+            parts.append(f"rounds to {float(v) * 100:g}%")
+        elif k == "stat":
+            parts.append(STAT_NAMES.get(v, str(v)))
+        elif k == "quantity":
+            parts.append(str(v).replace("_", " "))
+        else:
+            parts.append(format_key_value(k, v, {}))
+    text = ", ".join(parts) or "–"
+    if dataset and dataset != cell.get("dataset"):
+        text += f" (run on {dataset})"
+    return text
+
+
+def _missing_text(cells: list[dict]) -> str:
+    datasets = list(dict.fromkeys(paper_dataset_name(c.get("dataset")) for c in cells))
+    methods = list(dict.fromkeys(display_name(str(c.get("method"))) for c in cells))
+    return (
+        f"{', '.join(datasets)}; {', '.join(methods)}" if len(methods) < 4 else ", ".join(datasets)
+    )
+
+
+def _record(cell: dict, dataset, got: Cell, scale: float, relative: bool) -> dict:
+    ok = got.kind == "value"
+    lo = min(got.values) * scale if ok else math.nan
+    hi = max(got.values) * scale if ok else math.nan
+    paper = float(cell["mean"])
+    absolute = ok and not relative
+    return {
+        "setting": _setting_text(cell, dataset),
+        "cell": cell["cell"],
+        "method": cell.get("method", ""),
+        "method_name": display_name(str(cell.get("method", ""))) if cell.get("method") else "",
+        "paper_dataset": cell.get("dataset", ""),
+        "dataset": dataset or "",
+        "comparison": RELATIVE if relative else ABSOLUTE,
+        **{k: cell.get(k) for k in ("alpha", "participation", "local_epochs", "round", "stat")},
+        "paper_mean": paper,
+        "paper_std": cell.get("std"),
+        "mean": got.mean * scale if ok else math.nan,
+        "std": got.std * scale if ok else math.nan,
+        "min": lo,
+        "max": hi,
+        # absolute numbers are compared only on the paper's own dataset
+        "difference": got.mean * scale - paper if absolute else math.nan,
+        "within_range": bool(absolute and lo <= paper <= hi),
+        "reference": "",
+        "paper_rank": math.nan,
+        "rank": math.nan,
+        "paper_gap": math.nan,
+        "gap": math.nan,
+        "same_side": math.nan,
+        "n_seeds": got.n if ok else 0,
+        "seeds": ";".join(str(s) for s in got.seeds),
+        "status": "ok" if ok else got.kind,
+        "unit": _unit(cell),
+        "_shown": got.text() if not ok else "",
+        "collapsed": len(got.collapsed),  # runs that stayed at chance (fedkd.collapse)
+    }
+
+
+def _higher_is_better(unit: str) -> bool:
+    return unit == "points"
+
+
+def _rank_and_gap(recs: list[dict]) -> None:
+    """Rank the methods of each setting (those with a value, 1 = best) in the paper and here, and
+    give each its gap to the reference method: FedAvg where the setting has it, else its first."""
+    for members in _by_setting(recs).values():
+        valued = [r for r in members if r["status"] == "ok" and r["method"]]
+        if len(valued) < 2 or valued[0]["unit"] not in ("points", "rounds"):
+            continue
+        sign = 1.0 if _higher_is_better(valued[0]["unit"]) else -1.0
+        for key, rank_key in (("paper_mean", "paper_rank"), ("mean", "rank")):
+            for r in valued:
+                r[rank_key] = 1 + sum(sign * (o[key] - r[key]) > 0 for o in valued)
+        ref = next((r for r in valued if r["method"] == "fedavg"), valued[0])
+        for r in valued:
+            r["reference"] = ref["method"]
+            r["paper_gap"] = r["paper_mean"] - ref["paper_mean"]
+            r["gap"] = r["mean"] - ref["mean"]
+            if r is not ref and r["paper_gap"] != 0:
+                r["same_side"] = bool(r["gap"] * r["paper_gap"] > 0)
+
+
+def _by_setting(recs) -> dict[str, list]:
+    groups: dict[str, list] = {}
+    for r in recs:
+        groups.setdefault(r["setting"], []).append(r)
+    return groups
+
+
+def pair_agreement(df: pd.DataFrame) -> dict[str, int]:
+    """Over the stand-in rows of a comparison (its records or CSV): method pairs of a setting
+    ordered as in the paper (``concordant`` of ``pairs``; pairs the paper ties are not counted),
+    and methods on the same side of the reference as in the paper (``same_side`` of
+    ``sided``)."""
+    out = {"concordant": 0, "pairs": 0, "same_side": 0, "sided": 0}
+    if df.empty or "comparison" not in df.columns:
+        return out
+    rows = df[(df["comparison"] == RELATIVE) & (df["status"] == "ok")]
+    rows = rows[rows["paper_rank"].notna()]
+    for _, group in rows.groupby("setting", sort=False):
+        paper, here = group["paper_mean"].to_numpy(float), group["mean"].to_numpy(float)
+        for i in range(len(group)):
+            for j in range(i + 1, len(group)):
+                if paper[i] == paper[j]:
+                    continue
+                out["pairs"] += 1
+                out["concordant"] += int((paper[i] - paper[j]) * (here[i] - here[j]) > 0)
+        sided = group["same_side"].dropna()
+        out["sided"] += len(sided)
+        out["same_side"] += int(sided.astype(bool).sum())
+    return out
+
+
+def _reference_text(recs: list[dict]) -> str:
+    refs = {r["reference"] for r in recs if r["reference"]}
+    return display_name(refs.pop()) if len(refs) == 1 else "the setting's first method"
 
 
 def _matching_runs(df: pd.DataFrame, cell: dict, dataset: str | None, opts: Options):
@@ -161,34 +351,6 @@ def _quantity(cell: dict, stat: str):
     return stat_fn(cell.get("stat") or stat), 100.0, False
 
 
-def _record(cell: dict, dataset, got: Cell, scale: float) -> dict:
-    ok = got.kind == "value"
-    lo = min(got.values) * scale if ok else math.nan
-    hi = max(got.values) * scale if ok else math.nan
-    paper = float(cell["mean"])
-    rec = {
-        "cell": cell["cell"],
-        "method": cell.get("method", ""),
-        "paper_dataset": cell.get("dataset", ""),
-        "dataset": dataset or "",
-        **{k: cell.get(k) for k in ("alpha", "participation", "local_epochs", "round", "stat")},
-        "paper_mean": paper,
-        "paper_std": cell.get("std"),
-        "mean": got.mean * scale if ok else math.nan,
-        "std": got.std * scale if ok else math.nan,
-        "min": lo,
-        "max": hi,
-        "difference": got.mean * scale - paper if ok else math.nan,
-        "within_range": bool(ok and lo <= paper <= hi),
-        "n_seeds": got.n if ok else 0,
-        "seeds": ";".join(str(s) for s in got.seeds),
-        "status": "ok" if ok else got.kind,
-        "unit": _unit(cell),
-        "collapsed": len(got.collapsed),  # runs that stayed at chance (fedkd.collapse)
-    }
-    return rec
-
-
 def _unit(cell: dict) -> str:
     """What a cell's numbers count: accuracy points, rounds, or the dataset quantity."""
     if cell.get("quantity") is not None:
@@ -196,25 +358,67 @@ def _unit(cell: dict) -> str:
     return "rounds" if cell.get("target_accuracy") is not None else "points"
 
 
-def _line(cell: dict, dataset, rec: dict, got: Cell, decimals: int) -> list[Text]:
+# the table's columns: (header, group); a group is shown when any row fills it
+# the table's columns: (header, when shown, the upper header over it); a "when" is shown when any
+# row fills it
+COLUMNS = (
+    ("Setting", "key", ""), ("Method", "key", ""),
+    ("paper", "rank", "Rank"), ("here", "rank", "Rank"),
+    ("paper", "rank", "Gap to {ref}"), ("here", "rank", "Gap to {ref}"),
+    ("Paper", "value", "Accuracy (%)"), ("Reproduced", "value", "Accuracy (%)"),
+    ("Difference", "absolute", ""), ("Seed range", "absolute", ""), ("Within", "absolute", ""),
+)  # fmt: skip
+
+
+def _columns(recs: list[dict]) -> tuple[list[Text], list[int], list[tuple[Text, int]]]:
+    """The headers of the columns shown, their indices in COLUMNS, and the upper header row."""
+    shown = {"key", "value"}
+    if any(not math.isnan(r["paper_rank"]) for r in recs):
+        shown.add("rank")
+    if any(r["comparison"] == ABSOLUTE and r["status"] == "ok" for r in recs):
+        shown.add("absolute")
+    keep = [i for i, (_, when, _) in enumerate(COLUMNS) if when in shown]
+    ref = _reference_text(recs)
+    groups: list[tuple[Text, int]] = []
+    for i in keep:
+        text = COLUMNS[i][2].format(ref=ref)
+        if groups and groups[-1][0].md == text and text:
+            groups[-1] = (groups[-1][0], groups[-1][1] + 1)
+        else:
+            groups.append((Text.plain(text), 1))
+    return [Text.plain(COLUMNS[i][0]) for i in keep], keep, groups
+
+
+def _line(rec: dict, decimals: int) -> list[Text]:
     def num(v: float) -> str:
         return f"{v:.{decimals}f}"
 
+    def opt(v: float, fmt) -> str:
+        return DASH if isinstance(v, float) and math.isnan(v) else fmt(v)
+
     paper = num(rec["paper_mean"]) + (
-        f" ± {num(cell['std'])}" if cell.get("std") is not None else ""
+        f" ± {num(rec['paper_std'])}" if rec["paper_std"] is not None else ""
     )
-    if rec["status"] != "ok":
-        shown = [got.text() if got.kind != "missing" else DASH, DASH, DASH, DASH]
-    else:
-        # one seed: no spread to show
-        std = "" if math.isnan(rec["std"]) or rec["n_seeds"] < 2 else f" ± {num(rec['std'])}"
-        shown = [
-            num(rec["mean"]) + std + (MARK if got.collapsed else ""),
-            f"{rec['difference']:+.{decimals}f}",
-            f"{num(rec['min'])}..{num(rec['max'])}",
-            "yes" if rec["within_range"] else "no",
-        ]
-    texts = [cell["cell"], str(cell.get("method", "")), dataset or DASH, paper, *shown]
+    ok = rec["status"] == "ok"
+    # one seed: no spread to show
+    std = "" if not ok or math.isnan(rec["std"]) or rec["n_seeds"] < 2 else f" ± {num(rec['std'])}"
+    mark = MARK if rec["collapsed"] else ""
+    reproduced = num(rec["mean"]) + std + mark if ok else rec["_shown"]
+    reference = rec["method"] == rec["reference"]
+    absolute = ok and rec["comparison"] == ABSOLUTE
+    texts = [
+        rec["setting"],
+        rec["method_name"] or DASH,
+        opt(rec["paper_rank"], lambda v: f"{v:g}"),
+        opt(rec["rank"], lambda v: f"{v:g}"),
+        "reference" if reference else opt(rec["paper_gap"], lambda v: f"{v:+.{decimals}f}"),
+        "reference" if reference else opt(rec["gap"], lambda v: f"{v:+.{decimals}f}"),
+        paper,
+        reproduced,
+        f"{rec['difference']:+.{decimals}f}" if absolute else DASH,
+        f"{num(rec['min'])}..{num(rec['max'])}" if absolute else DASH,
+        ("yes" if rec["within_range"] else "no") if absolute else DASH,
+    ]
     return [Text.plain(t) for t in texts]
 
 
