@@ -362,3 +362,10 @@ def test_tiny_config_builds_the_claims_table(tmp_path):
     assert {"claim", "source", "setting", "effect", "ci_low", "ci_high", "verdict"} <= set(rows[0])
     html = (work / "results" / "tables" / "claims.html").read_text()
     assert "paired t-interval" in html
+    # the report: the claims are a section of their own, the first of its menu
+    report = work / "report.html"
+    proc = subprocess.run(cmd[:3] + ["--report", str(report)] + cmd[6:], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    text = report.read_text()
+    assert json.dumps(CLAIMS_SECTION)[1:-1] in text or CLAIMS_SECTION in text

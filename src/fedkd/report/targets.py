@@ -124,7 +124,7 @@ LAYOUTS: dict[str, Layout] = {
         ),
         Layout(
             "claims", "table", "aggregate", "claims.table:build",
-            ("sources", "stand_ins", "decimals"),
+            ("sources", "stand_ins"),
             "The papers' claims, each compared on the runs of the configuration's tables.",
             label_order=False, draws_from="claims:sources", section=CLAIMS_SECTION,
         ),

@@ -14,7 +14,7 @@ from fedkd.report.best_of import pick_best_of
 from fedkd.report.claims import all_claims
 from fedkd.report.claims.claim import Claim
 from fedkd.report.claims.verdict import LEVEL, VERDICTS, paired_verdict
-from fedkd.report.keys import group_runs, order_rows
+from fedkd.report.keys import check_same_setting, group_runs, order_rows
 from fedkd.report.options import Options
 from fedkd.report.tables.common import caption_and_label
 from fedkd.report.text import DASH, Text, key_value
@@ -125,6 +125,11 @@ def _table_records(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
         by_label = groups[key]
         if not claim.accepts(setting, stand_ins) or len(by_label) < 2:
             continue
+        for label, runs in by_label.items():
+            # one run per seed and method: the pairing needs it
+            check_same_setting(
+                runs, f"claims: {table} {setting_text(setting, {})} {label!r}", "rows"
+            )
         treated, t_notes = _values(claim, claim.treatment, by_label, table, options, setting)
         base, b_notes = _values(claim, claim.baseline, by_label, table, options, setting)
         subs = list(dict.fromkeys([s for v in treated.values() for s in v] +
