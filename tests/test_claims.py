@@ -197,7 +197,7 @@ def test_seeds_needed_is_the_smallest_n_that_resolves():
 
 # --------------------------------------------------------------------------- constructed runs
 def make_run(root: Path, name: str, accs, *, strategy="fedavg", alpha=1.0, seed=0,
-             status="complete", dataset="mnist5k", rounds=None) -> str:  # fmt: skip
+             status="complete", dataset="mnist5k", rounds=None, variant=None) -> str:  # fmt: skip
     """A run directory as the engine writes it, with made-up accuracies (fractions)."""
     d = root / name
     d.mkdir(parents=True)
@@ -206,7 +206,7 @@ def make_run(root: Path, name: str, accs, *, strategy="fedavg", alpha=1.0, seed=
         "partition": "dirichlet-equal", "shards": None, "participation": 0.2, "seed": seed,
         "rounds": rounds or len(accs), "local_epochs": 2, "model": "cnn",
     }  # fmt: skip
-    rec = {"status": status, "labels": {"variant": strategy}, "spec": spec, "model": "cnn",
+    rec = {"status": status, "labels": {"variant": variant or strategy}, "spec": spec, "model": "cnn",
            "dataset": {"name": dataset, "kind": "image", "num_classes": 10, "train": 3600,
                        "val": 400, "test": 1000}}  # fmt: skip
     (d / "run.json").write_text(json.dumps(rec))
@@ -292,6 +292,25 @@ def test_rounds_to_target_counts_a_miss_as_one_round_more(tmp_path):
     assert row["effect"] == pytest.approx(-2.0) and row["unit"] == "rounds"
     assert row["setting"].endswith("T = 80%") and "counted as R+1" in row["note"]
     assert row["verdict"] == "holds"  # sd 0: the interval is the point
+
+
+def test_a_tuned_column_compares_the_variant_its_table_shows(tmp_path):
+    """FedGen as the best of a coefficient sweep (best_of): the claim takes, per setting, the
+    variant with the higher accuracy at the round best on validation, as table 3 does."""
+    r, runs = tmp_path / "runs", []
+    for seed in (0, 1):
+        runs.append(("table3/fedgkd", make_run(r, f"g{seed}", [0.6, 0.7], strategy="fedgkd",
+                                               seed=seed)))  # fmt: skip
+        runs.append(("table3/fedgen", make_run(r, f"c1-{seed}", [0.6, 0.5], strategy="fedgen",
+                                               seed=seed, variant="fedgen-coef1")))  # fmt: skip
+        runs.append(("table3/fedgen", make_run(r, f"c10-{seed}", [0.6, 0.69 - seed / 100],
+                                               strategy="fedgen", seed=seed,
+                                               variant="fedgen-coef10")))  # fmt: skip
+    sweep = {"fedgen": ["fedgen-coef1", "fedgen-coef10"]}
+    src = {"table3": {"paper": "fedgkd_table3", "layout": "grid", "options": {}, "best_of": sweep}}
+    row = render_claims(tmp_path, runs, src).query("claim == 'fedgkd-beats-fedgen'").iloc[0]
+    # against coef10 (69 and 68): +1 and +2 points; against coef1 it would be +10
+    assert row["n"] == 2 and row["effect"] == pytest.approx(1.5)
 
 
 # --------------------------------------------------------------------------- plan, config, report

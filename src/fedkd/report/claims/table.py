@@ -50,8 +50,8 @@ METHOD_NOTE = (
     "one seed gives no interval; not run: the configuration has no runs for the claim. Seeds to "
     "resolve (inconclusive rows): the smallest n with t(n−1, 0.975)·sd/√n < |effect| at the "
     "observed spread. Units: pp = percentage points of test accuracy; rounds; F = forgetting. "
-    "No correction for multiple comparisons: about 1 row in 40 may hold or be contradicted by "
-    "chance alone."
+    "No correction for multiple comparisons: where two methods do not differ, 1 row in 20 "
+    "still holds or is contradicted by chance."
 )
 
 
