@@ -326,6 +326,10 @@ def test_the_plan_draws_the_claims_runs_from_the_other_tables():
     assert options["sources"]["table3"]["paper"] == "fedgkd_table3"
     assert options["stand_ins"] == {"mnist5k": "CIFAR-10"}
     assert "mnist5k (for CIFAR-10)" in plan.caption("claims")
+    # the claims train nothing of their own
+    without = config("tiny")
+    del without["tables"]["claims"]
+    assert plan.all_runs() == Plan(without).all_runs()
 
 
 def test_shipped_configs_have_the_claims_entry_and_validate():
