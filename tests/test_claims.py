@@ -275,6 +275,18 @@ def test_a_run_that_diverged_leaves_its_seed_out(tmp_path):
     assert "FedGKD seed 2 diverged" in row["note"] and "seed(s) 2 without a pair" in row["note"]
 
 
+def test_a_setting_whose_runs_all_diverged_keeps_its_row(tmp_path):
+    r, runs = tmp_path / "runs", []
+    for seed in (0, 1):
+        for label in ("fedavg", "fedgkd"):
+            runs.append((f"table3/{label}", make_run(r, f"{label}{seed}", [0.5], strategy=label,
+                                                     seed=seed, status="diverged")))  # fmt: skip
+    src = {"table3": {"paper": "fedgkd_table3", "layout": "grid", "options": {}, "best_of": {}}}
+    row = render_claims(tmp_path, runs, src).query("claim == 'fedgkd-beats-fedavg'").iloc[0]
+    assert row["n"] == 0 and row["verdict"] == "not run" and row["setting"].startswith("mnist5k")
+    assert "FedAvg seed 0 diverged" in row["note"]
+
+
 def test_rounds_to_target_counts_a_miss_as_one_round_more(tmp_path):
     r, runs = tmp_path / "runs", []
     for seed in (0, 1):

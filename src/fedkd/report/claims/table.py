@@ -134,7 +134,8 @@ def _table_records(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
         base, b_notes = _values(claim, claim.baseline, by_label, table, options, setting)
         subs = list(dict.fromkeys([s for v in treated.values() for s in v] +
                                   [s for v in base.values() for s in v]))  # fmt: skip
-        for sub in subs:
+        # a setting whose runs give no values at all (every one diverged) still gets its row
+        for sub in subs or [""]:
             seeds = sorted(s for s in treated if s in base and sub in treated[s] and sub in base[s])
             diffs = [treated[s][sub] - base[s][sub] for s in seeds]
             unpaired = sorted(
@@ -328,9 +329,11 @@ def _line(r: dict) -> list[Text]:
         else:
             resolve = str(int(r["seeds_needed"]))
     source = f"{PAPER_NAMES[r['paper']]} {r['source']}"
-    setting = r["setting"] if r["table"] in ("", DASH) else f"{r['setting']} [{r['table']}]"
+    setting = r["setting"]
+    if setting != DASH and r["table"]:
+        setting += f" [{r['table']}]"
     if r["verdict"] == "not run":
-        setting = f"{DASH} ({r['note']})"
+        setting += f" ({r['note']})"
     return [Text.plain(t) for t in (
         r["statement"], source, setting, str(r["n"]), effect, ci, r["verdict"], resolve
     )]  # fmt: skip
