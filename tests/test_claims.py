@@ -251,6 +251,9 @@ def test_claims_table_gives_each_verdict_on_constructed_runs(tmp_path):
     assert beats.loc[key.format(1), "effect"] == pytest.approx(2.0)  # percentage points
     assert beats.loc[key.format(0.1), "effect"] == pytest.approx(1 / 3)
     assert int(beats.loc[key.format(0.1), "seeds_needed"]) > 3
+    text = (tmp_path / "out" / "claims.csv").read_text()
+    needed = beats.loc[key.format(0.1), "seeds_needed"]
+    assert f",inconclusive,{int(needed)}," in text  # a count, written as one
     assert (beats["n"] == 3).all() and (beats["seeds"] == "0;1;2").all()
     moon = df[df["claim"] == "fedgkd-beats-moon"]
     assert list(moon["verdict"]) == ["not run"] and "moon" in moon["note"].iloc[0]

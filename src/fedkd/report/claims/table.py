@@ -72,6 +72,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     body = [_line(r) for r in records]
     notes = [f"{c.id}: {c.statement}. {c.source}: “{c.quote}”" for c in all_claims()]
     csv = pd.DataFrame(records, columns=CSV_COLUMNS)
+    csv["seeds_needed"] = csv["seeds_needed"].astype("Int64")  # a count: "4", not "4.0"
     return TableDoc(caption, label, header, body, 3, csv, blank_repeats=False, notes=notes)
 
 
