@@ -126,8 +126,8 @@ def test_each_input_kind_gets_its_files_and_arguments():
     assert shlex.split(plan.features_args("tsne")) == ["--run", run, "--samples", "300"]
     assert "samples" not in plan.render_options("tsne")
     assert set(plan.names(input="aggregate")) == {
-        "table2", "table3", "table5", "table6", "table7", "table9", "rounds_to_target",
-        "curves", "forgetting", "fedcad",
+        "claims", "table2", "table3", "table5", "table6", "table7", "table9",
+        "rounds_to_target", "curves", "forgetting", "fedcad",
     }  # fmt: skip
 
 

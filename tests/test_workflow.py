@@ -188,7 +188,7 @@ def test_dry_run_of_the_default_config_resolves_every_target(tmp_path, src):
     config = read_config(DEFAULT)
     rows = plan(tmp_path, DEFAULT, src=src)
     assert expected_outputs(config) <= planned_outputs(rows)
-    assert len(config["tables"]) == 10 and len(config["figures"]) >= 5
+    assert len(config["tables"]) == 11 and len(config["figures"]) >= 5
     runs = planned_runs(rows)
     assert runs == all_runs(config), "each needed run is one train job"
     assert {Path(r).parts[2] for r in runs} == {"mnist5k", "synthtext"}, "offline data only"
@@ -215,7 +215,7 @@ def test_dry_run_of_the_paper_config_lists_the_full_grid(tmp_path, src):
     plan_ = Plan(config)
     runs = plan_.all_runs()
     assert counts["train"] == len(runs)
-    assert counts["render_table"] == len(config["tables"]) == 11  # 10 + the FedGen sweep
+    assert counts["render_table"] == len(config["tables"]) == 12  # 10 + the FedGen sweep + claims
     assert counts["render_figure"] == len(config["figures"])
     assert counts["render_vs_paper"] == 9  # tables 2-9 and FedDF Table 1 beside the paper
     # the papers' grids (SPEC): table 3 is 3 CV datasets x 3 alphas x 8 strategies x 3 seeds,

@@ -84,8 +84,9 @@ def render_options(wc):
 
 def report_section(name):
     """(category, subcategory) of an output in `snakemake --report`: its paper and table."""
+    layout = plan.layout(name)
     return sections.report_section(
-        plan.outputs[name]["caption"], plan.layout(name).output, name
+        plan.outputs[name]["caption"], layout.output, name, layout.section
     )
 
 

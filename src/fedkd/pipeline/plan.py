@@ -181,8 +181,25 @@ class Plan:
         targets = (self.outputs[name].get("options") or {}).get("targets") or []
         return max((float(t["accuracy"]) for t in targets), default=None)
 
+    def drawn_from(self, name: str) -> dict[str, list[str]]:
+        """{entry: [labels]} whose runs an output of a layout with ``draws_from`` (claims)
+        compares; {} for every other output."""
+        sources = self.layout(name).sources()
+        if sources is None:
+            return {}
+        return sources({n: e for n, e in self.outputs.items() if n != name})
+
     def _target_runs(self, name: str) -> tuple[tuple[str, str], ...]:
-        """(label, run directory) of every run the output needs, in grid × column × seed order."""
+        """(label, run directory) of every run the output needs, in grid × column × seed order;
+        for a layout drawn from other entries, theirs, labelled "entry/label"."""
+        drawn = self.drawn_from(name)
+        if drawn:
+            return tuple(
+                (f"{src}/{label}", run)
+                for src, labels in drawn.items()
+                for label, run in self.target_runs(src)
+                if label in labels
+            )
         out = []
         for point in self.grid_points(name):
             for label, column in (self.outputs[name].get("columns") or {}).items():
@@ -246,7 +263,8 @@ class Plan:
         return shlex.join(args)
 
     def datasets_of(self, name: str) -> list[str]:
-        return list(dict.fromkeys(p["dataset"] for p in self.grid_points(name)))
+        points = [p for n in self.drawn_from(name) or [name] for p in self.grid_points(n)]
+        return list(dict.fromkeys(p["dataset"] for p in points))
 
     def stand_in_name(self, dataset: str) -> str:
         stand_in = (self.config.get("stand_ins") or {}).get(dataset)
@@ -294,6 +312,18 @@ class Plan:
             options["row_names"] = {**names, **options.get("row_names", {})}
         if self.best_of(name):
             options["best_of"] = self.best_of(name)
+        drawn = self.drawn_from(name)
+        if drawn:
+            options["sources"] = {
+                src: {
+                    "paper": self.outputs[src].get("paper"),
+                    "layout": self.layout(src).name,
+                    "options": self.outputs[src].get("options") or {},
+                    "best_of": self.best_of(src),
+                }
+                for src in drawn
+            }
+            options["stand_ins"] = self.config.get("stand_ins") or {}
         options["caption"] = self.caption(name)
         options["label"] = f"{layout.label_prefix}:{name}"
         return options

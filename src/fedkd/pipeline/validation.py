@@ -217,7 +217,19 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
     errors = []
     columns = entry.get("columns") or {}
     points = grid_points(entry)
-    if layout.input != "none":
+    if layout.draws_from:
+        errors += [
+            f"{where}.{key}: layout {layout.name} takes no {key}; it compares the runs of the "
+            "configuration's other tables"
+            for key in ("grid", "columns", "seeds", "paper")
+            if key in entry
+        ]
+        if not plan.drawn_from(where.split(".", 1)[1]):
+            errors.append(
+                f"{where}: layout {layout.name} compares the runs of other tables, and no table "
+                "or figure of this configuration has the runs it needs; remove the entry"
+            )
+    elif layout.input != "none":
         if not points:
             errors.append(f"{where}.grid: layout {layout.name} needs a grid of runs")
         if layout.input in ("aggregate", "run") and not columns:

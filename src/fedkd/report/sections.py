@@ -18,8 +18,13 @@ _REFERENCE = re.compile(
 )
 
 
-def report_section(caption: str, output: str, name: str) -> tuple[str, str]:
-    """(category, subcategory) of an output whose layout makes ``output`` ("table"/"figure")."""
+def report_section(
+    caption: str, output: str, name: str, section: str | None = None
+) -> tuple[str, str]:
+    """(category, subcategory) of an output whose layout makes ``output`` ("table"/"figure");
+    ``section``: its layout's own section (the claims table's), whatever its caption cites."""
+    if section:
+        return section, name
     found = _REFERENCE.search(caption or "")
     if not found:
         return f"Other {output}s", name

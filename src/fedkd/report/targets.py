@@ -37,9 +37,17 @@ class Layout:
     run_options: tuple[str, ...] = ()  # options of the features step (input "run")
     check: str | None = None  # "module:function", check(where, entry, points) -> config errors
     aliases: tuple[str, ...] = ()  # earlier `fedkd render` names (paper numbers), still accepted
+    # "module:function", draws_from(outputs) -> {entry: [labels]}: a layout drawn from the runs of
+    # other entries (their labels prefixed "entry/") instead of a grid of its own
+    draws_from: str | None = None
+    # the report section of its outputs, instead of the paper its caption cites
+    section: str | None = None
 
     def build(self) -> Callable:
         return _resolve(self.builder)
+
+    def sources(self) -> Callable | None:
+        return _resolve(self.draws_from) if self.draws_from else None
 
     def config_check(self) -> Callable | None:
         return _resolve(self.check) if self.check else None
@@ -56,6 +64,10 @@ def _resolve(ref: str) -> Callable:
     module, func = ref.split(":")
     return getattr(importlib.import_module(f"fedkd.report.{module}"), func)
 
+
+# the claims table's section of `snakemake --report`: the report's menu sorts sections by name,
+# and this one sorts before the papers' own and "Beside the paper"
+CLAIMS_SECTION = "Are the papers' claims supported?"
 
 # options of the accuracy tables and of the figures that compare labels
 _NAMES = ("row_names", "column_names", "order", "ddof")
@@ -110,6 +122,12 @@ LAYOUTS: dict[str, Layout] = {
             "on the paper's dataset their difference and seed range, on a stand-in the methods' "
             "ranks and gaps to FedAvg.",
             label_order=False, check="tables.vs_paper:check_entry",
+        ),
+        Layout(
+            "claims", "table", "aggregate", "claims.table:build",
+            ("sources", "stand_ins"),
+            "The papers' claims, each compared on the runs of the configuration's tables.",
+            label_order=False, draws_from="claims:sources", section=CLAIMS_SECTION,
         ),
         Layout(
             "partition", "figure", "partitions", "figures.partition:build",
