@@ -250,7 +250,8 @@ def test_bad_requests_leave_a_running_command_alone(bare_server, tmp_path):
     out, err = sender.communicate(timeout=120)
     assert sender.returncode == 0, err
     assert "complete: best acc" in out
-    assert len(pd.read_parquet(tmp_path / "run" / "metrics.parquet")) == 2
+    rounds = int(TRAIN[TRAIN.index("--rounds") + 1])
+    assert len(pd.read_parquet(tmp_path / "run" / "metrics.parquet")) == rounds
     assert proc.poll() is None
 
 
