@@ -29,7 +29,8 @@ validate_config(
 )
 
 
-# the front page of `snakemake --report`, with the agreement of the comparison tables built so far
+# the front page of `snakemake --report`, with the claims verdicts and the agreement of the comparison
+# tables built so far
 # appended (fedkd.report.agreement); each table and figure brings its own caption
 report: front_page()
 

@@ -334,3 +334,21 @@ def test_front_page_leads_with_what_is_comparable(tmp_path):
     # nothing built yet: the page says so instead of an empty table
     empty = write_front_page(template, tmp_path / "none", tmp_path / "empty.rst", stand_in=False)
     assert "No comparison table is built yet" in empty.read_text()
+
+
+def test_front_page_opens_with_the_claims_verdicts(tmp_path):
+    from fedkd.report.agreement import write_front_page
+
+    template = tmp_path / "workflow.rst"
+    template.write_text("Fixed text.\n")
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    before = write_front_page(template, tables, tmp_path / "a.rst", stand_in=True).read_text()
+    assert "The claims table (``results/tables/claims.md``) is not built yet" in before
+    pd.DataFrame(
+        {"claim": list("abcde"), "verdict": ["holds", "holds", "inconclusive", "not run", "holds"]}
+    ).to_csv(tables / "claims.csv", index=False)
+    text = write_front_page(template, tables, tmp_path / "b.rst", stand_in=True).read_text()
+    claims = text.index("**The papers' claims.**")
+    assert text.startswith("Fixed text.\n") and claims < text.index("**Agreement with the paper.**")
+    assert "3 holds, 0 contradicted, 1 inconclusive, 1 not run" in text

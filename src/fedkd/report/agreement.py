@@ -60,6 +60,26 @@ def _share(k: int, n: int) -> str:
     return f"{k} of {n} ({100 * k / n:.0f}%)" if n else "–"
 
 
+def claims_rst(claims_csv: Path) -> str:
+    """The front page's first finding: how many of the papers' claims the runs support, from the
+    claims table (``claims`` layout) when it is built."""
+    head = "**The papers' claims.** "
+    if not claims_csv.exists():
+        return head + "The claims table (``results/tables/claims.md``) is not built yet.\n\n"
+    import pandas as pd
+
+    verdicts = pd.read_csv(claims_csv)["verdict"].value_counts()
+    counts = ", ".join(
+        f"{int(verdicts.get(v, 0))} {v}"
+        for v in ("holds", "contradicted", "inconclusive", "not run")
+    )
+    return (
+        head + f"Each claim of the papers, per setting, checked on this configuration's runs "
+        f"(paired by seed, 95% interval of the effect): {counts}. The first section, "
+        '"Are the papers\' claims supported?", has the table and how each verdict is reached.\n\n'
+    )
+
+
 def summary_rst(records: list[dict], stand_in: bool) -> str:
     """The front page's agreement section in reStructuredText."""
     head = "**Agreement with the paper.** "
@@ -115,6 +135,7 @@ def write_front_page(template: Path, tables_dir: Path, out: Path, stand_in: bool
     """Write the template followed by the agreement summary to ``out`` (left untouched when the
     content is the same) and return ``out``."""
     text = Path(template).read_text().rstrip("\n") + "\n\n"
+    text += claims_rst(Path(tables_dir) / "claims.csv")
     text += summary_rst(summarise(tables_dir), stand_in)
     out = Path(out)
     if not out.exists() or out.read_text() != text:
