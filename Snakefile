@@ -30,8 +30,7 @@ validate_config(
 
 
 # the front page of `snakemake --report`, with the claims verdicts and the agreement of the comparison
-# tables built so far
-# appended (fedkd.report.agreement); each table and figure brings its own caption
+# tables built so far appended (fedkd.report.agreement); each table and figure brings its caption
 report: front_page()
 
 
