@@ -17,18 +17,11 @@ from collections import defaultdict
 
 from snakemake.logging import LogEvent, format_percentage
 
+from fedkd.status import fmt_duration as fmt_eta  # the same durations as `fedkd status`
+
 # Snakemake's scheduler chatter, one of each per scheduling step
 CHATTER = re.compile(r"^(Select jobs to execute\.\.\.|Execute \d+ jobs\.\.\.)$")
 STREAM_HANDLER = "DefaultStreamHandler"
-
-
-def fmt_eta(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 class Progress:
