@@ -38,7 +38,7 @@ from fedkd.engine.cuda_graphs import GRAPHS_ENV
 from fedkd.engine.run import Run, resolve_device
 from fedkd.models import build_model
 from fedkd.runtime.preprocess import Preprocessor, TrainInputs
-from fedkd.runtime.schedule import ClientSchedule, client_schedule
+from fedkd.runtime.schedule import ClientSchedule
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies.fedavg import FedAvg
 
@@ -83,9 +83,7 @@ def bench_local_training(args, device: torch.device) -> dict:
         preprocess=pre, device=device, build_model=lambda: copy.deepcopy(init), num_classes=10,
     )  # fmt: skip
     inputs = env.inputs()
-    schedule = client_schedule(
-        len(ds.train), 1, spec.batch_size, seed=1234, crop_pad=inputs.pad, flip=bool(inputs.pad)
-    )
+    schedule = env.schedule(0, 0)  # the batches the engine draws for client 0 in round 0
     strategy = FedAvg(None, None)
     images = len(ds.train) * spec.local_epochs
     times = {"engine": [], "bare": []}

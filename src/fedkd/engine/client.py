@@ -10,6 +10,7 @@ network, ``fedkd.engine.kclient``). They draw the same batches and augmentations
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -154,7 +155,7 @@ def train_clients(
 
     losses = torch.stack([t.loss.float() for t in trained]).cpu()  # one read per round
     for cid, loss in zip(selected, losses.tolist(), strict=True):
-        if not torch.isfinite(torch.tensor(loss)):
+        if not math.isfinite(loss):
             raise DivergedError(
                 f"client {cid} reached a non-finite training loss in round {round + 1}"
             )

@@ -117,7 +117,7 @@ class KClientTrainer:
         # no reference to env (which holds this trainer): nothing keeps the trainer, its buffers
         # and graphs alive past the run but the run itself
         self.strategy, self.spec, self.device, self.k = strategy, spec, device, k
-        self.client_rows = [ix.cpu() for ix in env.client_index]
+        self.client_rows = [env.client_rows(c) for c in range(len(env.client_index))]
         worker = self.worker = env.worker()
         named = {n: p for n, p in worker.named_parameters() if p.requires_grad}
         self.dtype = next(iter(named.values())).dtype
@@ -126,7 +126,6 @@ class KClientTrainer:
         self.student = fold(worker, k).train()
         bind(self.student, self.params.folded, requires_grad=True)
         self.leaves = [self.student.get_parameter(n) for n in self.params.names]
-        self.shapes = {n: p.shape for n, p in named.items()}
         opt_cls = FlatSGD if spec.optimizer == "sgd" else FlatAdam
         self.opt = opt_cls(self.params.rows, spec)
         self.inputs = env.inputs()
@@ -316,7 +315,7 @@ class KClientTrainer:
             # each client's parameters as views of the folded ones: the gradient reaches them
             params = {
                 n: leaf.transpose(1, 2) if n in self.params.transposed else leaf.view(k, *shape)
-                for (n, shape), leaf in zip(self.shapes.items(), self.leaves, strict=True)
+                for (n, shape), leaf in zip(self.params.shapes.items(), self.leaves, strict=True)
             }
             losses = vmap(self._loss_fn(), in_dims=(0, 0, 0, 1, 1, 1, 0, 0, 0))(
                 params, features, logits, ints[2], weight, x,

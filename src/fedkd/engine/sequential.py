@@ -27,12 +27,12 @@ def make_optimizer(model: torch.nn.Module, spec):
     return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay, foreach=True)
 
 
-def step_tables(env, cid: int, schedule: ClientSchedule) -> tuple[torch.Tensor, torch.Tensor]:
-    """(start, flip) of every slot of the client's schedule, on the device."""
-    inputs = env.inputs()
+def step_tables(env, cid: int, schedule: ClientSchedule) -> tuple[torch.Tensor, ...]:
+    """(start, flip, row in the training split) of every slot of the client's schedule, on the
+    device."""
     rows = env.client_rows(cid)[schedule.rows]
-    start = inputs.start(rows, schedule.off_y, schedule.off_x)
-    return start.to(env.device), schedule.flip.to(env.device)
+    start = env.inputs().start(rows, schedule.off_y, schedule.off_x)
+    return start.to(env.device), schedule.flip.to(env.device), rows.to(env.device)
 
 
 def frozen_models(client: ClientContext, own_model) -> dict[str, torch.nn.Module]:
@@ -116,10 +116,9 @@ class SequentialTrainer:
         params = [p for p in model.parameters() if p.requires_grad]
         dtype = params[0].dtype if params else torch.float32
         frozen = frozen_models(client, self._own_model)
-        start, flip = step_tables(env, client.client_id, schedule)
-        labels = env.inputs().labels
-        rows = env.client_index[client.client_id][schedule.rows.to(env.device)]
+        start, flip, rows = step_tables(env, client.client_id, schedule)
         inputs = env.inputs()
+        labels = inputs.labels
         channels_last = getattr(env.preprocess, "channels_last", False)
         torch.manual_seed(client.seed)  # dropout and anything else drawing from the global RNG
         loss_sum = torch.zeros((), device=env.device)
