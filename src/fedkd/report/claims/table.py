@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from fedkd.report.aggregate import ReportError
+from fedkd.report.aggregate import SETTING_KEYS, ReportError
 from fedkd.report.best_of import pick_best_of
 from fedkd.report.claims import all_claims
 from fedkd.report.claims.claim import Claim
@@ -20,17 +20,10 @@ from fedkd.report.tables.common import caption_and_label
 from fedkd.report.text import DASH, Text, key_value
 from fedkd.report.writers import TableDoc
 
-# the run keys that make a setting: runs of one setting differ only in strategy and seed
-SETTING = [
-    "dataset",
-    "partition",
-    "alpha",
-    "shards",
-    "clients",
-    "participation",
-    "local_epochs",
-    "rounds_planned",
-]
+# the run keys that make a setting: the aggregate's setting keys but those of the method (the
+# claims compare methods within a setting); runs of one setting differ only in method and seed
+METHOD_KEYS = ("strategy", "params", "variant", "model")
+SETTING = [k for k in SETTING_KEYS if k not in METHOD_KEYS]
 PAPER_NAMES = {"fedgkd": "FedGKD", "feddf": "FedDF", "fedntd": "FedNTD", "fedcad": "FedCAD"}
 DEFAULT_ROUNDS = [10, 20, 50, 100]  # the at_rounds layout's default
 DECIMALS = {"pp": 2, "rounds": 1, "F": 3}
