@@ -24,7 +24,8 @@ PROFILE = REPO / "profiles" / "slurm"
 TINY = REPO / "config" / "tiny.yaml"
 LOCAL_CLUSTER = REPO / "scripts" / "slurm-local.sh"
 
-pytestmark = pytest.mark.slurm
+# a whole workflow through SLURM (about 2 minutes): an integration test, not a fast one
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
 def local_cluster_up() -> bool:
