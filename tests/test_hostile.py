@@ -44,10 +44,10 @@ from fedkd.engine.run_outputs import (
     RUN_JSON,
     RunConflictError,
     RunLock,
-    RunRecordError,
     read_metrics,
     summarize,
 )
+from fedkd.files import RunRecordError
 from fedkd.report import ReportError, aggregate_runs, render, write_aggregate
 from fedkd.status import collect, report
 

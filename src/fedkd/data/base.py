@@ -17,8 +17,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedkd.files import atomic_write  # noqa: F401 - the shared atomic writer, used from here
-
 # the papers hold out 10% of the official training set for validation (SPEC, fedgkd Section 5.1)
 VAL_FRACTION = 0.1
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedkd.data.base import atomic_write
+from fedkd.files import atomic_write
 
 SCHEMES = ("dirichlet-equal", "dirichlet", "shards", "iid")
 _MAX_ATTEMPTS = 10_000  # Dirichlet resampling limit before giving up with advice

@@ -16,13 +16,13 @@ from fedkd.data.base import (
     DatasetCorruptError,
     FedDataset,
     as_labels,
-    atomic_write,
     split_train_val,
 )
 from fedkd.data.base import (
     check_md5 as verify_md5,  # the loaders' keyword ``check_md5`` would shadow it
 )
 from fedkd.data.download import fetch_or_explain
+from fedkd.files import atomic_write
 
 TINY_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
 TINY_MD5 = "90528d7ca1a48142e341f4ef8d21d0de"

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from fedkd.data.base import atomic_write
+from fedkd.files import atomic_write
 
 MAGIC = b"FEDKDCK1"
 _PLAIN_SCALARS = (str, int, float, bool, type(None), bytes)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedkd.data.base import atomic_write
+from fedkd.files import atomic_write
 
 OBJECTIVES = ("strategy", "fedavg")
 

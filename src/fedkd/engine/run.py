@@ -25,7 +25,6 @@ from fedkd.engine.run_outputs import (
     RunConflictError,
     RunLock,
     fmt_seconds,
-    read_run_record,
     summarize,
     target_reached,
     write_json,
@@ -37,6 +36,7 @@ from fedkd.engine.run_setup import (
     platform_cpu,
     resolve_device,
 )
+from fedkd.files import read_run_record
 from fedkd.runtime.evaluate import evaluate
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies.base import tensor_bytes

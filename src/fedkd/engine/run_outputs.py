@@ -22,7 +22,7 @@ import numpy as np
 
 from fedkd.collapse import chance_accuracy, is_collapsed
 from fedkd.config import RunSpec
-from fedkd.files import RunRecordError, atomic_write, read_run_record  # noqa: F401 - re-exported
+from fedkd.files import atomic_write
 
 if TYPE_CHECKING:
     import pandas as pd
