@@ -77,12 +77,16 @@ class TrainEnv:
                 self._trainer = SequentialTrainer(self, strategy)
         return self._trainer
 
+    def client_seed(self, round: int, cid: int) -> int:
+        """Client ``cid``'s seed for ``round``: its batch schedule and its strategy's draws."""
+        return derive_seed(self.spec.seed, "client", round, cid)
+
     def schedule(self, round: int, cid: int) -> ClientSchedule:
         """Client ``cid``'s batches and augmentation draws for ``round``."""
         spec, crop = self.spec, self.inputs().pad
         return client_schedule(
             len(self.client_index[cid]), spec.local_epochs, spec.batch_size,
-            derive_seed(spec.seed, "client", round, cid), crop_pad=crop, flip=bool(crop),
+            self.client_seed(round, cid), crop_pad=crop, flip=bool(crop),
         )  # fmt: skip
 
     def client_rows(self, cid: int) -> torch.Tensor:
@@ -145,7 +149,7 @@ def train_clients(
             payload=payload, data=env.dataset.train.subset(env.client_index[cid]),
             num_classes=env.num_classes, device=device, build_model=env.build_model,
             preprocess=env.preprocess, num_steps=schedule.num_steps, batch_size=spec.batch_size,
-            seed=derive_seed(spec.seed, "client", round, cid),
+            seed=env.client_seed(round, cid),
         )  # fmt: skip
         strategy.client_begin(client)
         clients.append(client)

@@ -152,9 +152,7 @@ class Moon(Strategy):
 
     def client_end(self, client: ClientContext) -> dict:
         # stays on the client: stored, not uploaded
-        self.previous[client.client_id] = {
-            k: v.detach().to("cpu", copy=True) for k, v in client.model.state_dict().items()
-        }
+        self.previous[client.client_id] = _cpu_state(client.model)
         return {}
 
     def state_dict(self) -> dict:
