@@ -163,15 +163,9 @@ class RunSpec:
         are one spec) and int keys take integral floats. Anything else is left for validate()
         to name."""
         for key in FLOAT_KEYS:
-            v = as_number(getattr(self, key))
-            if isinstance(v, int) and not isinstance(v, bool):
-                v = float(v)
-            setattr(self, key, v)
+            setattr(self, key, _as_float(getattr(self, key)))
         for key in INT_KEYS:
-            v = as_number(getattr(self, key))
-            if isinstance(v, float) and v.is_integer():
-                v = int(v)
-            setattr(self, key, v)
+            setattr(self, key, _as_int(getattr(self, key)))
         for key in ("model_options", "dataset_options"):
             v = getattr(self, key)
             if isinstance(v, dict):
@@ -262,6 +256,19 @@ def _is_number(v: Any) -> bool:
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _as_float(v: Any) -> Any:
+    """A float value as meant: text spelling a number read, an int (never a bool) as a float;
+    anything else unchanged, for validation to name."""
+    v = as_number(v)
+    return float(v) if _is_int(v) else v
+
+
+def _as_int(v: Any) -> Any:
+    """An int value as meant: text spelling a number read, an integral float as an int."""
+    v = as_number(v)
+    return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
 def spec_errors(s: RunSpec) -> list[str]:
@@ -407,12 +414,10 @@ def normalise_params(cls, params: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key, value in params.items():
         plain, _, _ = _type_parts(hints[key]) if key in hints else ((), None, False)
-        if float in plain or int in plain:
-            value = as_number(value)
-        if float in plain and _is_int(value):
-            value = float(value)
-        elif int in plain and isinstance(value, float) and value.is_integer():
-            value = int(value)
+        if float in plain:
+            value = _as_float(value)
+        elif int in plain:
+            value = _as_int(value)
         out[key] = value
     return out
 
