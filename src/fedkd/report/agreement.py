@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from fedkd.report.claims.verdict import LEVEL, VERDICTS
 from fedkd.report.tables.vs_paper import ABSOLUTE, pair_agreement
+from fedkd.report.targets import CLAIMS_SECTION
 
 COLUMNS = (
     "Table",
@@ -66,17 +68,12 @@ def claims_rst(claims_csv: Path) -> str:
     head = "**The papers' claims.** "
     if not claims_csv.exists():
         return head + "The claims table (``results/tables/claims.md``) is not built yet.\n\n"
-    import pandas as pd
-
     verdicts = pd.read_csv(claims_csv)["verdict"].value_counts()
-    counts = ", ".join(
-        f"{int(verdicts.get(v, 0))} {v}"
-        for v in ("holds", "contradicted", "inconclusive", "not run")
-    )
+    counts = ", ".join(f"{int(verdicts.get(v, 0))} {v}" for v in VERDICTS)
     return (
         head + f"Each claim of the papers, per setting, checked on this configuration's runs "
-        f"(paired by seed, 95% interval of the effect): {counts}. The first section, "
-        '"Are the papers\' claims supported?", has the table and how each verdict is reached.\n\n'
+        f"(paired by seed, {LEVEL:.0%} interval of the effect): {counts}. The first section, "
+        f'"{CLAIMS_SECTION}", has the table and how each verdict is reached.\n\n'
     )
 
 

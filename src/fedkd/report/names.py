@@ -26,6 +26,16 @@ STRATEGY_NAMES = {
     "scaffold": "SCAFFOLD",
 }
 
+# the papers' own spellings of their datasets
+PAPER_DATASETS = {
+    "cifar10": "CIFAR-10",
+    "cifar100": "CIFAR-100",
+    "tinyimagenet": "Tiny-ImageNet",
+    "agnews": "AG News",
+    "sst5": "SST-5",
+    "mnist": "MNIST",
+}
+
 # longest first, so "fedgkd-vote-M3" is FedGKD-VOTE's and not FedGKD's
 _BY_LENGTH = sorted(STRATEGY_NAMES, key=len, reverse=True)
 
@@ -49,3 +59,8 @@ def display_name(name: str) -> str:
             if parts:
                 return f"{STRATEGY_NAMES[strategy]} ({', '.join(map(_suffix_text, parts))})"
     return name
+
+
+def paper_dataset_name(key) -> str:
+    """A dataset as the papers spell it ("CIFAR-10"); any other name as it is."""
+    return PAPER_DATASETS.get(str(key), str(key))

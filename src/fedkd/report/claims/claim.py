@@ -8,15 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-# the papers' datasets as their text names them: a configuration's stand-in counts as the paper
-# dataset its `stand_ins` entry names (mnist5k: CIFAR-10)
-PAPER_DATASETS = {
-    "cifar10": "CIFAR-10",
-    "cifar100": "CIFAR-100",
-    "tinyimagenet": "Tiny-ImageNet",
-    "agnews": "AG News",
-    "sst5": "SST-5",
-}
+from fedkd.report.names import display_name, paper_dataset_name
 
 # what a claim measures on each run, and its unit: accuracies in percentage points (pp), rounds,
 # or fedntd's forgetting measure F (a fraction)
@@ -80,8 +72,6 @@ class Claim:
     @property
     def statement(self) -> str:
         """E.g. "FedGKD > FedAvg (best-round test accuracy)"."""
-        from fedkd.report.names import display_name
-
         sign = ">" if self.direction == "higher" else "<"
         return (
             f"{display_name(self.treatment)} {sign} {display_name(self.baseline)} "
@@ -106,10 +96,11 @@ class Claim:
 
 
 def stands_for(dataset: str, paper_dataset: str, stand_ins: Mapping[str, str]) -> bool:
-    """``dataset`` is ``paper_dataset`` itself or a stand-in the configuration names for it."""
+    """``dataset`` is ``paper_dataset`` itself or a stand-in the configuration names for it (its
+    ``stand_ins`` entry names the paper's dataset as the paper spells it: mnist5k: CIFAR-10)."""
     if dataset == paper_dataset:
         return True
-    text, name = stand_ins.get(dataset) or "", PAPER_DATASETS.get(paper_dataset, paper_dataset)
+    text, name = stand_ins.get(dataset) or "", paper_dataset_name(paper_dataset)
     # "CIFAR-10" must not match "CIFAR-100"
     return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
 

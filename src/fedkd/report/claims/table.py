@@ -15,7 +15,9 @@ from fedkd.report.claims import all_claims
 from fedkd.report.claims.claim import Claim
 from fedkd.report.claims.verdict import LEVEL, VERDICTS, paired_verdict
 from fedkd.report.keys import check_same_setting, group_runs, order_rows
+from fedkd.report.names import display_name
 from fedkd.report.options import Options
+from fedkd.report.tables.at_rounds import DEFAULT_ROUNDS
 from fedkd.report.tables.common import caption_and_label
 from fedkd.report.text import DASH, Text, key_value
 from fedkd.report.writers import TableDoc
@@ -24,8 +26,6 @@ from fedkd.report.writers import TableDoc
 # claims compare methods within a setting); runs of one setting differ only in method and seed
 METHOD_KEYS = ("strategy", "params", "variant", "model")
 SETTING = [k for k in SETTING_KEYS if k not in METHOD_KEYS]
-PAPER_NAMES = {"fedgkd": "FedGKD", "feddf": "FedDF", "fedntd": "FedNTD", "fedcad": "FedCAD"}
-DEFAULT_ROUNDS = [10, 20, 50, 100]  # the at_rounds layout's default
 DECIMALS = {"pp": 2, "rounds": 1, "F": 3}
 CSV_COLUMNS = [
     "claim", "paper", "statement", "source", "quote", "table", "setting", "dataset",
@@ -174,8 +174,6 @@ def _best_of(claim: Claim, table: str, info: dict, df: pd.DataFrame) -> pd.DataF
 # --------------------------------------------------------------------------- a run's values
 def _values(claim: Claim, label: str, by_label: dict, table: str, options: dict, setting: dict):
     """{seed: {sub-setting: value}} of one method's runs, and notes on runs left out."""
-    from fedkd.report.names import display_name
-
     out: dict[int, dict[str, float]] = {}
     notes = []
     for _, rows in sorted(by_label[label].items()):
@@ -322,7 +320,7 @@ def _line(r: dict) -> list[Text]:
             resolve = "none (zero effect)" if r["effect"] == 0 else "> 10⁶"
         else:
             resolve = str(int(r["seeds_needed"]))
-    source = f"{PAPER_NAMES[r['paper']]} {r['source']}"
+    source = f"{display_name(r['paper'])} {r['source']}"
     setting = r["setting"]
     if setting != DASH and r["table"]:
         setting += f" [{r['table']}]"

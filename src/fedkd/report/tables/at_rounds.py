@@ -27,10 +27,12 @@ from fedkd.report.text import (
 )
 from fedkd.report.writers import TableDoc
 
+DEFAULT_ROUNDS = [10, 20, 50, 100]  # the rounds shown unless option rounds names others
+
 
 def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     labels = selected_labels(df, opts)
-    rounds = opts.num_list("rounds", [10, 20, 50, 100], integer=True)
+    rounds = opts.num_list("rounds", DEFAULT_ROUNDS, integer=True)
     keys = opts.str_list("rows", [])
     check_keys(df, keys, "rows", opts.target)
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")

@@ -31,7 +31,7 @@ from fedkd.report.aggregate import ReportError
 from fedkd.report.best_of import pick_best_of
 from fedkd.report.cells import Cell, make_cell
 from fedkd.report.keys import group_runs
-from fedkd.report.names import display_name
+from fedkd.report.names import display_name, paper_dataset_name
 from fedkd.report.options import Options
 from fedkd.report.tables.common import STAT_NAMES, STATS, caption_and_label, stat_fn
 from fedkd.report.text import DASH, Text, format_key_value, key_value
@@ -140,15 +140,6 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
 
 
 RELATIVE, ABSOLUTE = "relative", "absolute"
-# the papers' own spellings of their datasets
-PAPER_DATASET_NAMES = {
-    "cifar10": "CIFAR-10",
-    "cifar100": "CIFAR-100",
-    "tinyimagenet": "Tiny-ImageNet",
-    "agnews": "AG News",
-    "sst5": "SST-5",
-    "mnist": "MNIST",
-}
 # the settings that make a paper table's row (the methods of one setting are ranked together)
 SETTING_KEYS = ("dataset", *MATCH_KEYS, "buffer", "round", "stat", "target_accuracy", "quantity")
 CSV_COLUMNS = [
@@ -157,10 +148,6 @@ CSV_COLUMNS = [
     "mean", "std", "min", "max", "difference", "within_range", "reference", "paper_rank",
     "rank", "paper_gap", "gap", "same_side", "n_seeds", "seeds", "status", "unit", "collapsed",
 ]  # fmt: skip
-
-
-def paper_dataset_name(key) -> str:
-    return PAPER_DATASET_NAMES.get(str(key), str(key))
 
 
 def _setting_text(cell: dict, dataset) -> str:
@@ -358,7 +345,6 @@ def _unit(cell: dict) -> str:
     return "rounds" if cell.get("target_accuracy") is not None else "points"
 
 
-# the table's columns: (header, group); a group is shown when any row fills it
 # the table's columns: (header, when shown, the upper header over it); a "when" is shown when any
 # row fills it
 COLUMNS = (
