@@ -17,7 +17,7 @@ from fedkd.report.tables.common import (
     run_variants,
     stat_fn,
     table_cells,
-    variant_note,
+    with_variant_note,
 )
 from fedkd.report.text import (
     Text,
@@ -82,8 +82,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     caption, label = caption_and_label(opts)
     note = caption_note(opts, "the best round")
     caption = f"{caption} {note[0].upper() + note[1:]}" if note else caption
-    note = variant_note(df, keys, labels, col_names, skip=best_of_option(opts))
-    caption = f"{caption} {note}" if note else caption
+    caption = with_variant_note(caption, df, keys, labels, col_names, best_of_option(opts))
     return TableDoc(caption, label, header, body, len(keys) + 1, pd.DataFrame(recs), groups=groups)
 
 

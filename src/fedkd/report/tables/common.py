@@ -126,6 +126,14 @@ def cell_variant(cell: Cell, variants: dict[str, str]) -> str:
     return ";".join(sorted({variants[r] for r in cell.runs if r in variants}))
 
 
+def with_variant_note(
+    caption: str, df: pd.DataFrame, keys: list[str], labels: list[str], names: dict, skip=()
+) -> str:
+    """The caption, followed by ``variant_note``'s sentence when there is one."""
+    note = variant_note(df, keys, labels, names, skip)
+    return f"{caption} {note}" if note else caption
+
+
 def variant_note(df: pd.DataFrame, keys: list[str], labels: list[str], names: dict, skip=()) -> str:
     """A caption sentence naming the variant behind each column whose runs are a particular
     set-up of its method, e.g. "FedGKD: FedGKD (M=5) at α=1, 0.1 and FedGKD (M=1) at α=0.5;

@@ -17,7 +17,7 @@ from fedkd.report.tables.common import (
     csv_record,
     run_variants,
     stat_fn,
-    variant_note,
+    with_variant_note,
 )
 from fedkd.report.text import (
     DASH,
@@ -117,8 +117,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         recs.append(csv_record(keys, row, label, cells[s][row][label], extra, 100, variants))
     caption, label = caption_and_label(opts)
     caption = _caption(caption, stats, opts)
-    note = variant_note(df, keys, labels, col_names, skip=best_of_option(opts))
-    caption = f"{caption} {note}" if note else caption
+    caption = with_variant_note(caption, df, keys, labels, col_names, best_of_option(opts))
     doc = TableDoc(caption, label, header, body, len(stub_keys), pd.DataFrame(recs))
     if screen is not None:
         doc.screen = TableDoc(caption, label, *screen, doc.csv)

@@ -20,7 +20,7 @@ from fedkd.report.tables.common import (
     csv_record,
     run_variants,
     stat_fn,
-    variant_note,
+    with_variant_note,
 )
 from fedkd.report.text import (
     Text,
@@ -116,8 +116,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     note = caption_note(opts, STAT_NAMES[stats[0]])
     if note:
         caption += " " + note[0].upper() + note[1:]
-    note = variant_note(df, keys, labels, col_names, skip=best_of_option(opts))
-    caption = f"{caption} {note}" if note else caption
+    caption = with_variant_note(caption, df, keys, labels, col_names, best_of_option(opts))
     return TableDoc(caption, label, header, body, n_stub, pd.DataFrame(recs), groups=groups)
 
 

@@ -14,7 +14,7 @@ from fedkd.report.tables.common import (
     csv_record,
     run_variants,
     table_cells,
-    variant_note,
+    with_variant_note,
 )
 from fedkd.report.text import (
     Text,
@@ -101,8 +101,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
             )
             + ")."
         )
-    note = variant_note(df, keys, labels, col_names, skip=best_of_option(opts))
-    caption = f"{caption} {note}" if note else caption
+    caption = with_variant_note(caption, df, keys, labels, col_names, best_of_option(opts))
     n_stub = len(keys) + int(show_target)
     return TableDoc(caption, label, header, body, n_stub, pd.DataFrame(recs))
 
