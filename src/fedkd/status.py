@@ -12,8 +12,7 @@ A run is done (complete), failed (diverged), running, stopped (killed or crashed
 gone, or on another host no round for a while, or it recorded why it stopped, e.g. a full disk;
 re-running the workflow resumes it from its checkpoint), damaged (its run.json cannot be read; the
 line says how to fix it) or not started. The ETA adds the rounds left at the measured seconds per
-round,
-divided over the runs in flight.
+round, divided over the runs in flight.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ rule aggregate:
         runtime=plan.rule_resource("aggregate", "runtime", 20),
     params:
         runs=aggregate_args,
-        code=package_files_hash("report", "metrics.py", "collapse.py", "files.py"),
+        code=package_files_hash(*REPORT_CODE),
     message:
         "aggregate {output}"
     shell:

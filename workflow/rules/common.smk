@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 
 from fedkd.pipeline import Plan, validate_config
 from fedkd.pipeline.validation import unknown_targets_message
-from fedkd.pipeline.plan import FEATURES_CODE
+from fedkd.pipeline.plan import FEATURES_CODE, REPORT_CODE
 from fedkd.forkserver import ForkServer
 from fedkd.provenance import package_files_hash
 from fedkd.report import agreement, sections

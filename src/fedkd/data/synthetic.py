@@ -5,9 +5,7 @@ from __future__ import annotations
 import torch
 
 from fedkd.data.base import ArraySplit, FedDataset
-
-CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR_STD = (0.2470, 0.2435, 0.2616)
+from fedkd.data.cifar import CIFAR
 
 
 def synthetic_cifar(n_train: int = 45_000, n_val: int = 5_000, n_test: int = 10_000) -> FedDataset:
@@ -21,5 +19,5 @@ def synthetic_cifar(n_train: int = 45_000, n_val: int = 5_000, n_test: int = 10_
 
     return FedDataset(
         "synthetic-cifar10", "image", 10, split(n_train), split(n_val), split(n_test),
-        mean=CIFAR_MEAN, std=CIFAR_STD, source="synthetic (benchmark)",
+        mean=CIFAR["cifar10"]["mean"], std=CIFAR["cifar10"]["std"], source="synthetic (benchmark)",
     )  # fmt: skip

@@ -56,7 +56,6 @@ def render(
         from fedkd.report.writers import write_table
 
         doc.caption = with_collapse_note(doc.caption, doc.body)
-
         return write_table(doc, out, name)
     from fedkd.report.writers import save_figure
 
@@ -76,8 +75,8 @@ when one of its runs diverged ("incomplete" when one never finished), "–" when
 at_rounds and rounds_to_target only need the rounds up to the one asked for, so a run that
 diverged later still counts there. A value marked † averages a collapsed run (one whose global
 model never got meaningfully above chance, fedkd.collapse); the caption then says so. Runs
-averaged into one cell must differ only in their seed;
-otherwise rendering stops and names the run key to add to option rows.
+averaged into one cell must differ only in their seed; otherwise rendering stops and names the
+run key to add to option rows.
 
 """
 

@@ -29,9 +29,10 @@ initial weights from derive_seed(seed, "fedgen-init"), so a resumed run is ident
 Client side: y_s has the local batch size (FedGen's gen_batch_size / batch_size ratio = 1; also for
 an epoch's last, smaller batch) and is drawn, with the noise, from the client's own generator
 (seeded per run, round and client) before local training; G is fixed while the client trains, so
-its features G(y_s) for every step are computed then too. y_s is drawn uniformly among all labels of the federation (`sample_labels="all"`, as FedGen's code and the FedGKD
-authors' code do: generated samples of the classes a client lacks are the point of FedGen under
-label skew); `sample_labels="client"` restricts them to the labels the client holds. FedGen's code
+its features G(y_s) for every step are computed then too. y_s is drawn uniformly among all labels
+of the federation (`sample_labels="all"`, as FedGen's code and the FedGKD authors' code do:
+generated samples of the classes a client lacks are the point of FedGen under label skew);
+`sample_labels="client"` restricts them to the labels the client holds. FedGen's code
 also adds a second client term (generative_beta: KL between the model's outputs on real data and on
 G(y)); it is not in the FedGen paper's objective nor in the fedgkd description, and is left out.
 
