@@ -78,8 +78,8 @@ class Run(RunSetup):
 
     # ------------------------------------------------------------------ main loop
     def _finished_record(self) -> dict | None:
-        """The record of this run when its directory already holds it finished, else None;
-        refuses a directory that holds another spec's run."""
+        """The record of this run when its directory already holds it finished (said in the
+        log), else None; refuses a directory that holds another spec's run."""
         spec, run_json = self.spec, self.out / RUN_JSON
         if not run_json.exists():
             return None
@@ -100,6 +100,7 @@ class Run(RunSetup):
                 "directory, or run with the values recorded in its run.json"
             )
         if prev.get("status") in ("complete", "diverged") and (self.out / METRICS).exists():
+            self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")
             return prev
         return None
 
@@ -108,7 +109,6 @@ class Run(RunSetup):
         Resumes from the checkpoint in the output directory if there is one. The directory is
         locked (``RunLock``) while this process writes it."""
         if (prev := self._finished_record()) is not None:
-            self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")
             return prev
         self.prepare()
         # only now, with the data, partition, model and strategy checked: a run that fails its
@@ -122,7 +122,6 @@ class Run(RunSetup):
                 )
             # another process may have finished this run while this one prepared
             if (prev := self._finished_record()) is not None:
-                self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")
                 return prev
             try:
                 return self._train(stop_after_round)
