@@ -5,7 +5,6 @@ on top is ``fedkd.engine.run.Run``."""
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -21,6 +20,7 @@ from fedkd.engine.client import TrainEnv
 from fedkd.engine.gpu import claim_gpu
 from fedkd.engine.reproducibility import configure_determinism
 from fedkd.models import build_model
+from fedkd.processes import process_identity
 from fedkd.provenance import library_versions, package_hash, run_code_hash
 from fedkd.runtime.preprocess import Preprocessor, use_channels_last
 from fedkd.runtime.seeding import derive_seed
@@ -222,7 +222,7 @@ class RunSetup:
             "command": " ".join(sys.argv),
             # which process writes the run, so that `fedkd status` tells a killed run from a
             # running one (metrics.parquet holds no trace of it)
-            "process": {"host": socket.gethostname(), "pid": os.getpid()},
+            "process": process_identity(),
             "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         rec.update(extra or {})
