@@ -17,8 +17,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from fedkd import processes
 from fedkd.cli import main
 from fedkd.pipeline import Plan
+from fedkd.processes import is_same_process, process_identity
 from fedkd.status import StatusError, collect, eta_seconds, planned_runs, report, status_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +63,7 @@ def test_counts_each_state_and_the_running_runs_progress(runs):
     states = {r.path.split("/")[1]: r.state for r in collect(runs)}
     assert states == {"fedavg": "done", "fedprox": "running", "moon": "stopped", "fedgen": "failed"}
     text = report(collect(runs), runs)
-    assert "4 runs: 1 done, 1 running, 1 stopped, 1 failed" in text
+    assert "1 of 4 runs done, 1 running, 1 stopped, 1 failed" in text
     assert f"running  mnist5k/fedprox/{SETTING}/seed0  round 2/5, 3.0 s/round, ~9 s left" in text
     assert "re-run the workflow to resume" in text
     assert "fedgen" in text and "diverged after round 2" in text
@@ -96,9 +98,9 @@ def test_nothing_left_and_nothing_measured(tmp_path):
 
 def test_the_command_prints_the_report_and_names_a_missing_folder(runs, capsys, tmp_path):
     assert main(["status", "--runs", str(runs)]) == 0
-    assert "1 done, 1 running" in capsys.readouterr().out
+    assert "1 of 4 runs done, 1 running" in capsys.readouterr().out
     assert main(["status", str(runs)]) == 0, "a folder given as before targets: the runs folder"
-    assert "1 done, 1 running" in capsys.readouterr().out
+    assert "1 of 4 runs done, 1 running" in capsys.readouterr().out
     assert main(["status", "--runs", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert "runs folder" in err and "nope" in err and "does not exist" in err
@@ -113,7 +115,8 @@ def test_the_configfile_adds_the_runs_not_started(tmp_path, capsys, monkeypatch)
     root.mkdir(parents=True)
     assert main(["status", "--configfile", str(repo / "config" / "tiny.yaml")]) == 0
     out = capsys.readouterr().out
-    assert "0 done, 0 running" in out and "not started" in out
+    planned = len(Plan(yaml.safe_load((repo / "config" / "tiny.yaml").read_text())).all_runs())
+    assert f"0 of {planned} runs done, 0 running, {planned} not started" in out
     assert main(["status", "--configfile", str(tmp_path / "missing.yaml")]) == 2
     assert "cannot read --configfile" in capsys.readouterr().err
 
@@ -136,12 +139,12 @@ def sleeper() -> subprocess.Popen:
 def test_a_run_whose_process_is_gone_is_stopped_at_once(tmp_path, how):
     root = tmp_path / "runs"
     proc = sleeper()
-    here = {"host": socket.gethostname(), "pid": proc.pid}
     try:
-        make_run(root, "fedavg", "running", 2, process=here)
+        make_run(root, "fedavg", "running", 2, process=process_identity(proc.pid))
         # on another host the process cannot be seen: its last round decides
         make_run(root, "fedprox", "running", 2, process={"host": "elsewhere", "pid": proc.pid})
         assert [r.state for r in collect(root)] == ["running", "running"]
+        assert "unverified" not in report(collect(root), root)
     finally:
         proc.send_signal(how)
         proc.wait()
@@ -155,6 +158,43 @@ def test_a_run_whose_process_is_gone_is_stopped_at_once(tmp_path, how):
     )
 
 
+def test_a_live_pid_started_at_another_time_is_not_the_run(tmp_path):
+    """The pid of a killed run handed to a later process (with fedkd in its command line, too):
+    its start time differs from the recorded one, so the run is stopped, not running."""
+    root = tmp_path / "runs"
+    proc = sleeper()
+    try:
+        identity = process_identity(proc.pid)
+        assert isinstance(identity["start"], int) and identity["host"] == socket.gethostname()
+        assert is_same_process(identity) is True
+        make_run(root, "fedavg", "running", 2, process=identity)
+        make_run(
+            root, "fedprox", "running", 2, process={**identity, "start": identity["start"] - 1}
+        )
+        states = {r.path.split("/")[1]: r.state for r in collect(root)}
+        assert states == {"fedavg": "running", "fedprox": "stopped"}
+        assert is_same_process({**identity, "boot": "another boot"}) is False, "rebooted since"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_older_record_without_start_time_runs_unverified(tmp_path):
+    root = tmp_path / "runs"
+    proc = sleeper()
+    try:
+        make_run(root, "fedavg", "running", 2,
+                 process={"host": socket.gethostname(), "pid": proc.pid})  # fmt: skip
+        progress = collect(root)
+        assert [(r.state, r.unverified) for r in progress] == [("running", True)]
+        assert "(process unverified: its run.json predates recorded start times)" in report(
+            progress, root
+        )
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_pid_taken_by_another_program_is_not_the_run(tmp_path):
     root = tmp_path / "runs"
     # this test process: alive, but no fedkd in its command line unless run from a path so named
@@ -163,6 +203,28 @@ def test_a_pid_taken_by_another_program_is_not_the_run(tmp_path):
     make_run(root, "fedavg", "running", 2,
              process={"host": socket.gethostname(), "pid": os.getpid()})  # fmt: skip
     assert [r.state for r in collect(root)] == ["stopped"]
+
+
+def test_the_start_time_is_read_after_the_command_names_last_parenthesis(tmp_path, monkeypatch):
+    # field 2 is the command name in parentheses, which may hold ") " itself
+    fields = ["S", *map(str, range(4, 22)), "123456", "999"]  # fields 3..23, 22 = start
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "stat").write_text(f"42 (a) 1 2 (b) {' '.join(fields)}\n")
+    monkeypatch.setattr(processes, "PROC", tmp_path)
+    assert processes.process_stat(42) == ("S", 123456)
+    assert processes.process_stat(43) is None, "no such process"
+    (tmp_path / "44").mkdir()
+    (tmp_path / "44" / "stat").write_text("44 (truncated")
+    assert processes.process_stat(44) is None
+
+
+@pytest.mark.parametrize(
+    "record", [[1], None, {"pid": 2**80}, {"pid": True}, {"pid": "1"}, {"pid": 0}, {"pid": -1}]
+)
+def test_a_record_that_is_no_process_identity_cannot_tell(record):
+    if isinstance(record, dict):
+        record = {"host": socket.gethostname(), **record}
+    assert is_same_process(record) is None
 
 
 def test_targets_count_the_runs_that_target_needs(tmp_path, capsys, monkeypatch):
@@ -184,7 +246,7 @@ def test_targets_count_the_runs_that_target_needs(tmp_path, capsys, monkeypatch)
     args = ["status", "results/tables/table3.tex", "--configfile", str(config)]
     assert main(args) == 0
     out = capsys.readouterr().out
-    head = f"results/tables/table3.tex of {config}: {len(table3)} runs: 1 done, 0 running, "
+    head = f"results/tables/table3.tex of {config}: 1 of {len(table3)} runs done, 0 running, "
     assert out.startswith(head + f"{len(table3) - 1} not started"), out
 
 
@@ -200,23 +262,80 @@ def test_a_wrong_target_names_the_outputs(tmp_path, capsys, monkeypatch):
     assert "config/config.yaml" in capsys.readouterr().err
 
 
-def test_without_targets_the_running_workflows_runs_count(tmp_path, monkeypatch):
+@pytest.fixture
+def live_snakemake(tmp_path):
+    """A process as `snakemake` runs (``python .../bin/snakemake``) working in ``tmp_path``."""
+    script = tmp_path / "bin" / "snakemake"
+    script.parent.mkdir()
+    script.write_text("import time\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def write_locks(folder: Path, runs: list[str]) -> None:
+    """The locks Snakemake 9 writes as it starts (snakemake.persistence: one path a line, every
+    input in 0.input.lock, every output in 0.output.lock; no pid)."""
+    locks = folder / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    outputs = ["results/tables/table3.tex", "results/aggregate/table3.parquet"]
+    outputs += [f"results/runs/{r}/{f}" for r in runs for f in ("run.json", "metrics.parquet")]
+    (locks / "0.output.lock").write_text("\n".join(outputs) + "\n")
+    (locks / "0.input.lock").write_text("config/config.yaml\nresults/partitions/p.npz\n")
+
+
+WANTED = [f"mnist5k/{v}/{SETTING}/seed0" for v in ("fedavg", "fedprox", "fedgen")]
+
+
+def test_without_targets_the_running_workflows_runs_count(tmp_path, monkeypatch, live_snakemake):
     monkeypatch.chdir(tmp_path)
     root = Path("results/runs")
     make_run(root, "fedavg", "complete", 5)
     make_run(root, "fedprox", "running", 2)
     make_run(root, "moon", "complete", 5)  # built before: not part of this workflow's work
-    locks = Path(".snakemake/locks")
-    locks.mkdir(parents=True)
-    wanted = [f"results/runs/mnist5k/{v}/{SETTING}/seed0" for v in ("fedavg", "fedprox", "fedgen")]
-    lines = ["results/tables/table3.tex", "results/aggregate/table3.parquet"]
-    lines += [f"{w}/{f}" for w in wanted for f in ("run.json", "metrics.parquet")]
-    (locks / "0.output.lock").write_text("\n".join(lines) + "\n")
+    write_locks(tmp_path, WANTED)
     text = status_main(root)
-    assert text.startswith("the workflow running here (its runs to train): 3 runs: 1 done, "
-                           "1 running, 1 not started"), text  # fmt: skip
-    (locks / "0.output.lock").unlink()
-    assert status_main(root).startswith("results/runs: 3 runs: 2 done, 1 running")
+    assert text.startswith("the workflow running here (its runs to train): 1 of 3 runs done, "
+                           "1 running, 1 not started\n"), text  # fmt: skip
+    for lock in Path(".snakemake/locks").iterdir():
+        lock.unlink()
+    assert status_main(root).startswith("results/runs: 2 of 3 runs done, 1 running\n")
+
+
+def test_locks_left_by_a_killed_snakemake_do_not_count(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    root = Path("results/runs")
+    make_run(root, "fedavg", "complete", 5)
+    make_run(root, "moon", "complete", 5)
+    write_locks(tmp_path, WANTED)  # no Snakemake process works in this folder
+    text = status_main(root)
+    assert text.startswith("results/runs: 2 of 2 runs done, 0 running\n"), text
+    assert "workflow running here" not in text
+    assert ".snakemake/locks holds locks of a Snakemake no longer running here" in text
+    assert "snakemake --unlock" in text
+
+
+def test_a_workflow_still_partitioning_has_its_runs_not_started(tmp_path, monkeypatch,
+                                                                 live_snakemake):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    write_locks(tmp_path, WANTED)  # no results/runs yet
+    assert status_main("results/runs").startswith(
+        "the workflow running here (its runs to train): 0 of 3 runs done, 0 running, "
+        "3 not started\n"
+    )
+    live_snakemake.kill()
+    live_snakemake.wait()
+    with pytest.raises(StatusError, match="results/runs does not exist and no workflow runs here"):
+        status_main("results/runs")
+
+
+def test_before_any_run_the_papers_configuration_is_0_of_1344_done(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no results/runs here
+    assert main(["status", "--configfile", str(REPO / "config" / "paper.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"all outputs of {REPO / 'config' / 'paper.yaml'}: 0 of 1,344 runs "
+                          "done, 0 running, 1,344 not started\n"), out  # fmt: skip
 
 
 def test_a_configuration_that_cannot_be_planned_is_named(tmp_path, capsys, monkeypatch):

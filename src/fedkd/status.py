@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-import socket
+import stat
 import statistics
 import time
 from dataclasses import dataclass
@@ -27,12 +27,17 @@ from datetime import datetime
 from pathlib import Path
 
 from fedkd.files import RunRecordError, read_run_record
+from fedkd.processes import PROC, is_same_process, is_verified, valid_pid
 
 RUN_JSON = "run.json"
 METRICS = "metrics.parquet"
 # a "running" run that has not finished a round for this long (and for 5 of its own rounds) has
 # been killed or has crashed: run.json says "running" until the process itself ends it
 STALE_SECONDS = 600.0
+# a run.json is a few kilobytes; anything far larger is not one (and is not read whole)
+MAX_RUN_JSON_BYTES = 16 << 20
+# a workflow configuration is a few tens of kilobytes (config/paper.yaml: 17 KB)
+MAX_CONFIG_BYTES = 1 << 20
 
 
 class StatusError(ValueError):
@@ -42,16 +47,110 @@ class StatusError(ValueError):
 @dataclass
 class RunProgress:
     path: str  # relative to the runs folder
-    state: str  # done, failed, running, stopped, not started
+    state: str  # done, failed, running, stopped, damaged, not started
     rounds_done: int
     rounds: int
     seconds_per_round: float | None  # mean over its rounds so far
     best_acc: float | None = None
     problem: str | None = None  # why a damaged run's record cannot be read, and the fix
+    # running on the word of an older run.json: its pid lives and runs fedkd, but without the
+    # recorded start time it cannot be told from a later fedkd process given the same pid
+    unverified: bool = False
 
     @property
     def rounds_left(self) -> int:
         return max(0, self.rounds - self.rounds_done)
+
+
+def _fix(path: Path) -> str:
+    return (
+        f"delete it and run the same `fedkd train --out {path.parent}` command again (it "
+        f"resumes from checkpoint.pt when there is one)"
+    )
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def record_problem(record: dict) -> str | None:
+    """What in a run record `fedkd status` reads is not of the type training writes (None: all
+    of it is): each field may be absent or null, never of another type."""
+
+    def wrong(field: str, value: object, expected: str) -> str:
+        return f"{field} is {_shown(value)}, not {expected}"
+
+    checks = [
+        ("status", record.get("status"), lambda v: isinstance(v, str), "a text"),
+        ("rounds_done", record.get("rounds_done"), _is_count, "a count of rounds"),
+        ("spec", record.get("spec"), lambda v: isinstance(v, dict), "the run's spec (an object)"),
+        ("process", record.get("process"), lambda v: isinstance(v, dict), "an object"),
+    ]
+    for field, value, ok, expected in checks:
+        if value is not None and not ok(value):
+            return wrong(field, value, expected)
+    updated = record.get("updated")
+    if updated is not None:
+        if not isinstance(updated, str):
+            return wrong("updated", updated, "an ISO date and time")
+        try:
+            datetime.fromisoformat(updated)
+        except ValueError:
+            return wrong("updated", updated, "an ISO date and time")
+    rounds = (record.get("spec") or {}).get("rounds")
+    if rounds is not None and not _is_count(rounds):
+        return wrong("spec.rounds", rounds, "a count of rounds")
+    process = record.get("process") or {}
+    if "pid" in process and not valid_pid(process["pid"]):
+        return wrong("process.pid", process["pid"], "a process id")
+    if process.get("host") is not None and not isinstance(process["host"], str):
+        return wrong("process.host", process["host"], "a host name")
+    if process.get("start") is not None and not _is_count(process["start"]):
+        return wrong("process.start", process["start"], "a start time in clock ticks")
+    if process.get("boot") is not None and not isinstance(process["boot"], str):
+        return wrong("process.boot", process["boot"], "a boot id")
+    return None
+
+
+def load_record(path: Path) -> dict:
+    """The run record at ``path``, or ``RunRecordError`` naming the file, what is wrong and the
+    fix: not a file, too large, unreadable, not a JSON object, or a field of the wrong type."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise RunRecordError(f"{path} cannot be read ({exc.strerror}); check it") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise RunRecordError(f"{path} is {kind}, not a run record; remove it")
+    if info.st_size > MAX_RUN_JSON_BYTES:
+        raise RunRecordError(
+            f"{path} is damaged ({info.st_size:,} bytes, more than a run record's "
+            f"{MAX_RUN_JSON_BYTES:,}); {_fix(path)}"
+        )
+    try:
+        record = read_run_record(path)
+    except RunRecordError:
+        raise
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise RunRecordError(
+            f"{path} cannot be read ({exc.strerror or exc}); check its permissions"
+        ) from None
+    except (ValueError, RecursionError) as exc:  # a JSON nested too deeply to read
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise RunRecordError(f"{path} is damaged ({reason}); {_fix(path)}") from None
+    problem = record_problem(record)
+    if problem is not None:
+        raise RunRecordError(f"{path} is damaged ({problem}); {_fix(path)}")
+    return record
 
 
 def _updated_at(record: dict, run: Path) -> float:
@@ -62,36 +161,9 @@ def _updated_at(record: dict, run: Path) -> float:
     if stamp:
         try:
             return max(newest, datetime.fromisoformat(stamp).timestamp())
-        except ValueError:
+        except (ValueError, OverflowError, OSError):
             pass
     return newest
-
-
-def process_alive(record: dict) -> bool | None:
-    """Whether the process that wrote a "running" run.json still runs: None when it cannot be
-    told from here (another host, or an older run.json without ``process``)."""
-    proc = record.get("process") or {}
-    pid = proc.get("pid")
-    if not isinstance(pid, int) or proc.get("host") != socket.gethostname():
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process with that pid
-        pass
-    stat = Path(f"/proc/{pid}/stat")
-    if stat.exists():
-        try:
-            # killed but not yet reaped by its parent: a zombie is gone
-            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-            # the pid taken by another program since
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-            return b"fedkd" in cmdline
-        except (OSError, IndexError):
-            return None
-    return True
 
 
 def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECONDS) -> RunProgress:
@@ -99,12 +171,12 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
 
     rel = str(run.relative_to(root))
     try:
-        record = read_run_record(run / RUN_JSON)
-    except OSError:  # gone between the listing and the read
-        return RunProgress(rel, "running", 0, 0, None)
+        record = load_record(run / RUN_JSON)
+    except FileNotFoundError:  # removed since the listing: as if never begun
+        return RunProgress(rel, "not started", 0, _rounds_from_path(rel), None)
     except RunRecordError as exc:
         return RunProgress(rel, "damaged", 0, _rounds_from_path(rel), None, problem=str(exc))
-    rounds = int((record.get("spec") or {}).get("rounds") or 0)
+    rounds = (record.get("spec") or {}).get("rounds") or 0
     seconds, best = [], None
     if (run / METRICS).exists():
         from fedkd.engine.run_outputs import read_metrics
@@ -112,24 +184,33 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
         try:
             metrics = read_metrics(run / METRICS, columns=["round", "test_acc", "seconds"])
             played = metrics[metrics["round"] >= 1]
-            seconds = [float(s) for s in played["seconds"] if s == s and s > 0]
+            seconds = [float(s) for s in played["seconds"] if s == s and 0 < s < math.inf]
             best = float(played["test_acc"].max()) if len(played) else None
         except Exception:  # noqa: BLE001 - a file in the middle of being replaced
             pass
-    done = int(record.get("rounds_done") or len(seconds))
+    done = record.get("rounds_done") or len(seconds)
     per_round = statistics.fmean(seconds) if seconds else None
     status = record.get("status")
+    process = record.get("process")
+    alive = is_same_process(process) if process else None
     if status == "complete":
         state = "done"
     elif status == "diverged":
         state = "failed"
-    elif status == "stopped" or process_alive(record) is False:
+    elif status == "stopped" or alive is False:
         state = "stopped"
     else:
         quiet_for = now - _updated_at(record, run)
         limit = max(stale_after, 5 * per_round) if per_round else stale_after
         state = "stopped" if quiet_for > limit else "running"
-    return RunProgress(rel, state, done, rounds, per_round, best)
+    unverified = state == "running" and alive is True and not is_verified(process)
+    return RunProgress(rel, state, done, rounds, per_round, best, unverified=unverified)
+
+
+def _damaged_run(run: Path, root: Path, exc: BaseException) -> RunProgress:
+    rel = str(run.relative_to(root))
+    problem = f"{run / RUN_JSON} cannot be read ({type(exc).__name__}: {exc}); check it"
+    return RunProgress(rel, "damaged", 0, _rounds_from_path(rel), None, problem=problem)
 
 
 def collect(root: Path, planned: list[str] | None = None, now: float | None = None,
@@ -137,12 +218,17 @@ def collect(root: Path, planned: list[str] | None = None, now: float | None = No
     """Every run under ``root``; with ``planned`` (run folders relative to ``root``) also those not
     started yet, and only those (runs of other configurations are left out)."""
     now = time.time() if now is None else now
-    found = {str(p.parent.relative_to(root)): p.parent for p in sorted(root.rglob(RUN_JSON))}
+    # no runs folder yet (the workflow is still partitioning): every planned run not started
+    listed = sorted(root.rglob(RUN_JSON)) if root.is_dir() else []
+    found = {str(p.parent.relative_to(root)): p.parent for p in listed}
     names = planned if planned is not None else sorted(found)
     out = []
     for name in names:
         if name in found:
-            out.append(read_run(found[name], root, now, stale_after))
+            try:
+                out.append(read_run(found[name], root, now, stale_after))
+            except Exception as exc:  # noqa: BLE001 - one run's trouble must not hide the rest
+                out.append(_damaged_run(found[name], root, exc))
         else:
             rounds = _rounds_from_path(name)
             out.append(RunProgress(name, "not started", 0, rounds, None))
@@ -164,18 +250,37 @@ RUNS_PREFIX = Path("results/runs")
 
 
 def _load_config(configfile: Path) -> dict:
+    """The configuration as the workflow reads it, within the bounds train applies to a spec
+    file (fedkd.values.load_yaml: no alias bomb, no deep nesting) and at most MAX_CONFIG_BYTES."""
     import yaml
 
     from fedkd.pipeline.validation import normalise_config
+    from fedkd.values import load_yaml
 
+    where = f"--configfile {configfile}"
     try:
-        config = yaml.safe_load(Path(configfile).read_text())
+        info = Path(configfile).stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise StatusError(f"{where} is not a regular file; give the YAML file itself")
+        with open(configfile, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise StatusError(f"cannot read --configfile {configfile}: {exc.strerror}") from None
+        raise StatusError(f"cannot read {where}: {exc.strerror}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise StatusError(
+            f"{where} is larger than {MAX_CONFIG_BYTES:,} bytes, far more than a configuration "
+            "holds; give the workflow's YAML configuration"
+        )
+    try:
+        config = load_yaml(data.decode("utf-8"), where)
     except yaml.YAMLError as exc:
-        raise StatusError(f"--configfile {configfile} is not valid YAML: {exc}") from None
+        raise StatusError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise StatusError(f"{where} is nested too deeply to read; flatten it") from None
+    except ValueError as exc:  # too large once its aliases are expanded, or not UTF-8
+        raise StatusError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from None
     if not isinstance(config, dict):
-        raise StatusError(f"--configfile {configfile} does not hold a mapping of keys")
+        raise StatusError(f"{where} does not hold a mapping of keys")
     normalise_config(config)  # numbers as the workflow reads them, defaults completed
     return config
 
@@ -214,13 +319,14 @@ def planned_runs(configfile: Path, root: Path, targets: list[str] | None = None)
     ``targets`` (None or empty: for every output)."""
     from fedkd.pipeline import Plan
 
-    plan = Plan(_load_config(configfile))
+    config = _load_config(configfile)
     try:
+        plan = Plan(config)
         names = target_names(plan, targets) if targets else list(plan.outputs)
         runs = {run for name in names for _, run in plan.target_runs(name)}
-    except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, StatusError):
-            raise
+    except StatusError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the configuration gets wrong, named
         raise StatusError(
             f"--configfile {configfile} cannot be planned ({type(exc).__name__}: {exc}); "
             f"`snakemake -n --configfile {configfile}` names what is wrong"
@@ -233,23 +339,72 @@ def _relative(run: str) -> str:
     return str(Path(run).relative_to(RUNS_PREFIX))
 
 
-def workflow_runs(locks: Path = LOCKS) -> list[str] | None:
-    """The runs the Snakemake workflow running in this folder trains (its output lock lists
-    the outputs of every job it runs), relative to results/runs; None when none runs here."""
-    found = sorted(locks.glob("*.output.lock")) if locks.is_dir() else []
-    if not found:
+def _is_snakemake(argv: list[bytes]) -> bool:
+    """Whether a command line runs Snakemake: its program, or the script or module a Python
+    interpreter runs (``python .../bin/snakemake``, ``python -m snakemake``)."""
+    names = [os.path.basename(arg) for arg in argv[:2]]
+    return b"snakemake" in names or argv[1:3] == [b"-m", b"snakemake"]
+
+
+def snakemake_works_in(folder: Path) -> bool | None:
+    """Whether a live Snakemake process on this host has ``folder`` as its working directory
+    (Snakemake runs in its workflow's folder, and its locks there hold no pid). None when it
+    cannot be told: no /proc, or a Snakemake process whose folder is hidden from this user."""
+    if not (PROC / "self").exists():
         return None
+    folder = folder.resolve()
+    unknown = False
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # ended since the listing
+            continue
+        if not _is_snakemake(argv):
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+        except FileNotFoundError:
+            continue
+        except OSError:  # another user's process: its folder is not ours to see
+            unknown = True
+            continue
+        if cwd == folder:
+            return True
+    return None if unknown else False
+
+
+def workflow_runs(locks: Path = LOCKS) -> tuple[list[str] | None, str | None]:
+    """The runs the Snakemake workflow running in this folder trains (its output lock lists
+    the outputs of every job it runs), relative to results/runs, and a note for the report;
+    None when no workflow runs here. Locks left by a killed Snakemake (no Snakemake process
+    works in the folder) do not count: the note says so."""
+    try:
+        found = sorted(locks.glob("*.output.lock")) if locks.is_dir() else []
+    except OSError:
+        found = []
+    if not found:
+        return None, None
+    workdir = locks.resolve().parent.parent  # <folder>/.snakemake/locks
+    if snakemake_works_in(workdir) is False:
+        return None, (
+            f"{locks} holds locks of a Snakemake no longer running here (killed?); "
+            "`snakemake --unlock` removes them. Every run found is counted."
+        )
     runs = set()
     for lock in found:
         try:
-            lines = lock.read_text().splitlines()
+            lines = lock.read_text(errors="replace").splitlines()
         except OSError:
             continue
         for line in lines:
             path = Path(line.strip())
+            if path.is_absolute() and path.is_relative_to(workdir):
+                path = path.relative_to(workdir)
             if path.name == RUN_JSON and path.is_relative_to(RUNS_PREFIX):
                 runs.add(_relative(str(path.parent)))
-    return sorted(runs)
+    return sorted(runs), None
 
 
 def fmt_duration(seconds: float) -> str:
@@ -277,12 +432,15 @@ def eta_seconds(runs: list[RunProgress]) -> float | None:
 STATES = ("done", "running", "stopped", "failed", "damaged", "not started")
 
 
-def report(runs: list[RunProgress], root: Path, what: str | None = None) -> str:
+def report(runs: list[RunProgress], root: Path, what: str | None = None,
+           notes: list[str] | tuple[str, ...] = ()) -> str:  # fmt: skip
     """The text `fedkd status` prints: counts, each running run's progress, the ETA. ``what``
-    names the runs counted (a target and its configuration)."""
+    names the runs counted (a target and its configuration); ``notes`` follow the counts."""
     counts = {s: sum(r.state == s for r in runs) for s in STATES}
-    shown = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s] or s in ("done", "running"))
-    lines = [f"{what or root}: {len(runs)} runs: {shown}"]
+    shown = "".join(
+        f", {counts[s]:,} {s}" for s in STATES[1:] if counts[s] or s == "running"
+    )  # fmt: skip
+    lines = [f"{what or root}: {counts['done']:,} of {len(runs):,} runs done{shown}", *notes]
     for r in runs:
         if r.state not in ("running", "stopped"):
             continue
@@ -291,7 +449,13 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None) -> str:
             f", ~{fmt_duration(r.rounds_left * r.seconds_per_round)} left"
             if r.seconds_per_round and r.state == "running" else ""
         )  # fmt: skip
-        lines.append(f"  {r.state:8} {r.path}  round {r.rounds_done}/{r.rounds}, {speed}{left}")
+        unverified = (
+            " (process unverified: its run.json predates recorded start times)"
+            if r.unverified else ""
+        )  # fmt: skip
+        lines.append(
+            f"  {r.state:8} {r.path}  round {r.rounds_done}/{r.rounds}, {speed}{left}{unverified}"
+        )
     if counts["stopped"]:
         lines.append("stopped: killed or crashed (the process is gone, or no round for a while); "
                      "re-run the workflow to resume them from their checkpoints")  # fmt: skip
@@ -302,16 +466,16 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None) -> str:
             lines.append(f"  damaged  {r.problem}")
     left = sum(r.state in ("running", "stopped", "damaged", "not started") for r in runs)
     eta = eta_seconds(runs)
+    runs_left = f"{left:,} run{'s' if left > 1 else ''}"
     if not left:
         lines.append("ETA: nothing left to train")
     elif eta is None:
         lines.append("ETA: unknown until a run has finished a round")
     elif not counts["running"]:
-        runs_left = f"{left} run{'s' if left > 1 else ''}"
         lines.append(f"ETA: ~{fmt_duration(eta)} of training left ({runs_left}, none running now)")
     else:
         lines.append(
-            f"ETA: ~{fmt_duration(eta)} ({left} runs to finish, {counts['running']} at a time)"
+            f"ETA: ~{fmt_duration(eta)} ({runs_left} to finish, {counts['running']} at a time)"
         )
     return "\n".join(lines)
 
@@ -319,16 +483,16 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None) -> str:
 def status_main(root: str | Path = "results/runs", configfile: str | Path | None = None,
                 stale_after: float = STALE_SECONDS, targets: list[str] | None = None,
                 locks: str | Path = LOCKS) -> str:  # fmt: skip
-    """The report for the runs the targets need (see the module's docstring for which count)."""
+    """The report for the runs the targets need (see the module's docstring for which count).
+    Before any run (no runs folder yet: the workflow is still partitioning, or has not begun)
+    the planned runs count as not started."""
     root = Path(root)
     if not math.isfinite(stale_after) or stale_after <= 0:
         raise StatusError(f"--stale-after must be a positive number of seconds, got {stale_after}")
-    if not root.is_dir():
-        raise StatusError(
-            f"runs folder {root} does not exist; give the folder holding the runs with --runs "
-            "(default results/runs, under the workflow's working directory)"
-        )
+    if root.exists() and not root.is_dir():
+        raise StatusError(f"runs folder {root} is not a folder; give the runs folder with --runs")
     targets = list(targets or [])
+    notes: list[str] = []
     if targets or configfile:
         if configfile is None:
             if not DEFAULT_CONFIG.exists():
@@ -340,6 +504,13 @@ def status_main(root: str | Path = "results/runs", configfile: str | Path | None
         planned = planned_runs(Path(configfile), root, targets)
         what = f"{' '.join(targets) or 'all outputs'} of {configfile}"
     else:
-        planned = workflow_runs(Path(locks))
+        planned, note = workflow_runs(Path(locks))
+        notes += [note] if note else []
         what = "the workflow running here (its runs to train)" if planned is not None else None
-    return report(collect(root, planned, stale_after=stale_after), root, what)
+    if planned is None and not root.is_dir():
+        raise StatusError(
+            f"runs folder {root} does not exist and no workflow runs here; give the folder "
+            "holding the runs with --runs (default results/runs, under the workflow's working "
+            "directory), or the configuration to plan with --configfile"
+        )
+    return report(collect(root, planned, stale_after=stale_after), root, what, notes)
