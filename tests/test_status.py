@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from fedkd import processes
+from fedkd import processes, status
 from fedkd.cli import main
 from fedkd.pipeline import Plan
 from fedkd.processes import is_same_process, process_identity
@@ -227,6 +227,94 @@ def test_a_record_that_is_no_process_identity_cannot_tell(record):
     assert is_same_process(record) is None
 
 
+DAMAGED = {
+    # a field of another type than training writes: (run.json text, the reason named)
+    "updated is a number": ('{"status": "running", "updated": 5}', "updated is 5, not an ISO"),
+    "updated is no date": ('{"status": "running", "updated": "soon"}', "updated is 'soon'"),
+    "process is a list": ('{"status": "running", "process": [1]}', "process is [1], not an obj"),
+    "a huge pid": (
+        f'{{"status": "running", "process": {{"pid": {2**80}}}}}',
+        f"process.pid is {2**80}, not a process id",
+    ),  # fmt: skip
+    "spec is text": ('{"status": "complete", "spec": "x"}', "spec is 'x', not the run's spec"),
+    "rounds is text": (
+        '{"status": "complete", "spec": {"rounds": "abc"}}',
+        "spec.rounds is 'abc', not a count",
+    ),  # fmt: skip
+    "status is a number": ('{"status": 3}', "status is 3, not a text"),
+    "rounds_done negative": ('{"status": "running", "rounds_done": -2}', "rounds_done is -2"),
+    "invalid JSON": ('{"status": "complete",', "not valid JSON"),
+    "nested 100k deep": ("[" * 100_000, "deep"),
+    "an empty file": ("", "not valid JSON"),
+}
+
+
+def _damaged_line(text: str, path: Path) -> str:
+    named = [line for line in text.splitlines() if str(path) in line]
+    assert len(named) == 1, text
+    return named[0]
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_a_damaged_run_record_is_named_and_the_other_runs_counted(tmp_path, case):
+    content, reason = DAMAGED[case]
+    root = tmp_path / "runs"
+    make_run(root, "fedavg", "complete", 5)
+    make_run(root, "fedprox", "running", 2, seconds=3.0)
+    bad = make_run(root, "moon", "running", 1) / "run.json"
+    bad.write_text(content)
+    progress = collect(root)
+    assert [r.state for r in progress] == ["done", "running", "damaged"]
+    text = report(progress, root)
+    assert text.startswith(f"{root}: 1 of 3 runs done, 1 running, 1 damaged\n"), text
+    line = _damaged_line(text, bad)
+    assert line.startswith("  damaged  ") and reason in line and "damaged (" in line, line
+    assert len(line) < 2 * len(str(bad)) + 250, "the reason in brief, not the whole value"
+    assert "ETA: ~" in text, "the report goes on past the damaged run"
+
+
+def test_a_folder_named_run_json_and_an_unreadable_one_are_named(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    make_run(root, "fedavg", "complete", 5)
+    folder = make_run(root, "moon", "running", 1) / "run.json"
+    folder.unlink()
+    folder.mkdir()
+    unreadable = make_run(root, "fedprox", "running", 1) / "run.json"
+    unreadable.chmod(0)
+    if os.geteuid() == 0:  # root reads any file: refuse this one as the kernel would
+        real_read = status.read_run_record
+
+        def read(path):
+            if Path(path) == unreadable:
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_read(path)
+
+        monkeypatch.setattr(status, "read_run_record", read)
+    text = report(collect(root), root)
+    assert text.startswith(f"{root}: 1 of 3 runs done, 0 running, 2 damaged\n"), text
+    assert "is a directory, not a run record; remove it" in _damaged_line(text, folder)
+    assert "cannot be read (Permission denied)" in _damaged_line(text, unreadable)
+
+
+def test_any_error_reading_one_run_names_it_and_the_report_goes_on(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    make_run(root, "fedavg", "complete", 5)
+    broken = make_run(root, "moon", "running", 1)
+    real_read = status.read_run
+
+    def read_run(run, *args, **kwargs):
+        if run == broken:
+            raise MemoryError("no memory left")
+        return real_read(run, *args, **kwargs)
+
+    monkeypatch.setattr(status, "read_run", read_run)
+    text = report(collect(root), root)
+    assert text.startswith(f"{root}: 1 of 2 runs done, 0 running, 1 damaged\n"), text
+    assert "cannot be read (MemoryError: no memory left)" in _damaged_line(
+        text, broken / "run.json"
+    )
+
+
 def test_targets_count_the_runs_that_target_needs(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = REPO / "config" / "tiny.yaml"
@@ -336,6 +424,59 @@ def test_before_any_run_the_papers_configuration_is_0_of_1344_done(tmp_path, cap
     out = capsys.readouterr().out
     assert out.startswith(f"all outputs of {REPO / 'config' / 'paper.yaml'}: 0 of 1,344 runs "
                           "done, 0 running, 1,344 not started\n"), out  # fmt: skip
+
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9)
+)  # 9**10 values once expanded, in 400 bytes
+
+
+def test_an_alias_bomb_configfile_is_refused_at_once_through_the_command(tmp_path):
+    (tmp_path / "bomb.yaml").write_text(ALIAS_BOMB)
+    fedkd = [sys.executable, "-c", "import sys; from fedkd.cli import main; sys.exit(main())"]
+    done = subprocess.run([*fedkd, "status", "--configfile", "bomb.yaml"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("fedkd status: error: --configfile bomb.yaml expands to more than")
+    # the refusal itself (the modules imported) within a second
+    started = time.monotonic()
+    with pytest.raises(StatusError, match="bomb.yaml expands to more than"):
+        status_main(tmp_path / "runs", configfile=tmp_path / "bomb.yaml")
+    assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    "content, error",
+    [
+        ("[" * 100_000, "--configfile c.yaml is nested"),
+        ("a: [1, 2", "--configfile c.yaml is not valid YAML: "),
+        ("- 1\n- 2\n", "--configfile c.yaml does not hold a mapping of keys"),
+        ("a: " + "1" * (2 << 20), "--configfile c.yaml is larger than 1,048,576 bytes"),
+        (b"a: \xff", "--configfile c.yaml"),
+    ],
+    ids=["deep", "bad YAML", "a list", "too large", "not UTF-8"],
+)
+def test_a_configfile_beyond_the_bounds_is_one_line_error(tmp_path, monkeypatch, capsys,
+                                                          content, error):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    if isinstance(content, bytes):
+        Path("c.yaml").write_bytes(content)
+    else:
+        Path("c.yaml").write_text(content)
+    assert main(["status", "--configfile", "c.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fedkd status: error: {error}") and err.count("\n") == 1, err
+
+
+def test_a_configfile_that_is_no_file_is_refused_without_reading_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("pipe.yaml")  # reading it would wait for a writer forever
+    with pytest.raises(StatusError, match="--configfile pipe.yaml is not a regular file"):
+        status_main(configfile="pipe.yaml")
+    with pytest.raises(StatusError, match="--configfile . is not a regular file"):
+        status_main(configfile=".")
 
 
 def test_a_configuration_that_cannot_be_planned_is_named(tmp_path, capsys, monkeypatch):
