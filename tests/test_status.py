@@ -404,6 +404,45 @@ def test_locks_left_by_a_killed_snakemake_do_not_count(tmp_path, monkeypatch):
     assert "snakemake --unlock" in text
 
 
+SLEEPY_WORKFLOW = """
+rule all:
+    input: "results/runs/mnist5k/fedavg/x-R3/seed0/run.json"
+
+rule train:
+    output: "results/runs/mnist5k/fedavg/x-R3/seed0/run.json"
+    shell: "sleep 60; echo {{}} > {output}"
+"""
+
+
+def test_a_real_snakemakes_locks_count_while_it_runs_and_not_once_killed(tmp_path, monkeypatch):
+    """The locks Snakemake itself writes, and its own process: running, then killed (kill -9
+    leaves .snakemake/locks behind)."""
+    monkeypatch.chdir(tmp_path)
+    Path("Snakefile").write_text(SLEEPY_WORKFLOW)
+    Path("results/runs").mkdir(parents=True)  # whether the job had begun when killed or not
+    snakemake = Path(sys.executable).with_name("snakemake")
+    if not snakemake.exists():
+        pytest.skip("no snakemake script beside this Python")
+    proc = subprocess.Popen([sys.executable, str(snakemake), "--cores", "1", "--quiet", "all"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not list(Path(".snakemake/locks").glob("*.output.lock")):
+            assert proc.poll() is None and time.monotonic() < deadline, "snakemake did not lock"
+            time.sleep(0.1)
+        assert status_main("results/runs").startswith(
+            "the workflow running here (its runs to train): 0 of 1 runs done, 0 running, "
+            "1 not started\n"
+        )
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert list(Path(".snakemake/locks").glob("*.output.lock")), "kill -9 leaves the locks"
+    text = status_main("results/runs")
+    assert "workflow running here" not in text and "snakemake --unlock" in text, text
+
+
 def test_a_workflow_still_partitioning_has_its_runs_not_started(tmp_path, monkeypatch,
                                                                  live_snakemake):  # fmt: skip
     monkeypatch.chdir(tmp_path)
