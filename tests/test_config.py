@@ -348,9 +348,13 @@ def test_a_spec_conflict_names_the_keys_and_values_that_differ(tmp_path):
 
     recorded = RunSpec(alpha=0.5, rounds=3).to_dict()
     assert spec_differences(recorded, RunSpec(alpha=0.1, rounds=3)) == ["alpha: 0.5 there, 0.1 now"]
-    # an older record of `--alpha 1` (an int) is the same spec as 1.0 now
+    # an older record of `--alpha 1` (an int) holds the same value as 1.0 now; its hash, taken
+    # from the value as written then, differs, and the key is named for it
     old = {**RunSpec().to_dict(), "alpha": 1}
-    assert spec_differences(old, RunSpec(alpha=1.0)) == []
+    assert spec_differences(old, RunSpec(alpha=1.0)) == [
+        "alpha: 1 there, 1.0 now (the same value, but the recorded hash was taken from it as "
+        "written then)"
+    ]
     # the refusal itself
     from fedkd.engine.run import Run, RunConflictError
 

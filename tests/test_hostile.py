@@ -374,7 +374,7 @@ def test_an_mnist_gzip_bomb_is_refused_before_it_inflates(tmp_path, monkeypatch)
     tracemalloc.start()
     try:
         with pytest.raises(DatasetCorruptError, match=r"more than 1048576 bytes once decompressed"):
-            mnist._read_idx(bomb)
+            mnist._read_idx(bomb, ndim=3)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fedkd.values import load_json
+
 # strategy → {parameter: default}
 DEFAULTS: dict[str, dict[str, Any]] = {
     # MOON's negative on a client's first participation: the FedGKD paper's MOON numbers came
@@ -27,8 +29,8 @@ def departures(strategy: str, params: dict[str, Any] | str | None) -> list[str]:
     or their JSON) sets to other than the default, e.g. ``["first_negative own-init"]``."""
     if isinstance(params, str):
         try:
-            params = json.loads(params) if params else {}
-        except ValueError:
+            params = load_json(params, "the parameters") if params else {}
+        except ValueError:  # not JSON, or nested too deep to be parameters
             return []
     if not isinstance(params, dict):
         return []

@@ -53,6 +53,31 @@ RUN_KEY_HELP = {
 }
 
 
+# --------------------------------------------------------------------------- typed flags
+def integer(text: str) -> int:
+    """An integer flag read like every other value (YAML 1.2: ``010`` is 10, ``1e3`` is 1000,
+    ``1:30`` and ``true`` are refused); for argparse's ``type=``."""
+    from fedkd.values import is_finite_number, parse_value
+
+    value = parse_value(text)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not (is_finite_number(value) and isinstance(value, int)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer, e.g. 10")
+    return value
+
+
+def number(text: str) -> float:
+    """A finite number flag read like every other value (YAML 1.2: ``1e-5``, ``.5``; ``nan``,
+    ``.inf`` and ``1:30`` are refused); for argparse's ``type=``."""
+    from fedkd.values import is_finite_number, parse_value
+
+    value = parse_value(text)
+    if not is_finite_number(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number, e.g. 0.5 or 1e-3")
+    return float(value)
+
+
 # --------------------------------------------------------------------------- runs
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     from fedkd.config import RunSpec
@@ -61,8 +86,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
 
     helps = {**RUN_KEY_HELP, "dataset": f"dataset name ({', '.join(dataset_names())})"}
     group = p.add_argument_group(
-        "run spec keys (override the spec file; values are YAML: numbers in any notation such "
-        "as 1e-5, true/false, null, [lists], {mappings})"
+        "run spec keys (override the spec file; values are YAML 1.2: numbers in any notation "
+        "such as 1e-5 (010 is ten), true/false (not yes/no), null, [lists], {mappings})"
     )
     for f in dataclasses.fields(RunSpec):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
@@ -84,10 +109,10 @@ def _spec_from_args(args) -> object:
     # every spec flag given, null included (absent flags leave no attribute)
     overrides = {k[len("spec_") :]: v for k, v in vars(args).items() if k.startswith("spec_")}
     for text in args.set or []:
-        key, value = parse_override(text)
+        key, value = parse_override(text, "--set")
         overrides[key] = value
     for text in args.param or []:
-        key, value = parse_override(text)
+        key, value = parse_override(text, "--param")
         overrides.setdefault("params", {})
         overrides["params"] = {**overrides["params"], key: value}
     if args.spec:
@@ -95,13 +120,23 @@ def _spec_from_args(args) -> object:
     return RunSpec.from_dict(overrides)
 
 
+def parse_label(text: str) -> tuple[str, str]:
+    """``key=text`` of ``--label``: a tag, kept as written (``variant=010`` is the variant named
+    010, not the number 10), so any text is a label and none needs YAML quoting."""
+    from fedkd.config import SpecError
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise SpecError(f"--label {text!r} must look like key=text, e.g. --label variant=M5")
+    return key.strip(), value
+
+
 def cmd_train(args) -> int:
-    from fedkd.config import parse_override
     from fedkd.engine.run import Run
 
     spec = _spec_from_args(args)
-    labels = dict(parse_override(t) for t in args.label or [])
-    record = Run(spec, args.out, labels={k: str(v) for k, v in labels.items()}).run()
+    labels = dict(parse_label(t) for t in args.label or [])
+    record = Run(spec, args.out, labels=labels).run()
     summary = record.get("summary", {})
     if summary.get("rounds"):
         print(
@@ -258,7 +293,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="set a strategy parameter")
     p.add_argument(
         "--label", action="append", metavar="KEY=VALUE",
-        help="a tag recorded in run.json (e.g. variant=M5); not part of the run's identity",
+        help="a tag recorded in run.json as written (e.g. variant=M5); not part of the run's "
+        "identity",
     )  # fmt: skip
     _add_run_flags(p)
     p.set_defaults(func=cmd_train)
@@ -268,10 +304,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--scheme", default="dirichlet-equal", help="dirichlet-equal, dirichlet, shards, iid"
     )
-    p.add_argument("--alpha", type=float, help="Dirichlet concentration (dirichlet schemes)")
-    p.add_argument("--shards", type=int, help="shards per client (shards scheme)")
-    p.add_argument("--clients", type=int, required=True)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--alpha", type=number, help="Dirichlet concentration (dirichlet schemes)")
+    p.add_argument("--shards", type=integer, help="shards per client (shards scheme)")
+    p.add_argument("--clients", type=integer, required=True)
+    p.add_argument("--seed", type=integer, default=0)
     p.add_argument("--data-root", help="directory of real datasets (default $FEDKD_DATA or ./data)")
     p.add_argument("--out", "-o", required=True, help="output Parquet file")
     p.add_argument("--force", action="store_true", help="overwrite an existing output file")
@@ -290,8 +326,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--run", required=True, metavar="DIR", help="a completed run directory")
     p.add_argument("--out", "-o", required=True, help="output .npz file")
-    p.add_argument("--samples", type=int, default=1000, help="test samples (10-5000) [1000]")
-    p.add_argument("--client", type=int, default=0, help="the client whose local model [0]")
+    p.add_argument("--samples", type=integer, default=1000, help="test samples (10-5000) [1000]")
+    p.add_argument("--client", type=integer, default=0, help="the client whose local model [0]")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto [cpu]")
     p.add_argument(
         "--local-objective", default="strategy", choices=("strategy", "fedavg"),
@@ -380,7 +416,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="the workflow's configuration (as snakemake's --configfile) [config/config.yaml]",
     )  # fmt: skip
     p.add_argument(
-        "--stale-after", type=float, default=600.0, metavar="SECONDS",
+        "--stale-after", type=number, default=600.0, metavar="SECONDS",
         help="a running run with no round for this long (and 5 of its rounds) is stopped [600]",
     )  # fmt: skip
     p.set_defaults(func=cmd_status)

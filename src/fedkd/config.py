@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from fedkd.data import DATASETS as _DATASET_REGISTRY
-from fedkd.values import ValueTooLarge, as_number, check_size, is_finite_number, load_yaml
+from fedkd.values import (
+    ValueTooLarge,
+    as_number,
+    check_size,
+    is_finite_number,
+    load_json,
+    load_yaml,
+    positive_zero,
+)
 
 DATASETS = tuple(_DATASET_REGISTRY)  # the dataset registry, fedkd.data
 PARTITIONS = ("dirichlet-equal", "dirichlet", "shards", "iid")
@@ -206,7 +214,8 @@ class RunSpec:
         return d
 
     def hash(self) -> str:
-        blob = json.dumps(self.identity(), sort_keys=True, default=str).encode()
+        # -0.0 anywhere (an option's value) hashes as 0.0: the same number, the same run
+        blob = json.dumps(positive_zero(self.identity()), sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     # ----------------------------------------------------------------------------- construction
@@ -234,17 +243,20 @@ class RunSpec:
         path = Path(path)
         if not path.exists():
             raise SpecError(f"run spec file {path} does not exist")
-        text = path.read_text()
+        where = f"run spec file {path}"
         try:
-            data = (
-                json.loads(text)
-                if path.suffix == ".json"
-                else load_yaml(text, f"run spec file {path}")
-            )
-        except ValueTooLarge as exc:
+            text = path.read_text(encoding="utf-8")
+            data = load_json(text, where) if path.suffix == ".json" else load_yaml(text, where)
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"{where} is not UTF-8 text ({exc}); save it as UTF-8") from None
+        except OSError as exc:
+            raise SpecError(f"{where} cannot be read: {exc.strerror or exc}") from None
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{where} is not valid JSON: {exc}") from None
+        except ValueError as exc:  # too large or deep, or not YAML: the message names the file
             raise SpecError(str(exc)) from None
         if not isinstance(data, dict):
-            raise SpecError(f"run spec file {path} must hold a mapping of keys to values")
+            raise SpecError(f"{where} must hold a mapping of keys to values")
         data.update(overrides or {})
         return cls.from_dict(data)
 
@@ -259,10 +271,12 @@ def _is_int(v: Any) -> bool:
 
 
 def _as_float(v: Any) -> Any:
-    """A float value as meant: text spelling a number read, an int (never a bool) as a float;
-    anything else unchanged, for validation to name."""
+    """A float value as meant: text spelling a number read, an int (never a bool) as a float,
+    -0.0 as 0.0 (one number, one spec); anything else unchanged, for validation to name."""
     v = as_number(v)
-    return float(v) if _is_int(v) else v
+    if _is_int(v):
+        return float(v)
+    return v + 0.0 if isinstance(v, float) else v
 
 
 def _as_int(v: Any) -> Any:
@@ -358,6 +372,11 @@ def spec_errors(s: RunSpec) -> list[str]:
         cls = get_strategy_class(s.strategy)
         e.extend(cls.param_errors(s.params))
         e.extend(param_type_errors(cls, s.params))
+        if not e:  # the ranges the strategy's Params check, named before any job starts
+            e.extend(
+                f"{problem} (strategy {cls.name!r})"
+                for problem in cls.param_value_errors(s.params, s.dataset, s.resolved_model)
+            )
     return e
 
 
@@ -463,22 +482,25 @@ def _example(cls, key: str) -> str:
 
 
 # ---------------------------------------------------------------------------- overrides, diffs
-def parse_override(text: str) -> tuple[str, Any]:
-    """``key=value`` with the value read as YAML (numbers in any notation, booleans, null,
-    lists, mappings)."""
-    if "=" not in text:
-        raise SpecError(f"override {text!r} must look like key=value, e.g. rounds=20")
-    key, value = text.split("=", 1)
+def parse_override(text: str, flag: str = "--set") -> tuple[str, Any]:
+    """``key=value`` given to ``flag``, the value read as YAML (numbers, true/false, null, lists,
+    mappings; fedkd.values); a malformed or over-deep value is a SpecError naming the flag."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise SpecError(f"{flag} {text!r} must look like key=value, e.g. {flag} rounds=20")
     try:
-        return key.strip(), load_yaml(value, f"the value of override {key.strip()}")
-    except ValueTooLarge as exc:
+        return key, load_yaml(value, f"the value of {flag} {key}")
+    except ValueError as exc:  # not YAML, or too large or deep: the message names the flag
         raise SpecError(str(exc)) from None
 
 
 def spec_differences(recorded: dict[str, Any], spec: RunSpec) -> list[str]:
-    """The identity keys where a recorded spec (run.json's ``spec``) and ``spec`` differ, as
-    ``"key: <recorded> there, <given> now"``; the recorded spec is read through RunSpec, so one
-    recorded before numbers were normalised (``alpha: 1``) does not differ from ``alpha: 1.0``."""
+    """Why a recorded spec (run.json's ``spec``) is not ``spec``'s run, one line per identity key:
+    ``"key: <recorded> there, <given> now"`` where the values differ. The recorded spec is read
+    through RunSpec, so one recorded before numbers were normalised (``alpha: 1``, ``-0.0``) does
+    not differ in value from ``alpha: 1.0``, ``0.0``; its hash, taken from the value as written
+    then, does, and where no value differs the keys written otherwise are named instead."""
     try:
         known = {f.name for f in dataclasses.fields(RunSpec)}
         old = RunSpec.from_dict({k: v for k, v in recorded.items() if k in known}).identity()
@@ -492,4 +514,24 @@ def spec_differences(recorded: dict[str, Any], spec: RunSpec) -> list[str]:
         a, b = old.get(key, IDENTITY_UNLESS_DEFAULT.get(key)), new.get(key)
         if a != b:
             lines.append(f"{key}: {a!r} there, {b!r} now")
-    return lines
+    if lines:
+        return lines
+    for key in sorted(set(new) | (set(recorded) & set(old))):
+        if key in NOT_IN_IDENTITY:
+            continue
+        b = new.get(key, IDENTITY_UNLESS_DEFAULT.get(key))
+        if key not in recorded:
+            lines.append(f"{key}: absent there (recorded before the key existed), {b!r} now")
+        elif _as_written(recorded[key]) != _as_written(b):
+            lines.append(
+                f"{key}: {recorded[key]!r} there, {b!r} now (the same value, but the recorded "
+                "hash was taken from it as written then)"
+            )
+    return lines or [
+        "no key: the recorded spec_hash was not taken from the recorded spec (run.json edited?)"
+    ]
+
+
+def _as_written(value: Any) -> str:
+    """A value as its JSON spells it: 1 and 1.0, -0.0 and 0.0 apart."""
+    return json.dumps(value, sort_keys=True, default=str)

@@ -1,68 +1,212 @@
-"""The values a researcher types: YAML text read the way it is meant, and bounded.
+"""The values a researcher types: YAML and JSON text read one way, and bounded.
 
-PyYAML reads YAML 1.1, where a float needs a decimal point and a signed exponent: ``1e-5``,
-``5E-4`` and ``1.0e5`` stay strings there, while every other tool (JSON, Python, YAML 1.2) reads
-them as numbers. ``load_yaml`` reads them as numbers, and refuses a document whose aliases
-expand it beyond ``MAX_NODES`` values or ``MAX_DEPTH`` levels (an "alias bomb" of a few hundred
-bytes expands to gigabytes as soon as anything walks it). ``check_size`` applies the same bound to
-an object loaded elsewhere (Snakemake reads the workflow's configuration itself).
+Every source of a value (a flag, ``--set``, ``--param``, a run spec file, the workflow's
+configuration) is read by ``load_yaml`` under the YAML 1.2 core schema, the reading JSON, Python
+and every current YAML tool share, where PyYAML alone reads YAML 1.1:
+
+==============  ===============  ==================================================
+written         read as          YAML 1.1 (PyYAML, Snakemake's loader) read
+==============  ===============  ==================================================
+``010``         10               8 (octal by a leading zero)
+``0o10``        8                the text ``0o10``
+``0x10``        16               16
+``1:30``        the text         90 (base 60); a number key refuses the text
+``yes``/``no``  the text         true/false; a true/false key refuses the text
+``on``/``off``  the text         true/false
+``1e-5``        0.00001          the text ``1e-5``
+``1_000``       the text         1000
+``2024-01-02``  the text         a date
+``-0.0``        -0.0             -0.0 (a run spec stores and hashes it as 0.0)
+``.inf``        infinity         infinity (a run spec refuses it)
+``~``, null     null             null
+==============  ===============  ==================================================
+
+A document is refused (``ValueTooLarge``, a ValueError) when its aliases expand it beyond
+``MAX_NODES`` values or it nests deeper than ``MAX_DEPTH`` levels: an "alias bomb" of a few hundred
+bytes expands to gigabytes as soon as anything walks it, and 100,000 ``[`` exhaust the parser's
+recursion. ``load_json`` bounds the nesting of JSON (run.json, spec and partition metadata) the same
+way before ``json.loads`` recurses into it. ``check_size`` applies the bounds to an object loaded
+elsewhere.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
 
 import yaml
 
-# a plain decimal number's mantissa and exponent, in the spellings YAML 1.2, JSON and Python
-# accept (1e-5, 5E-4, 1.0e5, .5e3, 1.e-2, .5, 10)
-_MANTISSA = r"[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)"
-_EXPONENT = r"[eE][-+]?[0-9]+"
-EXPONENT_NUMBER = re.compile(_MANTISSA + _EXPONENT)  # what YAML 1.1 leaves as text
-NUMBER = re.compile(f"{_MANTISSA}(?:{_EXPONENT})?")  # any plain decimal number
-
 MAX_NODES = 100_000  # values in one document once its aliases are expanded
 MAX_DEPTH = 50  # nesting levels
+
+# the YAML 1.2 core schema's plain scalars (YAML 1.2.2, section 10.3.2)
+NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
 
 
 class ValueTooLarge(ValueError):
     """A document or value whose aliases or nesting exceed the bounds."""
 
 
+class YAMLValueError(ValueError):
+    """Text that is not a YAML value (malformed, or a tag this reader does not construct)."""
+
+
+def core_int(text: str) -> int:
+    """An integer as the YAML 1.2 core schema reads it: decimal (leading zeros included),
+    ``0o`` octal or ``0x`` hexadecimal."""
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    return int(text, 10)
+
+
+def core_float(text: str) -> float:
+    """A float as the YAML 1.2 core schema reads it (``.inf``, ``-.inf``, ``.nan`` included)."""
+    lowered = text.lower()
+    if lowered.endswith(".inf"):
+        return -math.inf if lowered.startswith("-") else math.inf
+    if lowered == ".nan":
+        return math.nan
+    return float(text)
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads exponent numbers as floats."""
+    """SafeLoader reading plain scalars under the YAML 1.2 core schema (null, true/false,
+    decimal, octal ``0o`` and hexadecimal ``0x`` integers, floats in every decimal notation),
+    everything else as text, and refusing to nest deeper than ``MAX_DEPTH`` levels."""
+
+    def compose_node(self, parent, index):
+        depth = getattr(self, "_depth", 0) + 1
+        if depth > MAX_DEPTH + 1:  # MAX_DEPTH nested collections, then the values they hold
+            raise ValueTooLarge(f"is nested deeper than {MAX_DEPTH} levels; flatten it")
+        self._depth = depth
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth = depth - 1
 
 
-_Loader.yaml_implicit_resolvers = {
-    first: list(resolvers) for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(f"^(?:{EXPONENT_NUMBER.pattern})$"), list("-+0123456789.")
-)
+_Loader.yaml_implicit_resolvers = {}
+for _tag, _pattern, _first in (
+    ("tag:yaml.org,2002:null", NULL, ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:bool", BOOL, list("tTfF")),
+    ("tag:yaml.org,2002:int", INT, list("-+0123456789")),
+    ("tag:yaml.org,2002:float", FLOAT, list("-+0123456789.")),
+    # merge keys (<<) are not part of YAML 1.2 but read the same in every PyYAML loader
+    ("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"]),
+):
+    _Loader.add_implicit_resolver(_tag, _pattern, _first)
+
+
+def _construct_bool(loader, node) -> bool:
+    text = loader.construct_scalar(node)
+    if not BOOL.match(text):  # an explicit !!bool on yes/no/on/off
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text!r} is not a boolean; write true or false", node.start_mark
+        )
+    return text.lower() == "true"
+
+
+def _construct_number(read):
+    def construct(loader, node):
+        text = loader.construct_scalar(node)
+        try:
+            return read(text)
+        except ValueError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{text!r} is not a number", node.start_mark
+            ) from None
+
+    return construct
+
+
+_Loader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_number(core_int))
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_number(core_float))
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (line and column of the text)."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return " ".join(f"{problem}{where}".split())
 
 
 def load_yaml(text: str, where: str = "the YAML text") -> Any:
-    """One YAML document, exponent numbers as floats; ValueTooLarge (naming ``where``) if its
-    aliases expand it beyond the bounds. Constructing shares each aliased value (no expansion),
-    so the check runs before anything walks the result."""
-    value = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    """One YAML document read under the YAML 1.2 core schema (see the module doc).
+
+    Raises ``ValueTooLarge`` (naming ``where``) if it nests deeper than ``MAX_DEPTH`` levels or
+    its aliases expand it beyond ``MAX_NODES`` values, and ``YAMLValueError`` (naming ``where``,
+    in one line) if it is not YAML; both are ValueErrors. Constructing shares each aliased value
+    (no expansion), so the size check runs before anything walks the result."""
+    try:
+        value = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    except ValueTooLarge as exc:
+        raise ValueTooLarge(f"{where} {exc}") from None
+    except yaml.YAMLError as exc:
+        raise YAMLValueError(f"{where} is not valid YAML: {yaml_problem(exc)}") from None
+    except RecursionError:  # a bound above this one (the interpreter's) was reached first
+        raise ValueTooLarge(f"{where} is nested too deeply to read; flatten it") from None
     check_size(value, where)
     return value
 
 
+# a JSON string (escapes included) or one bracket: the only tokens that decide nesting
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of brackets in JSON text, outside its strings; a scan that stops at
+    ``MAX_DEPTH + 1`` (it needs no recursion, whatever the text)."""
+    depth = deepest = 0
+    for match in _JSON_TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    break
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def load_json(text: str | bytes, where: str = "the JSON text") -> Any:
+    """``json.loads`` of ``text`` once its nesting is known to be at most ``MAX_DEPTH`` levels
+    (``json.loads`` recurses per level: 100,000 ``[`` raise RecursionError). Raises
+    ``ValueTooLarge`` naming ``where``; a malformed text raises ``json.JSONDecodeError`` and
+    bytes that are not UTF-8 ``UnicodeDecodeError``, both ValueErrors, as ``json.loads`` does."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    if json_depth(text) > MAX_DEPTH:
+        raise ValueTooLarge(f"{where} is nested deeper than {MAX_DEPTH} levels; flatten it")
+    return json.loads(text)
+
+
 def parse_value(text: str) -> Any:
-    """A command-line value read as YAML (numbers in any notation, true/false, null, lists,
-    mappings); for argparse's ``type=``, so a value too large to read is a usage error."""
+    """A command-line value read as YAML (numbers, true/false, null, lists, mappings); for
+    argparse's ``type=``, so a value that cannot be read is a usage error naming the flag."""
     import argparse
 
     try:
-        return load_yaml(text, f"value {text[:40]!r}...")
-    except ValueTooLarge as exc:
+        return load_yaml(text, f"value {_shown(text)}")
+    except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    except yaml.YAMLError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a YAML value: {exc}") from None
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}..."
 
 
 def check_size(value: Any, where: str, limit: int = MAX_NODES) -> None:
@@ -72,7 +216,7 @@ def check_size(value: Any, where: str, limit: int = MAX_NODES) -> None:
     sizes: dict[int, int] = {}
     active: set[int] = set()
 
-    def size(v: Any, depth: int) -> int:
+    def size(v: Any, depth: int) -> int:  # depth: the collections v is nested in, itself included
         if not isinstance(v, (dict, list, tuple)):
             return 1
         if depth > MAX_DEPTH:
@@ -94,18 +238,34 @@ def check_size(value: Any, where: str, limit: int = MAX_NODES) -> None:
             )
         return total
 
-    size(value, 0)
+    size(value, 1)
 
 
 def as_number(value: Any) -> Any:
-    """``value`` as an int or float if it is text spelling a plain decimal number (``1e-5``,
-    ``5E-4``, ``.5``: what YAML 1.1 or a quoted value leaves as text), else unchanged."""
-    if isinstance(value, str) and NUMBER.fullmatch(value.strip()):
-        text = value.strip().replace("_", "")
-        return float(text) if any(c in text for c in ".eE") else int(text)
+    """``value`` as an int or float if it is text that the YAML 1.2 core schema reads as a
+    number (text a quoted value, YAML 1.1 or Snakemake's ``--config`` left: ``"1e-5"``,
+    ``"010"`` is 10), else unchanged."""
+    if isinstance(value, str):
+        text = value.strip()
+        if INT.match(text):
+            return core_int(text)
+        if FLOAT.match(text):
+            return core_float(text)
     return value
 
 
 def is_finite_number(value: Any) -> bool:
     """An int or float (never a bool) that is neither NaN nor infinite."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def positive_zero(value: Any) -> Any:
+    """``value`` with every ``-0.0`` inside it (dicts, lists) made ``0.0``: the two are one number,
+    and a spec hashed from its JSON would otherwise tell them apart."""
+    if isinstance(value, float):
+        return value + 0.0  # -0.0 + 0.0 is 0.0; every other float unchanged
+    if isinstance(value, dict):
+        return {k: positive_zero(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(positive_zero(v) for v in value)
+    return value

@@ -9,12 +9,16 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from fedkd.pipeline import Plan, validate_config
-from fedkd.pipeline.validation import unknown_targets_message
+from fedkd.pipeline.validation import reread_config, unknown_targets_message
 from fedkd.pipeline.plan import FEATURES_CODE, REPORT_CODE
 from fedkd.forkserver import ForkServer
 from fedkd.provenance import package_files_hash
 from fedkd.report import agreement, sections
 
+# Snakemake read the configuration files with its YAML 1.1 loader (010 is 8 there, 1:30 is 90,
+# yes is true): they are read again as `fedkd train` reads every value (YAML 1.2, fedkd.values),
+# with --config applied over them as Snakemake applies it
+reread_config(config, workflow.configfiles, workflow.config_settings.config)
 plan = Plan(config)
 
 

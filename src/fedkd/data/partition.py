@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from fedkd.files import atomic_write
+from fedkd.values import load_json
 
 SCHEMES = ("dirichlet-equal", "dirichlet", "shards", "iid")
 _MAX_ATTEMPTS = 10_000  # Dirichlet resampling limit before giving up with advice
@@ -214,11 +215,12 @@ def read_partition(path) -> tuple[np.ndarray, dict]:
     try:
         table = pq.read_table(path)
         raw = (table.schema.metadata or {}).get(b"fedkd")
-        meta = json.loads(raw) if raw else {}
+        meta = load_json(raw, "its metadata") if raw else {}
         index = table.column("index").to_numpy().astype(np.int64)
         client = table.column("client").to_numpy().astype(np.int64)
     except Exception as exc:
         raise ValueError(f"partition file {path} cannot be read as a partition: {exc}") from exc
+    meta = checked_meta(meta, path)
     order = np.argsort(index, kind="stable")
     if not np.array_equal(index[order], np.arange(len(index))):
         raise ValueError(f"partition file {path}: column 'index' is not a permutation of 0..n-1")
@@ -226,12 +228,70 @@ def read_partition(path) -> tuple[np.ndarray, dict]:
     return client[order], meta
 
 
+# the metadata `fedkd partition` writes, by kind; a file made or edited elsewhere is held to them
+_META_COUNTS = ("clients", "num_classes", "num_samples")  # integers >= 1
+_META_INTS = ("seed",)  # integers >= 0
+_META_OPTIONAL_COUNTS = ("shards",)  # integers >= 1, or null
+_META_OPTIONAL_NUMBERS = ("alpha",)  # finite numbers, or null
+_META_TEXTS = ("dataset", "scheme")
+
+
+def checked_meta(meta, path) -> dict:
+    """A partition's metadata with each known key of its kind: an integral number another tool
+    wrote as a float (``clients: 4.0``) is the integer; any other wrong type is refused naming
+    the file, the key and the value, so that no check below skips a value it cannot read."""
+    if not isinstance(meta, dict):
+        raise ValueError(
+            f"partition file {path}: its metadata is a JSON {type(meta).__name__}, not an object; "
+            "re-create the file with `fedkd partition`"
+        )
+    meta = dict(meta)
+    problems = []
+    for key in _META_COUNTS + _META_INTS + _META_OPTIONAL_COUNTS:
+        if key not in meta or (meta[key] is None and key in _META_OPTIONAL_COUNTS):
+            continue
+        value = meta[key]
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        least = 0 if key in _META_INTS else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            kind = "an integer >= 0" if least == 0 else "a positive integer"
+            problems.append(f"{key}={meta[key]!r} (must be {kind})")
+        else:
+            meta[key] = value
+    for key in _META_OPTIONAL_NUMBERS:
+        value = meta.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+            problems.append(f"{key}={value!r} (must be a finite number, or null)")
+        else:
+            meta[key] = float(value)
+    problems += [
+        f"{key}={meta[key]!r} (must be a name)"
+        for key in _META_TEXTS
+        if key in meta and not isinstance(meta[key], str)
+    ]
+    if problems:
+        raise ValueError(
+            f"partition file {path}: its metadata holds {', '.join(problems)}; re-create the "
+            "file with `fedkd partition`"
+        )
+    return meta
+
+
 def _check_no_empty_client(assignment: np.ndarray, clients, path: Path) -> None:
     """Refuse a partition in which a client holds no sample. Every scheme here gives each client
     data; a file with empty clients was edited or made elsewhere, and a run on it would sample
     clients that train on nothing (its rounds silently average fewer models than C asks for)."""
-    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
+    if clients is None:
         return  # no client count recorded: the run compares the file with its spec
+    if clients > len(assignment):  # before bincount allocates that many counters
+        raise ValueError(
+            f"partition file {path}: {clients} clients share {len(assignment)} training "
+            f"samples, so some hold none; every client must hold data. Re-create it with "
+            f"`fedkd partition`"
+        )
     used = assignment[(assignment >= 0) & (assignment < clients)]
     empty = np.flatnonzero(np.bincount(used, minlength=clients) == 0)
     if len(empty):

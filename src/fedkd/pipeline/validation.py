@@ -28,6 +28,64 @@ class ConfigError(Exception):
     pass
 
 
+def read_config_files(paths, overrides=None) -> dict:
+    """The workflow's configuration as fedkd reads every value (YAML 1.2, fedkd.values: ``010``
+    is 10, ``1:30`` and ``yes`` are text that a number or true/false key refuses), where
+    Snakemake's own loader reads YAML 1.1 (``010`` is 8, ``1:30`` 90, ``yes`` true): ``paths``
+    merged in order as Snakemake merges them, then ``overrides`` (its ``--config`` values) over
+    them. A file that cannot be read is a ConfigError naming it, in one line."""
+    from fedkd.values import load_json, load_yaml
+
+    merged: dict = {}
+    for path in paths:
+        path = Path(path)
+        where = f"configuration file {path}"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{where} cannot be read: {exc}") from None
+        try:
+            try:  # JSON first, as Snakemake reads it
+                data = load_json(text, where)
+            except json.JSONDecodeError:
+                data = load_yaml(text, where)
+        except ValueError as exc:  # not YAML, nested too deep, or aliases expanding too far
+            raise ConfigError(f"the configuration is refused: {exc}") from None
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where} must hold a mapping of keys to values")
+        if "__use_yte__" in data:
+            raise ConfigError(
+                f"{where} uses yte templates (__use_yte__), which fedkd does not read; write "
+                "its values out"
+            )
+        _merge(merged, data)
+    _merge(merged, json.loads(json.dumps(dict(overrides or {}), default=str)))
+    return merged
+
+
+def _merge(into: dict, over: dict) -> None:
+    """Snakemake's update_config: mappings merged key by key, any other value replaced."""
+    for key, value in over.items():
+        if isinstance(value, dict):
+            sub = into.get(key)
+            if not isinstance(sub, dict):
+                sub = into[key] = {}
+            _merge(sub, value)
+        else:
+            into[key] = value
+
+
+def reread_config(config: dict, paths, overrides=None) -> None:
+    """``config`` (Snakemake's, read with its YAML 1.1 loader) replaced in place by
+    ``read_config_files(paths, overrides)``, so that every value of the workflow is read as
+    ``fedkd train`` reads it."""
+    fresh = read_config_files(paths, overrides)
+    config.clear()
+    config.update(fresh)
+
+
 def validate_config(cfg: dict, schema_path: Path, check_specs: bool = True) -> None:
     """Raise ConfigError listing every problem of ``cfg``. ``check_specs``: also validate every
     distinct run spec (the main process; job steps on a cluster skip it).

@@ -219,6 +219,7 @@ def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
             metrics[col] = None if col == "class_acc" else np.nan
     unknown = [c for c in metrics.columns if c not in ROUND_COLUMNS and not c.startswith("server_")]
     metrics = metrics.drop(columns=unknown)
+    _check_accuracies(metrics, f"run {run_dir} (label {label!r})", metrics_path)
     for k, v in keys.items():
         metrics[k] = v
     metrics["collapsed"] = _collapsed(rec, metrics, keys["num_classes"])
@@ -232,6 +233,67 @@ def _collapsed(rec: dict, metrics: pd.DataFrame, num_classes: int | None) -> boo
         return bool(summary["collapsed"])
     played = metrics[metrics["round"] >= 1]
     return is_collapsed(played["test_acc"].tolist(), num_classes)
+
+
+# the accuracy columns: fractions in [0, 1]; NaN where a value was not measured (no validation
+# split, local models not evaluated, a class absent from the test set, the round-0 row of a run
+# that completed no round). A recorded round always has its test accuracy: a run that diverges
+# stops before recording the round (fedkd.engine.run), so NaN there means a damaged file.
+ACCURACY_COLUMNS = ("test_acc", "val_acc", "local_acc")
+
+
+def _check_accuracies(metrics: pd.DataFrame, run: str, path: Path) -> None:
+    """Refuse an accuracy outside [0, 1], infinite or not a number, or a recorded round without
+    its test accuracy, naming the run, the round and the value: a table's mean would take it in
+    and a claim could hold on it."""
+    fix = f"its {path.name} was damaged or edited; delete {path.parent} and train the run again"
+    rounds = metrics["round"].tolist()
+    for col in (*ACCURACY_COLUMNS, "class_acc"):
+        cells = metrics[col].tolist()
+        if col == "class_acc":
+            per_round = [[] if cell is None or _is_nan(cell) else _as_list(cell) for cell in cells]
+        else:
+            per_round = [[cell] for cell in cells]
+        for r, values in zip(rounds, per_round, strict=True):
+            required = col == "test_acc" and r >= 1
+            if not required and _all_fractions_or_nan(values):
+                continue  # the common case, judged at once
+            for value in values:
+                problem = _accuracy_problem(value, required)
+                if problem:
+                    raise ReportError(f"{run}: {col}={value!r} in round {r} {problem}; {fix}")
+
+
+def _all_fractions_or_nan(values: list) -> bool:
+    array = np.asarray(values)
+    if array.dtype.kind != "f":  # ints, bools, text, objects: judged one by one
+        return False
+    known = array[~np.isnan(array)]
+    return bool(((known >= 0) & (known <= 1)).all())
+
+
+def _as_list(cell) -> list:
+    try:
+        return list(cell)
+    except TypeError:
+        return [cell]  # a single value where per-class values belong: judged as one
+
+
+def _is_nan(value) -> bool:
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
+
+
+def _accuracy_problem(value, required: bool) -> str | None:
+    """Why ``value`` is not an accuracy, or None; NaN and null are accepted unless ``required``."""
+    if value is None or _is_nan(value):
+        return "is missing, and every recorded round has its test accuracy" if required else None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        return "is not a number"
+    if not math.isfinite(value):
+        return "is not finite"
+    if not 0 <= value <= 1:
+        return "lies outside [0, 1], where every accuracy lies"
+    return None
 
 
 # --------------------------------------------------------------------------- the aggregate

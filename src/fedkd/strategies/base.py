@@ -254,6 +254,27 @@ class Strategy:
         values = {**cls.dataset_defaults(dataset, model), **given}
         return cls.Params(**values)
 
+    @classmethod
+    def param_value_errors(cls, given: dict[str, Any], dataset: str, model: str) -> list[str]:
+        """What ``make_params`` would refuse in ``given`` (the ranges ``Params`` checks), without
+        building anything, so that a run spec is refused when it is read or planned rather than
+        inside its training job. ``Params`` names the first bad parameter it meets; that one is
+        set aside and the rest tried again, so that every bad one is named."""
+        import re
+
+        errors: list[str] = []
+        remaining = dict(given)
+        while True:
+            try:
+                cls.make_params(remaining, dataset, model)
+                return errors
+            except (ValueError, TypeError) as exc:
+                errors.append(str(exc))
+                named = re.match(r"params\.(\w+)", str(exc))
+                if named is None or named[1] not in remaining:
+                    return errors
+                del remaining[named[1]]
+
     # ---------------------------------------------------------------- hooks (defaults = FedAvg)
     def payload(self, round: int, global_model: FedModel) -> dict[str, Any]:
         return {}
