@@ -130,9 +130,20 @@ def test_a_recent_round_keeps_a_long_run_running(tmp_path):
     assert [r.state for r in collect(root)] == ["running"]
 
 
+def started(proc: subprocess.Popen, word: bytes) -> subprocess.Popen:
+    """``proc`` once /proc shows its command line (Popen returns as the exec begins, a moment
+    before the kernel shows the new one)."""
+    deadline = time.monotonic() + 10
+    while word not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the process never showed its command line"
+        time.sleep(0.01)
+    return proc
+
+
 def sleeper() -> subprocess.Popen:
     # "fedkd" in its command line, as a training process (or the fork server's child) has
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "fedkd"])
+    cmd = [sys.executable, "-c", "import time; time.sleep(60)", "fedkd"]
+    return started(subprocess.Popen(cmd), b"fedkd")
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
@@ -243,6 +254,11 @@ DAMAGED = {
     ),  # fmt: skip
     "status is a number": ('{"status": 3}', "status is 3, not a text"),
     "rounds_done negative": ('{"status": "running", "rounds_done": -2}', "rounds_done is -2"),
+    # more rounds than a float holds would overflow the ETA
+    "rounds beyond any run": (
+        '{"status": "running", "spec": {"rounds": 1%s}}' % ("0" * 400),
+        "spec.rounds is 1000000000000000000000000000000000000...",
+    ),  # fmt: skip
     "invalid JSON": ('{"status": "complete",', "not valid JSON"),
     "nested 100k deep": ("[" * 100_000, "deep"),
     "an empty file": ("", "not valid JSON"),
@@ -356,7 +372,7 @@ def live_snakemake(tmp_path):
     script = tmp_path / "bin" / "snakemake"
     script.parent.mkdir()
     script.write_text("import time\ntime.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path)
+    proc = started(subprocess.Popen([sys.executable, str(script)], cwd=tmp_path), b"snakemake")
     yield proc
     proc.kill()
     proc.wait()

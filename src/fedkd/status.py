@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from fedkd.config import UPPER
 from fedkd.files import RunRecordError, read_run_record
 from fedkd.processes import PROC, is_same_process, is_verified, valid_pid
 
@@ -74,8 +75,14 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _is_count(value: object, upper: int | None = None) -> bool:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    return value >= 0 and (upper is None or value <= upper)
+
+
+def _is_rounds(value: object) -> bool:
+    return _is_count(value, UPPER["rounds"])  # a run is refused more rounds than that
 
 
 def record_problem(record: dict) -> str | None:
@@ -87,7 +94,7 @@ def record_problem(record: dict) -> str | None:
 
     checks = [
         ("status", record.get("status"), lambda v: isinstance(v, str), "a text"),
-        ("rounds_done", record.get("rounds_done"), _is_count, "a count of rounds"),
+        ("rounds_done", record.get("rounds_done"), _is_rounds, "a count of rounds"),
         ("spec", record.get("spec"), lambda v: isinstance(v, dict), "the run's spec (an object)"),
         ("process", record.get("process"), lambda v: isinstance(v, dict), "an object"),
     ]
@@ -103,7 +110,7 @@ def record_problem(record: dict) -> str | None:
         except ValueError:
             return wrong("updated", updated, "an ISO date and time")
     rounds = (record.get("spec") or {}).get("rounds")
-    if rounds is not None and not _is_count(rounds):
+    if rounds is not None and not _is_rounds(rounds):
         return wrong("spec.rounds", rounds, "a count of rounds")
     process = record.get("process") or {}
     if "pid" in process and not valid_pid(process["pid"]):
