@@ -22,6 +22,7 @@ from fedkd.values import (
     load_json,
     load_yaml,
     positive_zero,
+    yaml11_note,
 )
 
 DATASETS = tuple(_DATASET_REGISTRY)  # the dataset registry, fedkd.data
@@ -314,7 +315,10 @@ def spec_errors(s: RunSpec) -> list[str]:
     for key in ("clients", "rounds", "local_epochs", "batch_size"):
         v = getattr(s, key)
         if not _is_int(v) or v < 1:
-            e.append(f"{key}={v!r} must be a positive integer (true/false are not integers)")
+            e.append(
+                f"{key}={v!r} must be a positive integer (true/false are not integers)"
+                f"{yaml11_note(v)}"
+            )
         elif v > UPPER[key]:
             e.append(f"{key}={v!r} is more than {UPPER[key]:,}; set a smaller value")
     if s.partition in ("dirichlet-equal", "dirichlet"):
@@ -343,10 +347,11 @@ def spec_errors(s: RunSpec) -> list[str]:
             f"grad_clip={s.grad_clip!r} must be a finite number > 0, or null to disable clipping"
         )
     if not _is_int(s.seed) or not 0 <= s.seed < SEED_LIMIT:
-        e.append(f"seed={s.seed!r} must be an integer from 0 to 2^63 - 1")
+        e.append(f"seed={s.seed!r} must be an integer from 0 to 2^63 - 1{yaml11_note(s.seed)}")
     for key in ("deterministic", "eval_local"):
         if not isinstance(getattr(s, key), bool):
-            e.append(f"{key}={getattr(s, key)!r} must be true or false")
+            value = getattr(s, key)
+            e.append(f"{key}={value!r} must be true or false{yaml11_note(value)}")
     for key in ("data_root", "partition_file"):
         if getattr(s, key) is not None and not isinstance(getattr(s, key), str):
             e.append(f"{key}={getattr(s, key)!r} must be a path, or null ({NULLABLE[key]})")
@@ -471,6 +476,7 @@ def param_type_errors(cls, params: dict[str, Any]) -> list[str]:
             errors.append(
                 f"params.{key}={value!r} must be {_type_name(plain, choices, nullable)} "
                 f"(strategy {cls.name!r}, e.g. --param {key}={_example(cls, key)})"
+                f"{yaml11_note(value)}"
             )
     return errors
 

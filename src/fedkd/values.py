@@ -254,6 +254,29 @@ def as_number(value: Any) -> Any:
     return value
 
 
+# text that YAML 1.1 (Snakemake's loader, and fedkd before it read YAML 1.2) took for a boolean or
+# a base-60 number, and YAML 1.2 leaves as text
+_YAML11_BOOLS = {
+    spelt for word in ("y", "yes", "n", "no", "on", "off")
+    for spelt in (word, word.capitalize(), word.upper())
+}  # fmt: skip
+_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
+
+
+def yaml11_note(value: Any) -> str:
+    """For text YAML 1.1 read otherwise (``yes``, ``1:30``, ``1_000``): a note for an error
+    message saying what to write instead, with a leading space; else ``""``."""
+    if not isinstance(value, str):
+        return ""
+    if value in _YAML11_BOOLS:
+        return f" ({value} is text in YAML 1.2, not a boolean)"
+    if _SEXAGESIMAL.match(value):
+        return f" ({value} is text in YAML 1.2, not a base-60 number: write the number itself)"
+    if "_" in value and isinstance(as_number(value.replace("_", "")), (int, float)):
+        return f" ({value} is text in YAML 1.2: write the number without _)"
+    return ""
+
+
 def is_finite_number(value: Any) -> bool:
     """An int or float (never a bool) that is neither NaN nor infinite."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

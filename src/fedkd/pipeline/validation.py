@@ -201,10 +201,22 @@ def schema_errors(cfg: dict, schema_path: Path) -> list[str]:
             if e.message.startswith(f"{name!r} ")  # the one key this error is about
         ):
             continue
-        msg = f"{where}: {e.message}"
+        msg = f"{where}: {_schema_message(e)}"
         if msg not in errors:
             errors.append(msg)
     return unknown + sorted(errors)
+
+
+def _schema_message(e) -> str:
+    """The schema's message, in fedkd's words where it has them: a boolean named as true or
+    false, and text that YAML 1.1 read as a number or a boolean (``yes``, ``1:30``) named so."""
+    from fedkd.values import yaml11_note
+
+    if e.validator == "type" and e.validator_value == "boolean":
+        return f"{e.instance!r} must be true or false{yaml11_note(e.instance)}"
+    if e.validator == "type":
+        return f"{e.message}{yaml11_note(e.instance)}"
+    return e.message
 
 
 def _matches_pattern(schema: dict, key: str) -> bool:
