@@ -190,6 +190,21 @@ def test_a_live_pid_started_at_another_time_is_not_the_run(tmp_path):
         proc.wait()
 
 
+def test_a_killed_process_not_yet_reaped_is_gone():
+    proc = sleeper()
+    identity = process_identity(proc.pid)
+    proc.kill()
+    try:
+        deadline = time.monotonic() + 10
+        while processes.process_stat(proc.pid)[0] != "Z":  # killed, its parent not told yet
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert is_same_process(identity) is False
+    finally:
+        proc.wait()
+    assert is_same_process(identity) is False
+
+
 def test_an_older_record_without_start_time_runs_unverified(tmp_path):
     root = tmp_path / "runs"
     proc = sleeper()

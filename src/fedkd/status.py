@@ -6,12 +6,15 @@ Which runs count, as Snakemake would pick them: the runs the TARGETs need (the s
 ``snakemake``, e.g. results/tables/table3.tex, planned from --configfile or the default
 config/config.yaml, fedkd.pipeline.Plan); with --configfile alone, every run of that
 configuration; with neither, the runs the workflow running in this folder is building (its
-.snakemake/locks), else every run found.
+.snakemake/locks, while a Snakemake process works in the folder: a killed one leaves its locks),
+else every run found. Before any run (no runs folder yet) the planned runs are all not started.
 
 A run is done (complete), failed (diverged), running, stopped (killed or crashed: its process is
 gone, or on another host no round for a while, or it recorded why it stopped, e.g. a full disk;
-re-running the workflow resumes it from its checkpoint), damaged (its run.json cannot be read; the
-line says how to fix it) or not started. The ETA adds the rounds left at the measured seconds per
+re-running the workflow resumes it from its checkpoint), damaged (its run.json cannot be read or
+holds a field of the wrong type; the line names the file, the reason and the fix) or not started.
+A process counts as the run's only if its start time is the one run.json recorded
+(fedkd.processes), not merely its pid. The ETA adds the rounds left at the measured seconds per
 round, divided over the runs in flight.
 """
 
@@ -143,9 +146,7 @@ def load_record(path: Path) -> dict:
         )
     try:
         record = read_run_record(path)
-    except RunRecordError:
-        raise
-    except FileNotFoundError:
+    except (RunRecordError, FileNotFoundError):
         raise
     except OSError as exc:
         raise RunRecordError(
