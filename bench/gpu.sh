@@ -1,42 +1,147 @@
 #!/usr/bin/env bash
-# The GPU benchmarks in one command (run from the repository root on a CUDA machine with the
-# project installed; nothing to edit):
-#   1. throughput engine vs bare loop, and one round per local-training engine (sequential,
-#      batched, batched + CUDA graphs) on the default and the table-3 shapes;
-#   2. the table-3-shaped run through the full engine: sequential, batched, batched + graphs,
-#      then bf16, and bf16 with torch.compile reduce-overhead (which runs sequentially);
-#   3. the cost of determinism: the table-3-shaped run (batched, fp32) with deterministic: true
-#      against the same run without, back to back;
-#   4. packing: K table-3-shaped runs sharing the GPU at once against one alone;
-#   5. the bf16 accuracy check; 6. the GPU test suites (pytest -m gpu).
-set -euo pipefail
-python -m fedkd.bench --device cuda --steps 300 --repeats 5 --skip-run --round-epochs 2
-python -m fedkd.bench --device cuda --skip-throughput --rounds-bench none --run-rounds 2 \
-    --engine sequential
-python -m fedkd.bench --device cuda --skip-throughput --rounds-bench none --run-rounds 2 \
-    --engine batched
-FEDKD_CUDA_GRAPHS=1 python -m fedkd.bench --device cuda --skip-throughput --rounds-bench none \
-    --run-rounds 2 --engine batched
-FEDKD_CUDA_GRAPHS=1 python -m fedkd.bench --device cuda --skip-throughput --rounds-bench none \
-    --run-rounds 2 --engine batched --precision bf16
-python -m fedkd.bench --device cuda --skip-throughput --rounds-bench none --run-rounds 2 \
-    --precision bf16 --compile reduce-overhead
-for det in "" --deterministic; do
-  # a kernel without a deterministic implementation raises under deterministic: true; that is a
-  # finding to report, not a reason to skip the rest
-  python -m fedkd.bench --device cuda --skip-throughput --rounds-bench none --run-rounds 2 \
-      --engine batched $det || echo "determinism: the run with '${det:-(default)}' failed (exit $?)"
-done
-for k in 1 4; do
-  start=$(date +%s.%N)
-  for _ in $(seq "$k"); do
-    FEDKD_CUDA_GRAPHS=1 python -m fedkd.bench --device cuda --skip-throughput --rounds-bench none \
-        --run-rounds 2 --engine batched >"/tmp/fedkd-pack-$k-$_.log" 2>&1 &
+# The GPU benchmarks, in parts that each fit one command of under 9 minutes on an H100:
+#
+#   bash bench/gpu.sh [--device cuda|cpu] [--out DIR] [--size full|tiny] PART...
+#
+#   1 engines     op counts (fedavg, fedgkd); sequential trainer vs a bare PyTorch loop; one
+#                 round's local training per engine (sequential, K-client, K-client + CUDA
+#                 graphs) on the default and the table-3 shapes, fedgkd's round with its teacher
+#   2 kclient     table-3 runs (20 clients, C 0.2, E 20, batch 64, ResNet-8-GN, synthetic
+#                 CIFAR-10-shaped data), fedavg and fedgkd, K-client and K-client + CUDA graphs:
+#                 2 warm-up rounds, then 2 timed rounds: img/s of local training and of whole
+#                 rounds, the fixed cost per round, the projected minutes per 100 rounds
+#   3 sequential  the same with the sequential trainer (1 warm-up round: it captures nothing)
+#   4 packing     4 and then 8 table-3 fedgkd runs (K-client + CUDA graphs) sharing the GPU, one
+#                 process each, timed together from a shared start after their warm-up
+#   5 precision   fedgkd with deterministic: true against the same run without, back to back;
+#                 bf16; bf16 with torch.compile reduce-overhead; fp32 vs bf16 accuracy on mnist5k
+#   6 profile     torch.profiler traces of one fedgkd round (1 local epoch) per engine
+#   all           1 to 6 in turn (on a GPU: longer than one 10-minute command)
+#
+# Parts are named by number or name. Every log, result (bench-results.jsonl: one JSON object per
+# figure, the columns of docs/performance.md's GPU table) and trace goes to the one folder
+# --out (default $FEDKD_GPU_OUT, else results/gpu): bench-<part>.log, profile-*.json.gz, and
+# summary-bench.txt, which lists every step as ok, FAILED or skipped. A failed step does not
+# stop the others; the exit status is 1 if any failed. Expected times on an H100, estimated
+# from step and operation counts (not measured): docs/performance.md, "The GPU kit".
+#
+# On the GPU machine (PyTorch, numpy, pandas, pyarrow, PyYAML, pytest; nothing downloadable),
+# from a checkout plus the wheel folder that scripts/fetch-gpu-wheels.sh fills here:
+#   bash bench/gpu.sh 1 --out "$OUT"
+# On a machine without a GPU, the whole kit end to end on tiny sizes:
+#   bash bench/gpu.sh --device cpu all
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+KIT_NAME="bench/gpu.sh"
+cd "$REPO" || exit 2
+# shellcheck source=../scripts/gpu-kit.sh
+source "$REPO/scripts/gpu-kit.sh"
+
+kit_usage() { sed -n '2,/^REPO=/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+PART_NAMES=(engines kclient sequential packing precision profile)
+
+part_number() {
+  local i
+  for i in "${!PART_NAMES[@]}"; do
+    if [ "$1" = "$((i + 1))" ] || [ "$1" = "${PART_NAMES[$i]}" ]; then
+      echo $((i + 1))
+      return
+    fi
   done
-  wait
-  end=$(date +%s.%N)
-  python -c "print(f'packing: $k concurrent table-3-shaped runs (2 rounds each, batched + graphs) took {$end - $start:.1f} s')"
+  return 1
+}
+
+kit_parse "$@"
+parts=()
+for p in "${KIT_PARTS[@]}"; do
+  if [ "$p" = all ]; then
+    parts+=(1 2 3 4 5 6)
+  else
+    n="$(part_number "$p")" || kit_die "unknown part '$p': one of 1-6, ${PART_NAMES[*]}, all"
+    parts+=("$n")
+  fi
 done
-python -m fedkd.bench --device cuda --skip-run --rounds-bench none --steps 50 --repeats 1 \
-    --precision-check
-python -m pytest -q -m gpu tests/test_batched_gpu.py
+
+log="$KIT_OUT/bench-setup.log"
+kit_setup "$log"
+
+bench=("$PY" -m fedkd.bench --device "$KIT_DEVICE" --out "$KIT_OUT")
+if [ "$KIT_SIZE" = tiny ]; then
+  # every step's shape, made small: 20 clients of 64 images, 1 local epoch, 1 timed round
+  data=(--train-images 1280 --eval-images 200)
+  run=("${data[@]}" --run-epochs 1 --run-rounds 1)
+  round=("${data[@]}" --client-samples 128 --round-epochs 1 --repeats 1)
+  bare=(--steps 4 --repeats 1)
+  check=(--check-seeds 1 --check-rounds 1)
+  packs=2
+else
+  run=()
+  round=(--round-epochs 2 --repeats 3)
+  bare=(--steps 300 --repeats 5)
+  check=(--check-seeds 3 --check-rounds 10)
+  packs=4,8
+fi
+only_runs=(--skip-throughput --rounds-bench none)
+if [ "$KIT_DEVICE" = cuda ]; then kclient=batched,graphs fastest=graphs; else
+  kclient=batched fastest=batched
+fi
+
+part_1() {
+  kit_step "$log" "op counts of one K-client step (fedavg, fedgkd)" \
+    "${bench[@]}" --ops --ops-strategies fedavg,fedgkd
+  kit_step "$log" "sequential trainer vs bare PyTorch loop" \
+    "${bench[@]}" --skip-run --rounds-bench none "${bare[@]}"
+  kit_step "$log" "one round's local training per engine (default and table-3 shapes)" \
+    "${bench[@]}" --skip-throughput --skip-run --rounds-bench default,table3 "${round[@]}"
+}
+
+part_2() {
+  kit_step "$log" "table-3 runs, fedavg and fedgkd, engines $kclient" \
+    "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine "$kclient" "${run[@]}"
+}
+
+part_3() {
+  kit_step "$log" "table-3 runs, fedavg and fedgkd, sequential engine" \
+    "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine sequential \
+    --warmup-rounds 1 "${run[@]}"
+}
+
+part_4() {
+  kit_step "$log" "packed table-3 fedgkd runs ($packs at once, engine $fastest)" \
+    "${bench[@]}" "${only_runs[@]}" --skip-run --strategies fedgkd --engine "$fastest" \
+    --pack "$packs" --pack-timeout 300 "${run[@]}"
+}
+
+part_5() {
+  local fedgkd=("${bench[@]}" "${only_runs[@]}" --strategies fedgkd "${run[@]}")
+  # back to back, so that the two figures see the same machine state
+  kit_step "$log" "fedgkd table-3 run, engine $fastest, deterministic: false" \
+    "${fedgkd[@]}" --engine "$fastest"
+  # a kernel without a deterministic implementation raises here: a finding, reported as failed
+  kit_step "$log" "fedgkd table-3 run, engine $fastest, deterministic: true" \
+    "${fedgkd[@]}" --engine "$fastest" --deterministic
+  kit_step "$log" "fedgkd table-3 run, engine $fastest, bf16" \
+    "${fedgkd[@]}" --engine "$fastest" --precision bf16
+  if [ "$KIT_DEVICE" = cuda ]; then
+    kit_step "$log" "fedgkd table-3 run, bf16, torch.compile reduce-overhead (sequential)" \
+      "${fedgkd[@]}" --engine sequential --precision bf16 --compile reduce-overhead \
+      --warmup-rounds 1 --run-rounds 1
+  else
+    kit_skip "$log" "fedgkd table-3 run, bf16, torch.compile reduce-overhead" \
+      "its CUDA graphs need a CUDA device"
+  fi
+  kit_step "$log" "fp32 vs bf16 best accuracy on mnist5k" \
+    "${bench[@]}" --skip-throughput --skip-run --rounds-bench none --precision-check "${check[@]}"
+}
+
+part_6() {
+  kit_step "$log" "profiles of one fedgkd round per engine" \
+    "${bench[@]}" "${only_runs[@]}" --skip-run --profile --strategies fedgkd \
+    --engine "sequential,$kclient" "${data[@]}"
+}
+
+for n in "${parts[@]}"; do
+  log="$KIT_OUT/bench-$n-${PART_NAMES[$((n - 1))]}.log"
+  "part_$n"
+done
+kit_summary "$KIT_OUT/summary-bench.txt"

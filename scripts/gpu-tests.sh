@@ -1,42 +1,88 @@
 #!/usr/bin/env bash
-# The GPU test suite in one command, from a fresh checkout on a CUDA machine:
+# The GPU test suite, in parts that each fit one command of under 9 minutes on an H100:
 #
-#   bash scripts/gpu-tests.sh            # installs what is missing, then pytest -m gpu
+#   bash scripts/gpu-tests.sh [--device cuda|cpu] [--out DIR] PART...
 #
-# The machine's own torch (a CUDA build) is kept: the project is installed without its
-# dependencies, and only the packages the tests import that are missing get installed, from the
-# package index or, offline, from a folder of wheels (FEDKD_WHEELS=/path/to/wheels).
-# The log goes to $FEDKD_GPU_LOG (default results/gpu-tests.log).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-log="${FEDKD_GPU_LOG:-results/gpu-tests.log}"
-mkdir -p "$(dirname "$log")"
+#   1 suite     tests/gpu: train and kill-resume on CUDA for fedavg, fedgkd, scaffold and feddf
+#               (deterministic: true), bit-identical repeats, bf16, a CUDA checkpoint resumed on
+#               the CPU, a bench smoke run, the fork server with CUDA
+#   2 kclient   every other test file marked gpu (tests/test_batched_gpu.py: the K-client trainer
+#               with and without CUDA graphs against the sequential one)
+#   all         1 and 2 (the default)
+#
+# Only those files are collected (pytest -m gpu over them), so a test module elsewhere that
+# imports a package the GPU machine lacks (snakemake) cannot stop the collection. With
+# --device cpu, FEDKD_TEST_DEVICE=cpu: the tests of tests/gpu run on the CPU instead of skipping;
+# a test that still needs CUDA is skipped, and the summary names it with its reason.
+# Logs (tests-<part>.log), JUnit reports (tests-<part>.xml) and summary-tests.txt go to the one
+# folder --out (default $FEDKD_GPU_OUT, else results/gpu). A failed part does not stop the
+# others; the exit status is 1 if any step failed. Expected times on an H100, estimated (not
+# measured): docs/performance.md, "The GPU kit".
+#
+# On the GPU machine, from a checkout plus the wheel folder of scripts/fetch-gpu-wheels.sh:
+#   bash scripts/gpu-tests.sh 1 --out "$OUT"
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+KIT_NAME="scripts/gpu-tests.sh"
+cd "$REPO" || exit 2
+# shellcheck source=gpu-kit.sh
+source "$REPO/scripts/gpu-kit.sh"
 
-python - <<'EOF' || { echo "no usable torch with CUDA: install your CUDA build of torch first" >&2; exit 2; }
-import torch
-assert torch.cuda.is_available(), "torch.cuda.is_available() is False"
-print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")
+kit_usage() { sed -n '2,/^REPO=/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+kit_parse "$@"
+parts=()
+for p in "${KIT_PARTS[@]}"; do
+  case "$p" in
+    all) parts+=(1 2) ;;
+    1 | suite) parts+=(1) ;;
+    2 | kclient) parts+=(2) ;;
+    *) kit_die "unknown part '$p': one of 1, suite, 2, kclient, all" ;;
+  esac
+done
+
+log="$KIT_OUT/tests-setup.log"
+kit_setup "$log"
+if [ "$KIT_DEVICE" = cpu ]; then export FEDKD_TEST_DEVICE=cpu; else unset FEDKD_TEST_DEVICE; fi
+
+# the test files of each part: tests/gpu, and the files elsewhere that mark tests gpu
+files_1=(tests/gpu/test_*.py)
+mapfile -t files_2 < <(grep -lE 'pytest\.mark\.gpu' tests/test_*.py)
+
+report() {  # report XML: the counts, and every skipped test with its reason
+  "$PY" - "$1" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+
+suite = ET.parse(sys.argv[1]).getroot()
+suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+print(f"{passed} passed, {counts['failures']} failed, {counts['errors']} errors, "
+      f"{counts['skipped']} skipped")
+for case in suite.iter("testcase"):
+    skip = case.find("skipped")
+    if skip is not None:
+        print(f"  skipped: {case.get('classname')}::{case.get('name')}: {skip.get('message')}")
 EOF
+}
 
-pip_from=()
-if [ -n "${FEDKD_WHEELS:-}" ]; then pip_from=(--no-index --find-links "$FEDKD_WHEELS"); fi
-# import name -> package name, for what the GPU tests and the engine import
-missing=$(python - <<'EOF'
-import importlib.util
-need = {"numpy": "numpy", "pandas": "pandas", "pyarrow": "pyarrow", "yaml": "pyyaml",
-        "pytest": "pytest", "mlxtend": "mlxtend", "jsonschema": "jsonschema"}
-print(" ".join(pkg for mod, pkg in need.items() if importlib.util.find_spec(mod) is None))
-EOF
-)
-if [ -n "$missing" ]; then
-  echo "installing: $missing"
-  # shellcheck disable=SC2086
-  python -m pip install --quiet "${pip_from[@]}" $missing
-fi
-if ! python -c "import fedkd" 2>/dev/null; then
-  python -m pip install --quiet --no-deps --no-build-isolation -e . 2>/dev/null \
-    || export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-fi
-
-set -o pipefail
-python -m pytest -m gpu -v -rs tests 2>&1 | tee "$log"
+for n in "${parts[@]}"; do
+  name=$([ "$n" = 1 ] && echo suite || echo kclient)
+  log="$KIT_OUT/tests-$n-$name.log"
+  xml="$KIT_OUT/tests-$n-$name.xml"
+  files_var="files_$n[@]"
+  files=("${!files_var}")
+  if [ ${#files[@]} -eq 0 ]; then
+    kit_skip "$log" "pytest part $n ($name)" "no test file of this part in this checkout"
+    continue
+  fi
+  rm -f "$xml"
+  kit_step "$log" "pytest part $n ($name): ${files[*]}" \
+    "$PY" -m pytest -p no:cacheprovider -m gpu -v -rs --junitxml "$xml" "${files[@]}"
+  if [ -f "$xml" ]; then
+    results="$(report "$xml")"
+    printf '%s\n' "$results" | tee -a "$log"
+    kit_note "part $n ($name): $results"
+  fi
+done
+kit_summary "$KIT_OUT/summary-tests.txt"

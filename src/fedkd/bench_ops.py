@@ -11,6 +11,7 @@ step is the same work; this one shows the steady state). Kernels and host syncs 
 from __future__ import annotations
 
 import tempfile
+from contextlib import contextmanager
 
 import torch
 
@@ -42,23 +43,34 @@ def step_ops(strategy: str, dataset, clients: int = 4, batch_size: int = 64, dev
             raise RuntimeError(f"{strategy}: {run.env.engine(run.strategy)['reason']}")
         run._round(0)
         trainer = run.env.trainer(run.strategy, clients)
-        counted = {}
-        original = trainer._step
-
-        def step():
-            if trainer.t.item() == 1 and not counted:  # (outside the counted region)
-                with count_ops() as c:
-                    original()
-                counted.update(kernels=c.kernels, syncs=c.syncs, by_op=dict(c.by_op))
-            else:
-                original()
-
-        trainer._step = step
         selected = sample_clients(spec.seed, 1, spec.clients, spec.participation)
         payload = run.strategy.payload(1, run.global_model)
-        train_clients(1, selected, run.global_model, payload, run.strategy, run.env)
-        trainer._step = original
+        with counting_step(trainer) as counted:
+            train_clients(1, selected, run.global_model, payload, run.strategy, run.env)
     return counted
+
+
+@contextmanager
+def counting_step(trainer, at_step: int = 1):
+    """Within the block, the K-client ``trainer``'s step at device step counter ``at_step`` (the
+    round's second: the first is the same work) is counted; yields a dict that then holds
+    ``kernels``, ``syncs`` and ``by_op``. Reading the counter is outside the counted region."""
+    counted: dict = {}
+    original = trainer._step
+
+    def step():
+        if trainer.t.item() == at_step and not counted:
+            with count_ops() as c:
+                original()
+            counted.update(kernels=c.kernels, syncs=c.syncs, by_op=dict(c.by_op))
+        else:
+            original()
+
+    trainer._step = step
+    try:
+        yield counted
+    finally:
+        del trainer._step  # the class's method again
 
 
 def ops_report(strategies: list[str] | None = None, device="cpu") -> list[tuple[str, dict]]:

@@ -1,7 +1,8 @@
 """The GPU suite: training, kill-and-resume, repeatability, bf16 and a bench smoke run on CUDA.
 
-Run on a GPU machine with ``bash scripts/gpu-tests.sh`` (installs what is missing, then
-``pytest -m gpu``). Elsewhere every test here is skipped with the reason."""
+Run on a GPU machine with ``bash scripts/gpu-tests.sh``. Elsewhere every test here is skipped
+with the reason, or runs on the CPU with ``FEDKD_TEST_DEVICE=cpu`` (``conftest.py``;
+``bash scripts/gpu-tests.sh --device cpu``)."""
 
 import json
 import os
@@ -12,14 +13,10 @@ import time
 
 import pandas as pd
 import pytest
-import torch
 
 from fedkd.engine.run_outputs import read_metrics
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (pytest -m gpu)"),
-]
+pytestmark = pytest.mark.gpu
 
 # one strategy of each family: plain, teacher-based, stateful per client, server-side distillation
 FAMILIES = {
@@ -30,13 +27,13 @@ FAMILIES = {
 }
 ROUNDS = 4
 COMMON = ["--dataset", "mnist5k", "--clients", "20", "--alpha", "0.1", "--participation", "0.2",
-          "--local-epochs", "1", "--rounds", str(ROUNDS), "--device", "cuda"]  # fmt: skip
+          "--local-epochs", "1", "--rounds", str(ROUNDS)]  # fmt: skip
 COLUMNS = ["round", "test_acc", "test_loss", "train_loss"]
 
 
-def _train_cmd(strategy: str, out, *extra: str) -> list[str]:
+def _train_cmd(strategy: str, out, device: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "fedkd", "train", "--strategy", strategy, *COMMON,
-            *FAMILIES.get(strategy, []), *extra, "--out", str(out)]  # fmt: skip
+            "--device", device, *FAMILIES.get(strategy, []), *extra, "--out", str(out)]  # fmt: skip
 
 
 def _metrics(out) -> pd.DataFrame:
@@ -64,54 +61,64 @@ def _kill_after(cmd: list[str], out, rounds: int) -> None:
 
 
 @pytest.mark.parametrize("strategy", sorted(FAMILIES))
-def test_killed_cuda_run_resumes_bit_identical_with_deterministic(tmp_path, strategy):
+def test_killed_cuda_run_resumes_bit_identical_with_deterministic(tmp_path, strategy, device):
     det = ["--deterministic", "true"]
-    _run(_train_cmd(strategy, tmp_path / "full", *det))
+    _run(_train_cmd(strategy, tmp_path / "full", device, *det))
     killed = tmp_path / "killed"
-    _kill_after(_train_cmd(strategy, killed, *det), killed, 2)
+    _kill_after(_train_cmd(strategy, killed, device, *det), killed, 2)
     before = len(_metrics(killed))
     assert before < ROUNDS, "the run ended before it could be killed"
-    done = _run(_train_cmd(strategy, killed, *det))
+    done = _run(_train_cmd(strategy, killed, device, *det))
     assert "resuming" in done.stderr
     full, resumed = _metrics(tmp_path / "full"), _metrics(killed)
     pd.testing.assert_frame_equal(full[COLUMNS], resumed[COLUMNS], check_exact=True)
     rec = json.loads((killed / "run.json").read_text())
-    assert rec["status"] == "complete" and rec["device"]["type"] == "cuda"
+    assert rec["status"] == "complete" and rec["device"]["type"] == device
     assert rec["determinism"]["deterministic"] is True
 
 
-def test_two_deterministic_cuda_runs_are_bit_identical(tmp_path):
+def test_two_deterministic_cuda_runs_are_bit_identical(tmp_path, device):
     for name in ("a", "b"):
-        _run(_train_cmd("fedgkd", tmp_path / name, "--deterministic", "true"))
+        _run(_train_cmd("fedgkd", tmp_path / name, device, "--deterministic", "true"))
     a, b = _metrics(tmp_path / "a"), _metrics(tmp_path / "b")
     pd.testing.assert_frame_equal(a[COLUMNS], b[COLUMNS], check_exact=True)
     assert a["class_acc"].map(list).tolist() == b["class_acc"].map(list).tolist()
 
 
-def test_bf16_cuda_run_learns(tmp_path):
-    _run(_train_cmd("fedavg", tmp_path / "bf16", "--precision", "bf16", "--alpha", "1"))
+def test_bf16_cuda_run_learns(tmp_path, device):
+    _run(_train_cmd("fedavg", tmp_path / "bf16", device, "--precision", "bf16", "--alpha", "1"))
     acc = _metrics(tmp_path / "bf16")["test_acc"]
     assert acc.max() > 0.5, f"bf16 run stayed near chance: {acc.tolist()}"
 
 
-def test_checkpoint_from_cuda_resumes_on_cpu(tmp_path):
-    """A job retried on another device type continues from the same checkpoint."""
+def test_checkpoint_from_cuda_resumes_on_cpu(tmp_path, device):
+    """A job retried on another device type continues from the same checkpoint (on a CPU-only
+    test device: a killed CPU job resumed by a new process)."""
     out = tmp_path / "moved"
-    _kill_after(_train_cmd("scaffold", out), out, 2)
+    _kill_after(_train_cmd("scaffold", out, device), out, 2)
     assert len(_metrics(out)) < ROUNDS, "the run ended before it could be killed"
-    on_cpu = [c if c != "cuda" else "cpu" for c in _train_cmd("scaffold", out)]
-    done = _run(on_cpu)
+    done = _run(_train_cmd("scaffold", out, "cpu"))
     assert "resuming" in done.stderr
     assert len(_metrics(out)) == ROUNDS
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
 
 
-def test_bench_smoke_on_cuda(tmp_path):
+def test_bench_smoke_on_cuda(tmp_path, device):
+    """Every section of ``fedkd bench`` on small shapes: the bare-loop comparison, a table-3
+    round per engine, and fedgkd table-3 runs timed after their warm-up."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    engines = "batched,graphs" if device == "cuda" else "batched"
     done = subprocess.run(
-        [sys.executable, "-m", "fedkd.bench", "--device", "cuda", "--steps", "10",
-         "--repeats", "1", "--run-rounds", "1"],  # fmt: skip
+        [sys.executable, "-m", "fedkd.bench", "--device", device, "--steps", "4", "--repeats",
+         "1", "--rounds-bench", "table3", "--client-samples", "128", "--train-images", "1280",
+         "--eval-images", "200", "--strategies", "fedgkd", "--engine", engines,
+         "--run-epochs", "1", "--warmup-rounds", "2", "--run-rounds", "1", "--out", "out"],
         capture_output=True, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "img/s" in done.stdout + done.stderr
+    rows = [json.loads(line) for line in (tmp_path / "out" / "bench-results.jsonl").open()]
+    runs = [r for r in rows if r["what"].startswith("table-3 run fedgkd")]
+    assert len(rows) == 2 + len(engines.split(",")) and len(runs) == len(engines.split(","))
+    assert all(r["timed_rounds"] == [3] and r["img_s"] > 0 for r in runs)
+    if device == "cuda":
+        assert "CUDA graphs" in runs[-1]["engine"]
