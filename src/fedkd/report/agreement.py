@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fedkd.files import atomic_write
 from fedkd.report.claims.verdict import LEVEL, VERDICTS
 from fedkd.report.tables.vs_paper import ABSOLUTE, pair_agreement
 from fedkd.report.targets import CLAIMS_SECTION
@@ -62,18 +63,42 @@ def _share(k: int, n: int) -> str:
     return f"{k} of {n} ({100 * k / n:.0f}%)" if n else "–"
 
 
+# always named, even at 0: the two verdicts that decide; the others only where some claim has them
+DECISIVE = ("holds", "contradicted")
+
+
+def claim_verdicts(claims_csv: Path) -> pd.Series:
+    """One verdict per claim, from the claims table's CSV: its ``claim_verdict`` column (every
+    row of a claim repeats it), or, for a table with one row per claim, that row's verdict."""
+    df = pd.read_csv(claims_csv)
+    if not {"claim", "verdict"} <= set(df.columns):
+        raise ValueError(f"{claims_csv} has no 'claim' and 'verdict' columns; re-render it")
+    column = "claim_verdict" if "claim_verdict" in df.columns else "verdict"
+    per_claim = df.groupby("claim", sort=False)[column].agg(lambda v: set(v))
+    mixed = sorted(c for c, v in per_claim.items() if len(v) != 1)
+    if mixed:
+        raise ValueError(
+            f"{claims_csv} gives claim(s) {', '.join(mixed)} several verdicts and no "
+            "'claim_verdict' column: it is from an older fedkd; delete it and re-render the table"
+        )
+    return per_claim.map(lambda v: next(iter(v)))
+
+
 def claims_rst(claims_csv: Path) -> str:
-    """The front page's first finding: how many of the papers' claims the runs support, from the
-    claims table (``claims`` layout) when it is built."""
+    """The front page's first finding: how many of the papers' claims the runs support (counted
+    per claim, not per setting), from the claims table (``claims`` layout) when it is built."""
     head = "**The papers' claims.** "
     if not claims_csv.exists():
         return head + "The claims table (``results/tables/claims.md``) is not built yet.\n\n"
-    verdicts = pd.read_csv(claims_csv)["verdict"].value_counts()
-    counts = ", ".join(f"{int(verdicts.get(v, 0))} {v}" for v in VERDICTS)
+    verdicts = claim_verdicts(claims_csv).value_counts()
+    counts = ", ".join(
+        f"{int(verdicts.get(v, 0))} {v}" for v in VERDICTS if v in DECISIVE or verdicts.get(v, 0)
+    )
     return (
-        head + f"Each claim of the papers, per setting, checked on this configuration's runs "
-        f"(paired by seed, {LEVEL:.0%} interval of the effect): {counts}. The first section, "
-        f'"{CLAIMS_SECTION}", has the table and how each verdict is reached.\n\n'
+        head + f"Each of the papers' {int(verdicts.sum())} claims checked on this configuration's "
+        f"runs (paired by seed, {LEVEL:.0%} interval of the effect, Holm's correction over a "
+        f'claim\'s settings): {counts}. The first section, "{CLAIMS_SECTION}", has a block per '
+        "claim and how each verdict is reached.\n\n"
     )
 
 
@@ -130,12 +155,14 @@ def _list_table(rows: list[list[str]]) -> str:
 
 def write_front_page(template: Path, tables_dir: Path, out: Path, stand_in: bool) -> Path:
     """Write the template followed by the agreement summary to ``out`` (left untouched when the
-    content is the same) and return ``out``."""
+    content is the same; written atomically, so a report built meanwhile never reads half a
+    page) and return ``out``."""
     text = Path(template).read_text().rstrip("\n") + "\n\n"
     text += claims_rst(Path(tables_dir) / "claims.csv")
     text += summary_rst(summarise(tables_dir), stand_in)
     out = Path(out)
     if not out.exists() or out.read_text() != text:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
+        data = text.encode()
+        atomic_write(out, lambda tmp: tmp.write_bytes(data))
     return out

@@ -43,6 +43,9 @@ class TableDoc:
     # the same table laid out for a screen (e.g. methods as rows), shown in the HTML when this
     # layout is wider than HTML_WIDTH (fedkd.report.writers.for_screen)
     screen: TableDoc | None = None
+    # the HTML page's body in place of the table (the claims: one block per claim), with
+    # HTML_BLOCK_STYLE; the caption and notes frame it as they frame a table
+    html: str | None = None
 
 
 def _styled_tex(t: Text) -> str:
@@ -132,6 +135,7 @@ def to_markdown(doc: TableDoc) -> str:
     for row in doc.body:
         lines.append("| " + " | ".join(_styled_md(t) for t in row) + " |")
     lines.append("")
+    lines += [f"{note}\n" for note in doc.notes]
     return "\n".join(lines)
 
 
@@ -141,6 +145,17 @@ max-width:60em;margin-bottom:.6em;line-height:1.4}th,td{padding:3px 10px;white-s
 thead tr:last-child th{border-bottom:1px solid #444}thead tr:first-child th{border-top:2px solid
 #444}tbody tr:last-child td{border-bottom:2px solid #444}td.stub,th.stub{text-align:left}
 td,th{text-align:center}tr.group td{border-top:1px solid #bbb}"""
+
+
+# the blocks of a TableDoc with ``html`` (the claims): readable at a laptop's width, a block's
+# settings table wrapping its last (setting) column instead of scrolling
+HTML_BLOCK_STYLE = """body{max-width:72em}section.claim{margin:1.2em 0 1.6em;padding-top:.4em;
+border-top:2px solid #444}section.claim h3{font-size:16px;margin:.2em 0 .3em;line-height:1.5}
+p.meta,p.gap,p.quote,p.note,ol.notes{margin:.25em 0;font-size:13px;line-height:1.4}
+p.meta{color:#555}p.quote{font-style:italic;color:#333}ol.notes{color:#444;padding-left:1.6em}
+section.claim table{margin:.4em 0;font-size:13px}section.claim td.stub{white-space:normal;
+min-width:18em}span.verdict{display:inline-block;padding:0 .45em;border-radius:.3em;
+font-weight:600;white-space:nowrap}span.table{color:#777}caption{max-width:72em}"""
 
 
 def _html_text(t: Text) -> str:
@@ -182,6 +197,18 @@ def to_html(doc: TableDoc) -> str:
     files; a CSV would be shown as its long form, one line per cell). A table too wide for a
     laptop screen is shown in its screen layout (for_screen); the .tex and .md keep the paper's."""
     doc = for_screen(doc)
+    if doc.html is not None:
+        return "\n".join([
+            "<!DOCTYPE html>",
+            '<html><head><meta charset="utf-8">',
+            f"<title>{html.escape(doc.label)}</title><style>{HTML_STYLE}\n{HTML_BLOCK_STYLE}"
+            "</style></head><body>",
+            f'<p class="caption">{caption_html(doc.caption)}</p>',
+            doc.html,
+            *(f"<p>{html.escape(note)}</p>" for note in doc.notes),
+            "</body></html>",
+            "",
+        ])  # fmt: skip
     out = [
         "<!DOCTYPE html>",
         '<html><head><meta charset="utf-8">',

@@ -1,12 +1,29 @@
-"""The verdict on one claim in one setting, from the per-seed differences of paired runs.
+"""The verdict on a claim in one setting, from the per-seed differences of paired runs, and over
+the settings of one claim.
 
 Runs with the same seed share their data partition (and client sampling), so the difference
 treatment − baseline within a seed removes what the partition does to both; the seeds are
 independent draws. The interval is the paired t-interval, mean ± t_{n−1, 0.975} · sd / √n: with the
-2–3 seeds a reproduction affords, no rank test or bootstrap can reach 95% at all (two seeds: a sign
-test's smallest two-sided p is 0.5), so t is the one interval there is, and it is wide.
+3–5 seeds a reproduction affords, no rank test or bootstrap can reach 95% (three seeds: a sign
+test's smallest one-sided p is 0.125), so t is the one interval there is, and it is wide.
 
-Pure Python: Student's t quantile is computed here (scipy is no dependency of fedkd).
+A claim states a hypothesis about the effect (treatment − baseline, signed so that the claimed
+direction is positive) against a margin m >= 0 in the claim's unit:
+
+    superiority       the effect exceeds +m          ("outperforms", "by more than 2.7%")
+    non-inferiority   the effect exceeds −m          ("no more benefit" from the other method)
+    equivalence       the effect lies within ±m      ("comparable")
+
+Each is two one-sided t-tests at 2.5% (holds: the claimed region; contradicted: its complement),
+so with one setting a verdict is read off the 95% interval: holds when the interval lies inside
+the claimed region, contradicted when it lies outside, inconclusive when it spans the margin.
+Within a claim the settings' p-values are corrected by Holm's step-down method (each side its
+own family), so a claim tested in nine settings does not hold by chance one time in three.
+
+Fewer than ``MIN_SEEDS`` valid pairs give no verdict: "too few seeds", or "failed" where runs
+were lost to divergence, collapse or a non-finite value.
+
+Pure Python: Student's t and the noncentral t power are computed here (scipy is no dependency).
 """
 
 from __future__ import annotations
@@ -16,11 +33,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 LEVEL = 0.95
-VERDICTS = ("holds", "contradicted", "inconclusive", "not run")
+ALPHA = (1 - LEVEL) / 2  # each one-sided test: the 95% interval's two tails
+MIN_SEEDS = 3  # below this a t-interval rests on one or two spreads: no verdict
+POWER = 0.8  # "seeds to resolve": the n at which the test has this power
+MAX_SEEDS = 100  # beyond this, "seeds to resolve" is written "> 100"
+TESTS = ("superiority", "non-inferiority", "equivalence")
+VERDICTS = ("holds", "contradicted", "inconclusive", "too few seeds", "failed", "not run")
 _Z = 1.959963984540054  # the standard normal 0.975 quantile
 _EXACT_DF = 2000  # above this the quantile comes from Hill's expansion (error < 1e-9)
 
 
+# --------------------------------------------------------------------------- Student's t
 def t_abs_cdf(x: float, df: int) -> float:
     """P(|T| <= x) for Student's t with integer ``df`` >= 1 (the closed form for integer degrees
     of freedom, Abramowitz & Stegun 26.7.3-4)."""
@@ -28,6 +51,8 @@ def t_abs_cdf(x: float, df: int) -> float:
         raise ValueError(f"degrees of freedom must be a positive integer, got {df}")
     if x <= 0:
         return 0.0
+    if math.isinf(x):
+        return 1.0
     theta = math.atan(x / math.sqrt(df))
     s, c2 = math.sin(theta), math.cos(theta) ** 2
     if df % 2:  # odd
@@ -43,6 +68,12 @@ def t_abs_cdf(x: float, df: int) -> float:
         term *= c2 * k / (k + 1)
         total += term
     return s * total
+
+
+def t_sf(x: float, df: int) -> float:
+    """P(T > x), the upper tail of Student's t with integer ``df``."""
+    tail = (1 - t_abs_cdf(abs(x), df)) / 2
+    return tail if x >= 0 else 1 - tail
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -75,68 +106,243 @@ def _hill(p: float, df: int) -> float:
     return z + g1 / df + g2 / df**2 + g3 / df**3
 
 
+def _normal_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2))
+
+
 def _normal_quantile(p: float) -> float:
     lo, hi = 0.0, 40.0
     for _ in range(200):
         mid = (lo + hi) / 2
-        if 0.5 * math.erfc(-mid / math.sqrt(2)) < p:
+        if _normal_cdf(mid) < p:
             lo = mid
         else:
             hi = mid
     return (lo + hi) / 2
 
 
+# --------------------------------------------------------------------------- power
+def t_test_power(n: int, standardized: float, alpha: float = ALPHA) -> float:
+    """Power of the one-sided one-sample t-test at level ``alpha`` with ``n`` observations when
+    the true mean lies ``standardized`` standard deviations beyond the tested bound: P(T' >
+    t_{1−α, n−1}) for T' noncentral t with n − 1 degrees of freedom and noncentrality
+    standardized·√n. Computed as E[Φ(λ − c·S)] over S = √(χ²_ν/ν) (Simpson's rule on S's
+    density), within 1e-6 of the exact value for n >= 3."""
+    if n < 2:
+        raise ValueError(f"a t-test needs n >= 2 observations, got {n}")
+    nu = n - 1
+    lam = standardized * math.sqrt(n)
+    c = t_quantile(1 - alpha, nu)
+    log_norm = math.log(2) + (nu / 2) * math.log(nu / 2) - math.lgamma(nu / 2)
+    width = 12 / math.sqrt(2 * nu)
+    lo, hi = max(0.0, 1 - width), 1 + width if nu > 1 else 12.0
+    steps = 600  # even
+
+    def integrand(s: float) -> float:
+        if s <= 0:
+            density = math.exp(log_norm) if nu == 1 else 0.0
+        else:
+            density = math.exp(log_norm + (nu - 1) * math.log(s) - nu * s * s / 2)
+        return density * _normal_cdf(lam - c * s)
+
+    h = (hi - lo) / steps
+    total = integrand(lo) + integrand(hi)
+    for i in range(1, steps):
+        total += (4 if i % 2 else 2) * integrand(lo + i * h)
+    return min(1.0, max(0.0, total * h / 3))
+
+
+def seeds_to_resolve(distance: float, sd: float, alpha: float = ALPHA) -> int | None:
+    """The smallest n (>= MIN_SEEDS) at which a one-sided t-test at level ``alpha`` has POWER
+    (80%) to tell an effect ``distance`` away from the tested bound, at standard deviation
+    ``sd`` (the observed values plugged in as if true: a planning figure, not a promise).
+    MAX_SEEDS + 1 when even MAX_SEEDS seeds fall short; None when it cannot be said (no
+    spread observed, or the effect sits on the bound)."""
+    if not (math.isfinite(distance) and math.isfinite(sd)) or sd <= 0 or distance == 0:
+        return None
+    d = abs(distance) / sd
+    if t_test_power(MAX_SEEDS, d, alpha) < POWER:
+        return MAX_SEEDS + 1
+    if t_test_power(MIN_SEEDS, d, alpha) >= POWER:
+        return MIN_SEEDS
+    lo, hi = MIN_SEEDS, MAX_SEEDS  # power(lo) < POWER <= power(hi); power grows with n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if t_test_power(mid, d, alpha) >= POWER:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+# --------------------------------------------------------------------------- hypotheses
+@dataclass(frozen=True)
+class Hypothesis:
+    """What a claim says about the effect (treatment − baseline): ``test`` against ``margin``
+    (>= 0, in the claim's unit), in ``direction`` ("higher": the treatment's values are claimed
+    higher; "lower": lower, e.g. fewer rounds)."""
+
+    test: str = "superiority"
+    direction: str = "higher"
+    margin: float = 0.0
+
+    def __post_init__(self):
+        if self.test not in TESTS:
+            raise ValueError(f"test must be one of {TESTS}, got {self.test!r}")
+        if self.direction not in ("higher", "lower"):
+            raise ValueError(f"direction must be 'higher' or 'lower', got {self.direction!r}")
+        if not (math.isfinite(self.margin) and self.margin >= 0):
+            raise ValueError(f"margin must be a finite number >= 0, got {self.margin!r}")
+        if self.test != "superiority" and self.margin == 0:
+            raise ValueError(f"a {self.test} claim needs a margin > 0 (the gap it tolerates)")
+
+    @property
+    def sign(self) -> int:
+        return 1 if self.direction == "higher" else -1
+
+    def bounds(self) -> tuple[float, ...]:
+        """The effect values (raw, not signed) that separate the claimed region from the rest."""
+        m = self.margin
+        if self.test == "superiority":
+            return (self.sign * m,)
+        if self.test == "non-inferiority":
+            return (-self.sign * m,)
+        return (-m, m)
+
+    def on_claimed_side(self, effect: float) -> bool:
+        """Whether an effect (a point, e.g. a paper's mean gap) lies in the claimed region."""
+        e = self.sign * effect
+        if self.test == "superiority":
+            return e > self.margin
+        if self.test == "non-inferiority":
+            return e > -self.margin
+        return -self.margin < effect < self.margin
+
+    def pvalues(self, mean: float, se: float, df: int) -> tuple[float, float]:
+        """One-sided p-values (claimed region, its complement) of the t-tests; se = 0 (no spread)
+        gives 0 or 1 by where the mean lies."""
+
+        def above(bound: float) -> float:  # H1: effect > bound
+            if se == 0:
+                return 0.0 if mean > bound else 1.0
+            return t_sf((mean - bound) / se, df)
+
+        def below(bound: float) -> float:  # H1: effect < bound
+            if se == 0:
+                return 0.0 if mean < bound else 1.0
+            return t_sf((bound - mean) / se, df)
+
+        if self.test == "equivalence":
+            lo, hi = -self.margin, self.margin
+            return max(above(lo), below(hi)), min(below(lo), above(hi))
+        (bound,) = self.bounds()
+        if self.sign > 0:
+            return above(bound), below(bound)
+        return below(bound), above(bound)
+
+    def distance(self, effect: float) -> float:
+        """How far the effect lies from the nearest bound (what a power computation needs)."""
+        return min(abs(effect - b) for b in self.bounds())
+
+
+# --------------------------------------------------------------------------- verdicts
+@dataclass(frozen=True)
+class Sample:
+    """One row's per-seed differences, and how many seeds were lost to failed runs (diverged,
+    collapsed, non-finite)."""
+
+    diffs: tuple[float, ...]
+    failed: int = 0
+
+
 @dataclass(frozen=True)
 class Verdict:
-    n: int  # paired seeds
-    effect: float  # mean of the per-seed differences (treatment − baseline)
+    n: int  # valid paired seeds
+    effect: float  # mean of the per-seed differences (treatment − baseline); NaN without seeds
     sd: float  # their sample standard deviation (ddof 1); NaN below two seeds
-    ci_low: float
+    ci_low: float  # the 95% paired t-interval of the effect (uncorrected); NaN below two seeds
     ci_high: float
+    p_holds: float  # Holm-adjusted one-sided p of the claimed region; NaN without a test
+    p_contradicted: float  # the same for its complement
     verdict: str
-    seeds_needed: int | None  # the smallest n whose interval would exclude 0 at this sd and effect
+    seeds_needed: int | None  # seeds for 80% power at the observed effect and spread (see
+    # seeds_to_resolve); None where it cannot be said or the row is resolved
 
 
-def paired_verdict(diffs: Sequence[float], direction: str) -> Verdict:
-    """Verdict from per-seed differences treatment − baseline; ``direction`` is the claimed sign:
-    "higher" (> 0) or "lower" (< 0). holds: the 95% interval lies entirely on the claimed side of
-    0; contradicted: entirely on the other; inconclusive: it contains 0, or there is one seed (no
-    interval); not run: no pair."""
-    if direction not in ("higher", "lower"):
-        raise ValueError(f"direction must be 'higher' or 'lower', got {direction!r}")
-    values = [float(d) for d in diffs]
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (the same order as given): sorted ascending, the i-th
+    smallest (from 0) becomes max over j <= i of min(1, (k − j)·p_(j))."""
+    k = len(pvalues)
+    order = sorted(range(k), key=lambda i: pvalues[i])
+    adjusted, running = [0.0] * k, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (k - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def family_verdicts(
+    samples: Sequence[Sample], hyps: Hypothesis | Sequence[Hypothesis]
+) -> list[Verdict]:
+    """The verdict of each row of one claim (``hyps``: one hypothesis for all rows, or one per
+    row where the margin differs): rows with at least MIN_SEEDS valid seeds are tested (their
+    p-values corrected together by Holm, each side its own family); the others are "too few
+    seeds", or "failed" where failed runs took the seeds, or "not run" without any."""
+    if isinstance(hyps, Hypothesis):
+        hyps = [hyps] * len(samples)
+    if len(hyps) != len(samples):
+        raise ValueError(f"{len(samples)} samples but {len(hyps)} hypotheses")
+    stats = [_describe(s) for s in samples]
+    tested = [i for i, s in enumerate(samples) if len(s.diffs) >= MIN_SEEDS]
+    raw = {i: hyps[i].pvalues(stats[i][0], stats[i][1] / math.sqrt(len(samples[i].diffs)),
+                              len(samples[i].diffs) - 1) for i in tested}  # fmt: skip
+    hold = dict(zip(tested, holm([raw[i][0] for i in tested]), strict=True))
+    contra = dict(zip(tested, holm([raw[i][1] for i in tested]), strict=True))
+    family = max(1, len(tested), sum(1 for s in samples if s.diffs))
+    out = []
+    for i, sample in enumerate(samples):
+        n = len(sample.diffs)
+        effect, sd, low, high = stats[i]
+        nan = math.nan
+        if i in hold:
+            verdict = (
+                "holds" if hold[i] <= ALPHA else "contradicted" if contra[i] <= ALPHA
+                else "inconclusive"
+            )  # fmt: skip
+            p_h, p_c = hold[i], contra[i]
+        else:
+            verdict = "failed" if sample.failed else "too few seeds" if n else "not run"
+            p_h = p_c = nan
+        needed = None
+        if verdict in ("inconclusive", "too few seeds", "failed") and n >= 2:
+            # the strictest of Holm's steps (α/k): enough seeds for every row of the claim
+            needed = seeds_to_resolve(hyps[i].distance(effect), sd, ALPHA / family)
+        out.append(Verdict(n, effect, sd, low, high, p_h, p_c, verdict, needed))
+    return out
+
+
+def paired_verdict(
+    diffs: Sequence[float], direction: str, *, test: str = "superiority", margin: float = 0.0,
+    failed: int = 0,
+) -> Verdict:  # fmt: skip
+    """The verdict of one setting on its own (a family of one: no correction)."""
+    hyp = Hypothesis(test, direction, margin)
+    return family_verdicts([Sample(tuple(diffs), failed)], hyp)[0]
+
+
+def _describe(sample: Sample) -> tuple[float, float, float, float]:
+    """(mean, sd, interval low, interval high) of the differences; NaN where undefined."""
+    values = [float(d) for d in sample.diffs]
     if any(not math.isfinite(d) for d in values):
         raise ValueError(f"differences must be finite numbers, got {values}")
-    n = len(values)
-    nan = math.nan
+    n, nan = len(values), math.nan
     if n == 0:
-        return Verdict(0, nan, nan, nan, nan, "not run", None)
-    effect = sum(values) / n
+        return nan, nan, nan, nan
+    mean = math.fsum(values) / n
     if n == 1:
-        return Verdict(1, effect, nan, nan, nan, "inconclusive", None)
-    sd = math.sqrt(sum((d - effect) ** 2 for d in values) / (n - 1))
+        return mean, nan, nan, nan
+    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in values) / (n - 1))
+    if sd <= 1e-12 * max(1.0, abs(mean)):  # equal up to rounding: no spread at all
+        sd = 0.0
     half = t_quantile(0.5 + LEVEL / 2, n - 1) * sd / math.sqrt(n)
-    low, high = effect - half, effect + half
-    above, below = low > 0, high < 0
-    if direction == "lower":
-        above, below = below, above
-    verdict = "holds" if above else "contradicted" if below else "inconclusive"
-    return Verdict(n, effect, sd, low, high, verdict, seeds_needed(effect, sd))
-
-
-def seeds_needed(effect: float, sd: float, cap: int = 1_000_000) -> int | None:
-    """The smallest n >= 2 with t_{n−1, 0.975} · sd / √n < |effect|: how many seeds would put the
-    interval clear of 0 if the effect and the spread stayed as observed. None when no n up to
-    ``cap`` does (a zero effect never does)."""
-    if not (math.isfinite(effect) and math.isfinite(sd)) or effect == 0:
-        return None
-    if sd == 0:
-        return 2
-    q = 0.5 + LEVEL / 2
-    # t > z, so n >= (z·sd/|effect|)²: start there and walk up
-    n = max(2, math.floor((_Z * sd / abs(effect)) ** 2))
-    while n <= cap:
-        if t_quantile(q, n - 1) * sd / math.sqrt(n) < abs(effect):
-            return n
-        n += 1
-    return None
+    return mean, sd, mean - half, mean + half
