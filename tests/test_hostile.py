@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -304,6 +305,25 @@ def test_a_damaged_run_record_is_named_with_its_fix_in_train_aggregate_and_statu
     assert "1 damaged" in text and str(run / RUN_JSON) in text and fix in text
 
 
+def test_a_deeply_nested_run_record_is_named_not_a_recursion_error(tmp_path, capsys):
+    """100,000 `[` in run.json: json.loads would recurse once per level; train and aggregate
+    name the file and the fix instead."""
+    from fedkd.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / RUN_JSON).write_text("[" * 100_000)
+    fix = f"delete it and run the same `fedkd train --out {run}` command again"
+    with pytest.raises(RunRecordError, match="nested deeper than 50 levels") as err:
+        Run(RunSpec(**TINY, rounds=1), run, log=quiet).run()
+    assert str(run / RUN_JSON) in str(err.value) and fix in str(err.value)
+    assert main(["train", "--out", str(run), "--rounds", "1", *TINY_ARGS]) == 2
+    err_text = capsys.readouterr().err
+    assert "nested deeper" in err_text and "Traceback" not in err_text
+    with pytest.raises(ReportError, match="nested deeper than 50 levels"):
+        aggregate_runs([("fedavg", str(run))])
+
+
 def test_a_full_disk_stops_the_run_with_a_clear_message_and_no_temporary_file(
     tmp_path, fake_rounds, monkeypatch, capsys
 ):
@@ -381,6 +401,47 @@ def test_an_mnist_gzip_bomb_is_refused_before_it_inflates(tmp_path, monkeypatch)
     assert peak < 8 << 20, f"inflated {peak} bytes before refusing"
 
 
+def crafted_idx(path: Path, ndim: int, shape: tuple[int, ...], body: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        bytes([0, 0, 0x08, ndim]) + b"".join(n.to_bytes(4, "big") for n in shape) + body
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    "ndim,shape,body,fragment",
+    [
+        (0, (), b"\x07", "announces 0 dimensions where MNIST's images have 3"),
+        (1, (4,), bytes(4), "announces 1 dimensions where MNIST's images have 3"),
+        # 2^96 - ...: a product that wraps around in 64-bit arithmetic
+        (3, (2**32 - 1,) * 3, bytes(16), "announces shape (4294967295, 4294967295, 4294967295) "
+         "(79,228,162,458,924,105,385,300,197,375 bytes) but 16 bytes follow"),
+        (3, (2**32 - 1, 2**32 - 1, 1), bytes(16), "but 16 bytes follow"),
+    ],
+)  # fmt: skip
+def test_a_crafted_mnist_header_is_named_with_its_reason(tmp_path, ndim, shape, body, fragment):
+    from fedkd.data import load_dataset
+
+    fx.write_mnist(tmp_path)
+    raw = tmp_path / "MNIST" / "raw"
+    for old in raw.glob("train-images-idx3-ubyte*"):
+        old.unlink()
+    images = crafted_idx(raw / "train-images-idx3-ubyte", ndim, shape, body)
+    with pytest.raises(DatasetCorruptError) as err:
+        load_dataset("mnist", tmp_path, seed=0)
+    assert str(images) in str(err.value) and fragment in str(err.value)
+
+
+def test_a_labels_file_with_image_dimensions_is_refused(tmp_path):
+    from fedkd.data import mnist
+
+    labels = crafted_idx(tmp_path / "t10k-labels-idx1-ubyte", 3, (1, 1, 1), b"\x01")
+    with pytest.raises(DatasetCorruptError, match="announces 3 dimensions where MNIST's labels"):
+        mnist._read_idx(labels, ndim=1)
+    assert mnist._read_idx(crafted_idx(labels, 1, (2,), b"\x01\x02"), ndim=1).tolist() == [1, 2]
+
+
 def test_official_mnist_files_are_read_below_the_cap(tmp_path):
     from fedkd.data import mnist
 
@@ -424,6 +485,45 @@ def test_a_partition_with_empty_clients_is_refused(tmp_path):
         read_partition(path)
     write_partition(path, assignment, labels, {"clients": 3, "num_samples": 40})
     assert read_partition(path)[0].tolist() == assignment.tolist()
+
+
+@pytest.mark.parametrize("clients", [4.0, "4", True, 1e18])
+def test_partition_metadata_is_read_by_its_types(tmp_path, clients):
+    """A client count written as 4.0 (by another tool) is 4, and the empty-client check runs;
+    one of another type is refused naming the key, where it used to skip the check."""
+    from fedkd.data.partition import read_partition, write_partition
+
+    labels = np.arange(40) % 4
+    assignment = np.arange(40) % 3  # client 3 holds nothing
+    path = tmp_path / "p.parquet"
+    write_partition(path, assignment, labels, {"clients": clients, "num_samples": 40})
+    if clients == 4.0 and not isinstance(clients, bool):
+        match = r"1 of its 4 clients hold no training sample \(client 3\)"
+    elif clients == 1e18:
+        match = r"1000000000000000000 clients share 40 training samples"
+    else:
+        match = rf"its metadata holds clients={clients!r} \(must be a positive integer\)"
+    with pytest.raises(ValueError, match=match) as err:
+        read_partition(path)
+    assert str(path) in str(err.value)
+
+
+def test_partition_metadata_of_the_wrong_shape_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fedkd.data.partition import read_partition
+
+    table = pa.table({"index": pa.array([0, 1]), "client": pa.array([0, 1], pa.int32()),
+                      "label": pa.array([0, 1], pa.int32())})  # fmt: skip
+    for meta, fragment in [
+        (b"[1, 2]", "its metadata is a JSON list, not an object"),
+        (b"[" * 100_000, "nested deeper than 50 levels"),
+        (b'{"seed": -1, "alpha": "x"}', "seed=-1 (must be an integer >= 0), alpha='x'"),
+    ]:
+        pq.write_table(table.replace_schema_metadata({b"fedkd": meta}), tmp_path / "p.parquet")
+        with pytest.raises(ValueError, match=re.escape(fragment)):
+            read_partition(tmp_path / "p.parquet")
 
 
 # --------------------------------------------------------------------------- 8. collapsed runs
@@ -479,6 +579,50 @@ def test_a_collapsed_run_is_marked_in_the_aggregate_and_in_every_cell_it_feeds(t
     render("grid", tmp_path / "h", aggregate=healthy, options={"columns": ["fedavg", "moon"]})
     text = (tmp_path / "h.md").read_text()
     assert MARK not in text and "collapsed" not in text
+
+
+@pytest.mark.parametrize(
+    "column,values,fragment",
+    [
+        ("test_acc", [0.3, 1.5], "test_acc=1.5 in round 2 lies outside [0, 1]"),
+        ("test_acc", [-0.1, 0.5], "test_acc=-0.1 in round 1 lies outside [0, 1]"),
+        ("test_acc", [0.3, math.nan], "test_acc=nan in round 2 is missing"),
+        ("test_acc", [0.3, math.inf], "test_acc=inf in round 2 is not finite"),
+        ("local_acc", [0.3, 2.0], "local_acc=2.0 in round 2 lies outside [0, 1]"),
+        ("class_acc", [[0.5, 0.5], [0.5, 7.0]], "class_acc=7.0 in round 2 lies outside [0, 1]"),
+    ],
+)  # fmt: skip
+def test_an_accuracy_outside_0_1_is_refused_at_aggregation_naming_the_run(
+    tmp_path, column, values, fragment
+):
+    from test_report import make_run
+
+    good = make_run(tmp_path, "good", [0.3, 0.5])
+    bad = make_run(tmp_path, "bad", [0.3, 0.5])
+    metrics = pd.read_parquet(bad / "metrics.parquet")
+    metrics[column] = pd.Series(values, dtype=object if column == "class_acc" else float)
+    metrics.to_parquet(bad / "metrics.parquet")
+    with pytest.raises(ReportError) as err:
+        aggregate_runs([("fedavg", str(good)), ("fedavg", str(bad))])
+    assert f"run {bad} (label 'fedavg'): {fragment}" in str(err.value)
+    assert "metrics.parquet was damaged or edited" in str(err.value)
+
+
+def test_accuracies_not_measured_and_a_run_that_completed_no_round_are_let_through(tmp_path):
+    """NaN is how a run records what it did not measure (no validation split, local models not
+    evaluated), and a run that diverged in round 1 has only the aggregate's round-0 row."""
+    from test_report import make_run
+
+    run = make_run(tmp_path, "run", [0.3, 0.5])
+    metrics = pd.read_parquet(run / "metrics.parquet")
+    metrics["val_acc"] = math.nan
+    metrics["local_acc"] = math.nan
+    metrics["class_acc"] = pd.Series([[0.5, math.nan], [1.0, 0.0]], dtype=object)
+    metrics.to_parquet(run / "metrics.parquet")
+    diverged = make_run(tmp_path, "diverged", [], status="diverged", rounds=3)
+    df = aggregate_runs([("fedavg", str(run)), ("fedavg", str(diverged))])
+    assert df["test_acc"].isna().sum() == 1  # the diverged run's round-0 row
+    assert df.loc[df["run"] == str(diverged), "round"].tolist() == [0]
 
 
 def test_a_collapsed_run_records_it(tmp_path, monkeypatch):

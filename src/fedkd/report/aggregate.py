@@ -261,7 +261,8 @@ def _check_accuracies(metrics: pd.DataFrame, run: str, path: Path) -> None:
             for value in values:
                 problem = _accuracy_problem(value, required)
                 if problem:
-                    raise ReportError(f"{run}: {col}={value!r} in round {r} {problem}; {fix}")
+                    shown = value.item() if isinstance(value, np.generic) else value
+                    raise ReportError(f"{run}: {col}={shown!r} in round {r} {problem}; {fix}")
 
 
 def _all_fractions_or_nan(values: list) -> bool:
