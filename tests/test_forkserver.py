@@ -18,7 +18,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedkd.forkserver import ENV, ForkServer, run_remote
+from fedkd.forkserver import (
+    ENV,
+    ForkServer,
+    SocketPathError,
+    _cpus,
+    _interpreter,
+    run_remote,
+    serve,
+)
 
 # a small run: 2 clients of 400 images a round
 TRAIN = [
@@ -175,7 +183,12 @@ def _ask(path, body: bytes, size: int | None = None) -> str:
 
 
 def _request(**fields) -> bytes:
-    base = {"argv": ["train", "--help"], "cwd": os.getcwd(), "env": {}, "prefix": sys.prefix}
+    """A request as run_remote builds it (from this process), with ``fields`` replaced."""
+    base = {
+        "argv": ["train", "--help"], "cwd": os.getcwd(), "env": dict(os.environ),
+        "prefix": sys.prefix, "argv0": "fedkd", "path": sys.path, "cpus": _cpus(),
+        "interpreter": _interpreter(),
+    }  # fmt: skip
     return json.dumps({**base, **fields}).encode()
 
 
@@ -225,6 +238,14 @@ def test_a_huge_header_is_refused_unread(bare_server):
         (_request(cwd="relative"), "'cwd' must be an absolute path"),
         (_request(env=["PATH"]), "'env' must map"),
         (_request(env={"A": 1}), "'env' must map"),
+        (_request(path="/usr/lib"), "'path' must be the sender's sys.path"),
+        (_request(argv0=None), "'argv0' must be"),
+        (_request(cpus=[-1]), "'cpus' must be a list of CPU numbers"),
+        (_request(cpus=[10_000]), "another CPU affinity"),
+        (_request(interpreter=[[9], [], {}]), "another interpreter setting"),
+        # read once as Python or OpenMP start: the server's reading would stand in the child
+        (_request(env={**os.environ, "PYTHONHASHSEED": "7"}), "PYTHONHASHSEED differs"),
+        (_request(env={**os.environ, "OMP_PROC_BIND": "true"}), "OMP_PROC_BIND differs"),
     ],
 )
 def test_a_malformed_request_is_refused_and_the_server_goes_on(bare_server, body, why):
@@ -265,3 +286,187 @@ def test_the_served_commands_are_the_ones_the_workflow_runs():
     sent = {m for f in rules for m in re.findall(r"\bfedkd ([a-z]+) ", f.read_text())}
     assert sent == set(SERVED)
     assert cli.SERVED is SERVED
+
+
+# --------------------------------------------------------------------------- a server that dies
+def _state(pid: int) -> str | None:
+    """The state letter /proc gives process ``pid`` (Z: ended, not yet reaped), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return None
+
+
+@pytest.fixture
+def start_server():
+    """Start ``fedkd forkserver --socket PATH`` in a directory; it is stopped after the test."""
+    started = []
+
+    def start(path: Path, log: Path, cwd: Path) -> subprocess.Popen:
+        env = {k: v for k, v in os.environ.items() if k != ENV}
+        with open(log, "w") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "fedkd", "forkserver", "--socket", str(path)], cwd=cwd,
+                env=env, stderr=err,
+            )  # fmt: skip
+        started.append(proc)
+        deadline = time.monotonic() + 120
+        while "ready on" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+        assert "ready on" in log.read_text(), log.read_text()
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(30)
+
+
+@pytest.mark.slow
+def test_a_killed_server_takes_its_command_with_it_and_the_run_resumes_at_once(
+    start_server, tmp_path
+):
+    """Before, the child trained on after `kill -9` of the server; the sender exited 1 at once,
+    and a retry was refused as "being written by another run"."""
+    path = tmp_path / "s.sock"
+    server = start_server(path, tmp_path / "server.log", tmp_path)
+    args = [*TRAIN, "--rounds", "2", "--out", "run"]
+    sender = subprocess.Popen(
+        [sys.executable, "-m", "fedkd", *args], cwd=tmp_path, env={**os.environ, ENV: str(path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    record = tmp_path / "run" / "run.json"
+    deadline = time.monotonic() + 120
+    while not record.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert record.exists(), "the served run never started"
+    child = json.loads(record.read_text())["process"]["pid"]
+    assert child not in (sender.pid, server.pid) and _state(child) not in (None, "Z")
+    server.send_signal(signal.SIGKILL)
+    server.wait()
+    out, err = sender.communicate(timeout=120)
+    # the sender is gone only once its command is: nothing of the run is left running
+    assert _state(child) in (None, "Z", "X")
+    assert sender.returncode == 1
+    assert "the fork server ended while running this command" in err and f"pid {child}" in err
+    assert "complete:" not in out  # it was killed mid-run
+    # resumable at once: the lock went with the child
+    alone = {k: v for k, v in os.environ.items() if k != ENV}
+    fresh = fedkd(args, alone, tmp_path, timeout=600)
+    assert fresh.returncode == 0, fresh.stderr
+    assert "complete: best acc" in fresh.stdout
+    assert len(pd.read_parquet(tmp_path / "run" / "metrics.parquet")) == 2
+
+
+# --------------------------------------------------------------------------- as a fresh process
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "variables",
+    [{"OMP_NUM_THREADS": "0"}, {"OMP_NUM_THREADS": "999999"}, {"MKL_NUM_THREADS": "1"}],
+    ids=["omp-0", "omp-999999", "mkl-1"],
+)
+def test_a_served_command_runs_on_the_threads_a_fresh_process_would(server, tmp_path, variables):
+    """Before, OMP_NUM_THREADS=0 crashed a served command (torch.set_num_threads(0)), 999999
+    failed to allocate, and MKL_NUM_THREADS was not read at all; a fresh process runs each."""
+    env = {**os.environ, **variables}
+    alone = {k: v for k, v in env.items() if k != ENV}
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"], env=alone,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr
+    log = Path(server.log)
+    started = log.read_text().count(": fedkd train")
+    served = fedkd([*TRAIN, "--out", "run"], env, tmp_path, timeout=600)
+    assert served.returncode == 0, served.stderr
+    assert log.read_text().count(": fedkd train") == started + 1  # it ran in the server
+    device = json.loads((tmp_path / "run" / "run.json").read_text())["device"]["name"]
+    assert device.endswith(f", {int(fresh.stdout)} threads)"), device
+
+
+def test_a_served_command_imports_fedkd_from_the_senders_path_not_the_servers_directory(
+    start_server, tmp_path
+):
+    """Before, the child kept the server's sys.path, whose first entry is the directory the
+    server started in: a `fedkd/` folder there replaced the installed package."""
+    start, work = tmp_path / "start", tmp_path / "work"
+    start.mkdir()
+    work.mkdir()
+    path, log = tmp_path / "s.sock", tmp_path / "server.log"
+    server = start_server(path, log, start)  # `python -m`: sys.path[0] is `start`
+    (start / "fedkd").mkdir()
+    (start / "fedkd" / "__init__.py").write_text("raise SystemExit('the wrong fedkd')\n")
+    served = _served(path, work)
+    assert served.returncode == 0, served.stderr
+    assert "--out" in served.stdout and "the wrong fedkd" not in served.stderr
+    assert "fedkd train --help" in log.read_text()
+    server.terminate()
+    server.wait(30)
+    assert not path.exists()  # its own socket, removed on the way out
+
+
+def test_a_sender_the_server_cannot_stand_in_for_runs_in_its_own_process(bare_server, tmp_path):
+    """A hash seed differs (read once, as Python starts): the child would hash as the server
+    does, so the command runs in the sender's own process, with the sender's seed."""
+    path, log, _ = bare_server
+    env = {**os.environ, ENV: str(path), "PYTHONHASHSEED": "123"}
+    code = "from fedkd.forkserver import run_remote; print(run_remote(['train', '--help']))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "None"  # refused: the caller runs it itself
+    assert "refused a request: PYTHONHASHSEED differs" in log.read_text()
+
+
+# --------------------------------------------------------------------------- the socket path
+def test_a_path_that_is_not_a_socket_is_refused_and_left_alone(tmp_path):
+    existing = tmp_path / "existing.txt"
+    existing.write_text("kept\n")
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    proc = fedkd(["forkserver", "--socket", "existing.txt"], env, tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert "--socket existing.txt exists and is not a socket" in proc.stderr
+    assert existing.read_text() == "kept\n"
+    # nor a directory, nor a link (even to a socket)
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(SocketPathError, match="exists and is not a socket"):
+        serve(str(tmp_path / "folder"))
+    (tmp_path / "link").symlink_to(existing)
+    with pytest.raises(SocketPathError, match="exists and is not a socket"):
+        serve(str(tmp_path / "link"))
+    assert (tmp_path / "folder").is_dir() and (tmp_path / "link").is_symlink()
+
+
+def test_a_live_servers_path_is_refused_and_that_server_goes_on(bare_server, tmp_path):
+    """Before, a second server unlinked the first one's socket and took its path."""
+    path, _, proc = bare_server
+    inode = os.stat(path).st_ino
+    with pytest.raises(SocketPathError, match="another fork server listens there"):
+        serve(str(path))
+    assert os.stat(path).st_ino == inode and proc.poll() is None
+    served = _served(path, tmp_path)
+    assert served.returncode == 0 and "--out" in served.stdout
+
+
+def test_a_server_takes_a_dead_servers_socket_and_removes_only_its_own(start_server, tmp_path):
+    """Before, a server on its way out unlinked whatever was at its path: the socket of the
+    server that had taken the path since."""
+    path = tmp_path / "s.sock"
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(path))  # a socket nobody listens on: a server killed before it could remove it
+    dead.close()
+    server = start_server(path, tmp_path / "server.log", tmp_path)
+    assert _served(path, tmp_path).returncode == 0
+    # another socket takes the path while this server runs
+    os.unlink(path)
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    other.bind(str(path))
+    other.listen(1)
+    inode = os.stat(path).st_ino
+    server.terminate()
+    assert server.wait(30) == 0
+    assert path.exists() and os.stat(path).st_ino == inode  # left to its owner
+    other.close()
