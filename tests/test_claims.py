@@ -761,13 +761,14 @@ def test_tiny_config_builds_the_claims_table(tmp_path):
     with open(work / "results" / "tables" / "claims.csv") as f:
         rows = list(csv.DictReader(f))
     assert {r["claim"] for r in rows} == {c.id for c in CLAIMS}
-    ran = [r for r in rows if r["verdict"] != "not run"]
+    ran = [r for r in rows if r["verdict"] != "not run" and r["row"] != "average"]
     assert ran and all("stand-in for CIFAR-10" in r["setting"] for r in ran)
-    # one seed: an effect but no interval
-    assert all(r["verdict"] == "inconclusive" and r["n"] == "1" and r["ci_low"] == "" for r in ran)
+    # one seed: an effect but no interval, and no verdict
+    assert all(r["verdict"] == "too few seeds" and r["n"] == "1" and r["ci_low"] == "" for r in ran)
     assert {"claim", "source", "setting", "effect", "ci_low", "ci_high", "verdict"} <= set(rows[0])
+    assert {r["claim_verdict"] for r in rows} <= {"too few seeds", "not run"}
     html = (work / "results" / "tables" / "claims.html").read_text()
-    assert "paired t-interval" in html
+    assert "paired t-interval" in html and html.count('<section class="claim"') == len(CLAIMS)
     # the report: the claims are a section of their own, the first of its menu
     report = work / "report.html"
     proc = subprocess.run(cmd[:3] + ["--report", str(report)] + cmd[6:], env=env,
