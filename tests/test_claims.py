@@ -584,6 +584,31 @@ def test_the_same_runs_make_one_row_naming_the_tables_that_share_them(tmp_path):
     assert (moon["shared_with"] == "").all()
 
 
+def test_a_comparison_two_claims_share_is_named_in_both(tmp_path):
+    """The final round of table 5 is the last at-round column of table 6 when both hold the same
+    runs: two claims, one comparison, each row naming the other claim."""
+    runs = pair_runs(tmp_path / "runs", "table5", {0.5: [0.02, 0.03, 0.025]})
+    runs += [(lab.replace("table5/", "table6/"), d) for lab, d in runs]
+    src = {
+        "table5": {"paper": "fedgkd_table5", "layout": "grid_by_stat", "options": {},
+                   "best_of": {}},
+        "table6": {"paper": "fedgkd_table6", "layout": "at_rounds", "options": {"rounds": [2]},
+                   "best_of": {}},
+    }  # fmt: skip
+    df = render_claims(tmp_path, runs, src)
+    final = df[df["claim"] == "fedgkd-final-beats-fedavg-per-participation"].iloc[0]
+    at_round = df[df["claim"] == "fedgkd-beats-fedavg-at-each-round"].iloc[0]
+    assert final["shared_with"] == "fedgkd-beats-fedavg-at-each-round"
+    assert at_round["shared_with"] == "fedgkd-final-beats-fedavg-per-participation"
+    assert final["effect"] == pytest.approx(at_round["effect"])
+    # the best round is another value: no sharing with the best-round claim of the same runs
+    best = df[df["claim"] == "fedgkd-beats-fedavg-per-participation"].iloc[0]
+    assert best["shared_with"] == ""
+    assert (
+        "comparison is a row of more than one claim" in (tmp_path / "out" / "claims.md").read_text()
+    )
+
+
 def test_round_one_is_left_out_where_fedgkd_does_not_distil(tmp_path):
     runs = []
     for seed in range(3):

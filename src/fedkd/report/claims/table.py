@@ -650,8 +650,9 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
     if not rows:
         result.reason = _not_run_reason(claim, tables, runs)
         return result
+    gaps, _ = paper_gaps(claim)
     for r in rows:
-        r.paper_gap = _row_paper_gap(claim, r, stand_ins)
+        r.paper_gap = _row_paper_gap(claim, r, stand_ins, gaps)
     hyps = [Hypothesis(claim.test, claim.direction, r.margin) for r in rows]
     for r, v in zip(rows, family_verdicts([_sample(r) for r in rows], hyps), strict=True):
         r.verdict = v
@@ -771,12 +772,12 @@ def _paper(result: ClaimResult, stand_ins: dict) -> None:
     result.paper = text
 
 
-def _row_paper_gap(claim: Claim, row: Comparison, stand_ins: dict) -> float | None:
-    """The paper's gap in the setting a row stands for: the one paper setting whose keys all
-    match the row's (its dataset through the stand-ins); None where there is none or several."""
+def _row_paper_gap(claim: Claim, row: Comparison, stand_ins: dict, gaps: list) -> float | None:
+    """The paper's gap (of ``gaps``, the claim's) in the setting a row stands for: the one paper
+    setting whose keys all match the row's (its dataset through the stand-ins); None where there
+    is none or several."""
     if claim.trend is not None or not row.setting:
         return None
-    gaps, _ = paper_gaps(claim)
     sub = row.setting.get("sub", "")
     matches = []
     for g in gaps:
