@@ -502,11 +502,12 @@ def parse_override(text: str, flag: str = "--set") -> tuple[str, Any]:
 
 
 def spec_differences(recorded: dict[str, Any], spec: RunSpec) -> list[str]:
-    """Why a recorded spec (run.json's ``spec``) is not ``spec``'s run, one line per identity key:
-    ``"key: <recorded> there, <given> now"`` where the values differ. The recorded spec is read
-    through RunSpec, so one recorded before numbers were normalised (``alpha: 1``, ``-0.0``) does
-    not differ in value from ``alpha: 1.0``, ``0.0``; its hash, taken from the value as written
-    then, does, and where no value differs the keys written otherwise are named instead."""
+    """Why a recorded spec (run.json's ``spec``, whose recorded hash is not ``spec``'s) is not
+    ``spec``'s run, one line per identity key: ``"key: <recorded> there, <given> now"`` where the
+    values differ. The recorded spec is read through RunSpec, so one recorded before numbers were
+    normalised (``alpha: 1``, ``-0.0``) does not differ in value from ``alpha: 1.0``, ``0.0``; its
+    hash, taken from the value as written then, does, and where no value differs the keys written
+    otherwise are named instead (never an empty list: the hashes differ for a reason)."""
     try:
         known = {f.name for f in dataclasses.fields(RunSpec)}
         old = RunSpec.from_dict({k: v for k, v in recorded.items() if k in known}).identity()
