@@ -555,6 +555,22 @@ def test_a_setting_whose_runs_all_diverged_is_failed_not_not_run(tmp_path):
     assert row["claim_verdict"] == "failed"
 
 
+def test_an_average_without_all_its_settings_does_not_decide_the_claim(tmp_path):
+    runs = pair_runs(tmp_path / "runs", "table3", {1.0: [0.02, 0.022, 0.018]})
+    for seed in range(3):
+        for label in ("fedavg", "fedgkd"):
+            d = make_run(tmp_path / "runs", f"c-{label}{seed}", [0.1, 0.1], strategy=label,
+                         alpha=0.1, seed=seed, collapsed=True)  # fmt: skip
+            runs.append((f"table3/{label}", d))
+    df = render_claims(tmp_path, runs, TABLE3)
+    claim = df[df["claim"] == "fedgkd-beats-fedavg"].set_index("row")
+    assert claim.loc["average", "verdict"] == "holds" and claim.loc["average", "n"] == 3
+    assert claim.loc["average", "setting"] == "average over 1 setting"
+    assert "left out of the average" in claim.loc["average", "note"]
+    assert claim.loc["average", "paper_gap"] == pytest.approx(79.14 - 77.30)
+    assert (claim["claim_verdict"] == "failed").all()
+
+
 def test_a_run_that_diverged_leaves_its_seed_out(tmp_path):
     runs = pair_runs(tmp_path / "runs", "table3", {1.0: [0.1, 0.1, 0.12, 0.11]})
     diverged = tmp_path / "runs" / "table3-fedgkd-1.0-3-7" / "run.json"
@@ -623,8 +639,21 @@ def test_round_one_is_left_out_where_fedgkd_does_not_distil(tmp_path):
     df = render_claims(tmp_path, runs, src)
     rows = df[df["claim"] == "fedgkd-beats-fedavg-at-each-round"]
     assert [s.rsplit(", ", 1)[1] for s in rows["setting"]] == ["round 2", "round 3"]
-    # the last round is the final round: the drop claim reads it, not as another comparison
     assert (rows["verdict"] == "holds").all() and rows["claim_verdict"].iloc[0] == "holds"
+
+
+def test_an_at_round_setting_whose_runs_all_collapsed_keeps_one_failed_row(tmp_path):
+    runs = []
+    for seed in range(3):
+        for label in ("fedavg", "fedgkd"):
+            d = make_run(tmp_path / "runs", f"{label}{seed}", [0.1, 0.1, 0.1], strategy=label,
+                         seed=seed, collapsed=True)  # fmt: skip
+            runs.append((f"table6/{label}", d))
+    src = {"table6": {"paper": "fedgkd_table6", "layout": "at_rounds",
+                      "options": {"rounds": [1, 3]}, "best_of": {}}}  # fmt: skip
+    df = render_claims(tmp_path, runs, src)
+    rows = df[df["claim"] == "fedgkd-beats-fedavg-at-each-round"]
+    assert len(rows) == 1 and rows["verdict"].iloc[0] == "failed" and rows["failed"].iloc[0] == 3
 
 
 def test_a_trend_claim_compares_the_gap_between_the_extreme_settings(tmp_path):

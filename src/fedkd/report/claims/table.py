@@ -352,7 +352,7 @@ def _value_kind(claim: Claim, sub: str, setting: dict):
     round is the last of the at-round columns)."""
     if claim.metric == "final":
         return ("accuracy at round", int(setting["rounds_planned"]))
-    if claim.metric == "at_round":
+    if claim.metric == "at_round" and sub:  # "" : a setting without a value at any round
         return ("accuracy at round", int(sub.split()[1]))
     return (claim.metric, sub)
 
@@ -660,6 +660,10 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
     if claim.aggregate == "mean":
         result.average = _average(claim, rows)
         result.verdict = result.average.verdict.verdict
+        left_out = [r.verdict.verdict for r in rows if not r.diffs]
+        if left_out:
+            # an average over fewer settings than the claim's is not the claim's average
+            result.verdict = claim_verdict(left_out)
     else:
         result.verdict = claim_verdict([r.verdict.verdict for r in rows])
     result.summary = sign_count(claim, rows, hyps)
@@ -678,17 +682,20 @@ def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
     notes = []
     left = [r.text for r in rows if not r.diffs]
     if left:
-        notes.append(f"left out of the average (no valid pair): {'; '.join(left)}")
+        notes.append(
+            f"left out of the average (no valid pair): {'; '.join(left)}; the claim's verdict "
+            "is theirs, as this is not the average over all its settings"
+        )
     dropped = sorted(set().union(*(set(r.diffs) for r in used)) - set(seeds)) if used else []
     if dropped:
         notes.append(f"seed(s) {', '.join(map(str, dropped))} lack a setting: left out")
     failed = max((r.failed for r in rows), default=0)
-    avg = Comparison("", {}, f"average over {len(used)} settings", diffs, failed, notes,
-                     ("average",), float(claim.margin))  # fmt: skip
+    text = f"average over {len(used)} setting{'' if len(used) == 1 else 's'}"
+    avg = Comparison("", {}, text, diffs, failed, notes, ("average",), float(claim.margin))
     avg.verdict = family_verdicts([_sample(avg)], Hypothesis(claim.test, claim.direction,
                                                              float(claim.margin)))[0]  # fmt: skip
-    paper = [r.paper_gap for r in rows if r.paper_gap is not None]
-    avg.paper_gap = math.fsum(paper) / len(paper) if paper and len(paper) == len(rows) else None
+    paper = [r.paper_gap for r in used if r.paper_gap is not None]
+    avg.paper_gap = math.fsum(paper) / len(paper) if paper and len(paper) == len(used) else None
     return avg
 
 
