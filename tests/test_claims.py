@@ -708,7 +708,12 @@ def test_the_html_has_a_coloured_block_per_claim_with_the_numbers_first(tmp_path
     gaps = {1.0: [0.020, 0.022, 0.018]}
     render_claims(tmp_path, pair_runs(tmp_path / "runs", "table3", gaps), TABLE3)
     page = (tmp_path / "out" / "claims.html").read_text()
-    assert page.count('<section class="claim"') == len(CLAIMS)
+    ran = {"fedgkd-beats-fedavg"}  # the only claim with runs at alpha 1
+    assert page.count('<section class="claim"') == len(ran)
+    # the claims without runs: one line each, after those with runs
+    idle = page[page.index("Not run on this configuration") :]
+    assert idle.count("<li id=") == len(CLAIMS) - len(ran) and "<section" not in idle
+    assert "table3 runs one value of alpha only" in idle  # the trend's reason
     block = page[page.index('id="fedgkd-vote-beats-fedavg"') - 30 :]
     block = page[page.index('id="fedgkd-beats-fedavg"') :]
     block = block[: block.index("</section>")]
@@ -822,7 +827,8 @@ def test_tiny_config_builds_the_claims_table(tmp_path):
     assert {"claim", "source", "setting", "effect", "ci_low", "ci_high", "verdict"} <= set(rows[0])
     assert {r["claim_verdict"] for r in rows} <= {"too few seeds", "not run"}
     html = (work / "results" / "tables" / "claims.html").read_text()
-    assert "paired t-interval" in html and html.count('<section class="claim"') == len(CLAIMS)
+    assert "paired t-interval" in html
+    assert html.count('<section class="claim"') + html.count("<li id=") == len(CLAIMS)
     # the report: the claims are a section of their own, the first of its menu
     report = work / "report.html"
     proc = subprocess.run(cmd[:3] + ["--report", str(report)] + cmd[6:], env=env,

@@ -155,7 +155,9 @@ p.meta,p.gap,p.quote,p.note,ol.notes{margin:.25em 0;font-size:13px;line-height:1
 p.meta{color:#555}p.quote{font-style:italic;color:#333}ol.notes{color:#444;padding-left:1.6em}
 section.claim table{margin:.4em 0;font-size:13px}section.claim td.stub{white-space:normal;
 min-width:18em}span.verdict{display:inline-block;padding:0 .45em;border-radius:.3em;
-font-weight:600;white-space:nowrap}span.table{color:#777}caption{max-width:72em}"""
+font-weight:600;white-space:nowrap}span.table{color:#777}caption{max-width:72em}
+h3.idle{font-size:15px;margin-top:1.6em;border-top:2px solid #444;padding-top:.4em}
+ul.idle{font-size:13px;line-height:1.4;color:#444}"""
 
 
 def _html_text(t: Text) -> str:

@@ -109,7 +109,13 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     csv = pd.DataFrame(records, columns=CSV_COLUMNS)
     for col in ("seeds_needed", "n", "failed"):
         csv[col] = csv[col].astype("Int64")  # counts: "4", not "4.0"
-    page = "\n".join(res.html() for res in results)
+    # the claims with runs first; those without are one line each, after them
+    ran = [res for res in results if res.verdict != "not run" or res.rows]
+    idle = [res for res in results if res not in ran]
+    page = "\n".join(res.html() for res in ran)
+    if idle:
+        page += f"\n<h3 class=idle>Not run on this configuration ({len(idle)} claims)</h3>\n"
+        page += '<ul class="idle">' + "".join(res.html_line() for res in idle) + "</ul>"
     return TableDoc(caption, label, header, body, 1, csv, blank_repeats=False, notes=notes,
                     html=page)  # fmt: skip
 
@@ -611,6 +617,12 @@ class ClaimResult:
                        + "</ol>")  # fmt: skip
         out.append("</section>")
         return "\n".join(out)
+
+    def html_line(self) -> str:
+        """A claim without runs: its statement and why, on one line."""
+        c, esc = self.claim, html.escape
+        return (f'<li id="{esc(c.id)}">{esc(c.statement)} <code>{esc(c.id)}</code>: '
+                f"{esc(self.reason)}</li>")  # fmt: skip
 
     def _ours(self) -> str:
         row = self.average or (self.rows[0] if len(self.rows) == 1 else None)
