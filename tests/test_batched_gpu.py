@@ -1,9 +1,15 @@
 """The batched engine on CUDA, with and without CUDA graphs, against the sequential engine.
 
 Skipped without a GPU (``pytest -m gpu`` on a CUDA machine runs it). Written without a GPU at
-hand: neither these tests nor the graphed path have been run yet. The tolerances are looser than
-on CPU because GPU kernels (cuDNN's convolutions under vmap) sum in other orders than the
-per-client ones, and two rounds of SGD carry such differences forward.
+hand: neither these tests nor the graphed path have been run yet. The weights are compared
+relative to how far training moved them, like tests/test_trainers.py, but the bound is looser:
+this setting trains 2 rounds of 2 local epochs (about 60 steps), over which float32 differences
+in summation order grow. On a CPU in float32 the two trainers end 3e-2 to 4.5e-2 of the update
+apart (fedavg, fedgkd, scaffold, moon), in float64 3e-15 (fedavg): the same computation, summed
+in another order and amplified by training. GPU kernels (cuDNN's grouped convolutions, cuBLAS's
+batched matmuls) sum in other orders again, so the bound is 0.1 of the update: it catches gross
+faults (a client left out, a graph replaying stale buffers); tests/test_trainers.py's float64
+and short float32 comparisons on a CPU catch the subtle ones.
 """
 
 import json
@@ -38,6 +44,16 @@ def max_abs_diff(a, b) -> float:
     return max(float((sa[k].double() - sb[k].double()).abs().max()) for k in sa)
 
 
+def flat(model) -> torch.Tensor:
+    return torch.cat([t.detach().double().flatten().cpu() for t in model.state_dict().values()])
+
+
+def update_diff(a, b, init) -> float:
+    """||a - b|| / ||b - init||: how far apart two trainings ended, relative to how far they
+    moved the model (tests/test_trainers.py)."""
+    return float((flat(a) - flat(b)).norm() / (flat(b) - flat(init)).norm())
+
+
 @pytest.mark.parametrize("strategy", ["fedavg", "fedgkd", "scaffold", "moon"])
 @pytest.mark.parametrize("graphs", ["0", "1"])
 def test_batched_on_cuda_matches_sequential(strategy, graphs, tmp_path, monkeypatch):
@@ -48,7 +64,9 @@ def test_batched_on_cuda_matches_sequential(strategy, graphs, tmp_path, monkeypa
     engine = json.loads((tmp_path / "bat" / "run.json").read_text())["engine"]
     assert engine["used"] == "batched" and engine["cuda_graphs"] == (graphs == "1")
     assert record["status"] == "complete"
-    assert max_abs_diff(seq.global_model, bat.global_model) <= 1e-3
+    init = Run(RunSpec(**base), tmp_path / "init", log=lambda msg: None)
+    init.prepare()
+    assert update_diff(seq.global_model, bat.global_model, init.global_model) <= 0.1
     assert (ms["test_acc"] - mb["test_acc"]).abs().max() <= 0.01
 
 

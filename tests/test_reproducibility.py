@@ -1,11 +1,15 @@
-"""Checkpoints restore on any device type; the deterministic switch; RNG capture and restore.
+"""Checkpoints restore on any device type; the deterministic switch; the TF32 policy; RNG capture
+and restore; the command recorded in run.json.
 
 The GPU side of this (kill and resume on CUDA, bit-identical repeats) is tests/gpu/; these CPU
 tests pin the rules it relies on: a checkpoint is read onto the CPU, RNG states stay CPU byte
 tensors, and model and strategy state land on the run's device."""
 
 import io
+import json
 import random
+import shlex
+import sys
 
 import numpy as np
 import pytest
@@ -13,7 +17,12 @@ import torch
 
 from fedkd.config import RunSpec
 from fedkd.engine.checkpoint import load_checkpoint, save_checkpoint
-from fedkd.engine.reproducibility import capture_rng, configure_determinism, restore_rng
+from fedkd.engine.reproducibility import (
+    capture_rng,
+    configure_determinism,
+    configure_precision,
+    restore_rng,
+)
 from fedkd.engine.run import Run
 
 SMALL = dict(
@@ -116,3 +125,56 @@ def test_deterministic_cpu_run_equals_the_default_run_and_is_recorded(tmp_path):
     pd.testing.assert_series_equal(a["test_loss"], b["test_loss"])
     rec = json.loads((tmp_path / "b" / "run.json").read_text())
     assert rec["determinism"]["deterministic"] is True
+
+
+@pytest.fixture
+def tf32_flags():
+    """Puts the process's TF32 flags back as they were (the other tests run after this one)."""
+    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_tf32_follows_the_precision_for_convolutions_and_matmuls_alike(deterministic, tf32_flags):
+    """fp32 is IEEE float32 (TF32 off, deterministic or not); bf16 lets the float32 leftovers use
+    TF32. Each call sets both flags either way, so no run inherits the previous run's."""
+    configure_determinism(deterministic, torch.device("cpu"))
+    try:
+        for precision, tf32 in (("bf16", True), ("fp32", False), ("bf16", True), ("fp32", False)):
+            rec = configure_precision(precision)
+            assert torch.backends.cudnn.allow_tf32 is tf32
+            assert torch.backends.cuda.matmul.allow_tf32 is tf32
+            assert rec == {
+                "precision": precision,
+                "autocast": "bfloat16" if tf32 else None,
+                "cudnn_allow_tf32": tf32,
+                "cuda_matmul_allow_tf32": tf32,
+                "float32_matmul_precision": "high" if tf32 else "highest",
+            }
+    finally:
+        configure_determinism(False, torch.device("cpu"))
+
+
+def test_an_unknown_precision_is_refused_by_the_policy(tf32_flags):
+    with pytest.raises(ValueError, match="precision='tf32'; use 'fp32' or 'bf16'"):
+        configure_precision("tf32")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_run_record_holds_the_tf32_settings_and_a_command_a_shell_gives_back(
+    precision, tmp_path, monkeypatch, tf32_flags
+):
+    # the opposite of what the run must set, so a run that set nothing would fail
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = precision == "fp32"
+    argv = ["fedkd", "train", "--out", str(tmp_path / "a b"), "--set", "params={mu: 0.5}",
+            "--label", "note=it's $HOME"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    run = Run(RunSpec(rounds=1, precision=precision, **SMALL), tmp_path / "r")
+    run.prepare()
+    rec = json.loads(json.dumps(run._run_record("running")))  # as run.json holds it
+    tf32 = precision == "bf16"
+    assert rec["precision"]["cudnn_allow_tf32"] is tf32
+    assert rec["precision"]["cuda_matmul_allow_tf32"] is tf32
+    assert rec["precision"]["precision"] == precision
+    assert shlex.split(rec["command"]) == argv

@@ -1,4 +1,5 @@
-"""Random-number state in checkpoints, and deterministic kernels on GPUs.
+"""Random-number state in checkpoints, deterministic kernels on GPUs, and the float32 arithmetic
+of GPU convolutions and matmuls (TF32 or not).
 
 A checkpoint is always read onto the CPU (``load_checkpoint``): RNG states are CPU byte tensors
 whatever device the run uses, and each generator is put back where it lives here. Model and
@@ -91,4 +92,36 @@ def configure_determinism(enabled: bool, device: torch.device) -> dict[str, Any]
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
         "cudnn_deterministic": torch.backends.cudnn.deterministic,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
+    }
+
+
+def tf32_allowed(precision: str) -> bool:
+    """The TF32 policy, one rule for cuDNN convolutions and cuBLAS matmuls alike.
+
+    ``fp32`` (the default) is IEEE float32 on every device: TF32 off, whether or not the run is
+    ``deterministic`` (TF32 kernels repeat too: determinism is not the question, the numbers
+    are). TF32 keeps 10 of float32's 23 mantissa bits (with it emulated on a CPU, a 2-round run
+    of tests/test_batched_gpu.py moved by 1.3e-2), and the spec's ``precision`` is part of a
+    run's identity while its device is not: the same spec means the same arithmetic on a CPU
+    and on a GPU. ``bf16`` already trains under bfloat16 autocast (8 mantissa bits): the
+    float32 convolutions and matmuls left outside autocast may then use TF32 too."""
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision={precision!r}; use 'fp32' or 'bf16'")
+    return precision == "bf16"
+
+
+def configure_precision(precision: str) -> dict[str, Any]:
+    """Set the process's TF32 flags by ``tf32_allowed`` and return the effective settings (read
+    back from torch, recorded in run.json). Only the CUDA flags are set: CPU arithmetic is
+    float32 either way. Set on every device, so a process never carries one run's flags into
+    the next."""
+    allowed = tf32_allowed(precision)
+    torch.backends.cudnn.allow_tf32 = allowed
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    return {
+        "precision": precision,
+        "autocast": "bfloat16" if precision == "bf16" else None,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
     }

@@ -5,6 +5,7 @@ on top is ``fedkd.engine.run.Run``."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -18,7 +19,7 @@ from fedkd.data import load_dataset
 from fedkd.data.partition import client_indices, partition_labels, read_partition
 from fedkd.engine.client import TrainEnv
 from fedkd.engine.gpu import claim_gpu
-from fedkd.engine.reproducibility import configure_determinism
+from fedkd.engine.reproducibility import configure_determinism, configure_precision
 from fedkd.models import build_model
 from fedkd.processes import process_identity
 from fedkd.provenance import library_versions, package_hash, run_code_hash
@@ -95,10 +96,12 @@ class RunSetup:
     def prepare(self) -> None:
         """Everything a round needs, without touching the output directory: the spec's kernel
         determinism (first: the cuBLAS workspace must be fixed before the first CUDA
-        operation), the data on the device, the partition (checked), the model and the
-        strategy, and the training environment (``self.env``)."""
+        operation) and TF32 policy (``fedkd.engine.reproducibility``), the data on the device,
+        the partition (checked), the model and the strategy, and the training environment
+        (``self.env``)."""
         spec = self.spec
         self.determinism = configure_determinism(spec.deterministic, self.device)
+        self.precision = configure_precision(spec.precision)
         ds = self._given_dataset or load_dataset(
             spec.dataset, spec.data_root, seed=spec.seed, **spec.dataset_options
         )
@@ -217,9 +220,12 @@ class RunSetup:
             },
             "dataset": getattr(self, "dataset_info", None),
             "determinism": getattr(self, "determinism", None),
+            # the float32 arithmetic of GPU convolutions and matmuls (TF32 or not), as set
+            "precision": getattr(self, "precision", None),
             # which local-training path ran (batched or sequential) and why
             "engine": self.env.engine(self.strategy) if hasattr(self, "env") else None,
-            "command": " ".join(sys.argv),
+            # shell-quoted: pasted into a shell, it gives the process's argv again
+            "command": shlex.join(sys.argv),
             # which process writes the run, so that `fedkd status` tells a killed run from a
             # running one (metrics.parquet holds no trace of it)
             "process": process_identity(),
