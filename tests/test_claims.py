@@ -551,7 +551,9 @@ def test_a_setting_whose_runs_all_diverged_is_failed_not_not_run(tmp_path):
             runs.append((f"table3/{label}", d))
     row = render_claims(tmp_path, runs, TABLE3).query("claim == 'fedgkd-beats-fedavg'").iloc[0]
     assert row["n"] == 0 and row["verdict"] == "failed" and row["setting"].startswith("mnist5k")
-    assert "FedAvg seed 0 diverged" in row["note"]
+    assert (
+        "FedAvg seeds 0, 1, 2 diverged (" in row["note"] and "runs/fedavg0, fedavg1" in row["note"]
+    )
     assert row["claim_verdict"] == "failed"
 
 

@@ -224,6 +224,7 @@ def _best_of(claim: Claim, table: str, info: dict, df: pd.DataFrame) -> pd.DataF
 def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, setting: dict):
     out = MethodRuns()
     name = display_name(label)
+    events: list[tuple[str, int, str]] = []  # (what happened, seed, run): one note per what
     for run, rows in sorted(by_label.get(label, {}).items()):
         seed, status = int(rows["seed"].iloc[0]), str(rows["status"].iloc[0])
         out.runs[seed] = run
@@ -234,31 +235,54 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
         if "collapsed" in rows.columns and bool(rows["collapsed"].iloc[0]):
             out.collapsed = True
             out.lost[seed] = "failed"
-            out.notes.append(f"{name} seed {seed} collapsed to chance {MARK} ({run})")
+            events.append((f" collapsed to chance {MARK}", seed, run))
             continue
         bad = _non_finite(played, claim.metric)
         if bad:
             out.lost[seed] = "failed"
-            out.notes.append(f"{name} seed {seed}: non-finite {bad}, left out ({run})")
+            events.append((f": non-finite {bad}, left out", seed, run))
             continue
         if played.empty or (status != "complete" and not partial):
             out.lost[seed] = "failed" if failed else "missing"
-            out.notes.append(f"{name} seed {seed} {status or 'unfinished'} ({run})")
+            events.append((f" {status or 'unfinished'}", seed, run))
             continue
         values, note = metric_values(claim.metric, played, status, options, setting, table)
         if claim.metric == "at_round":
             values = {s: v for s, v in values.items() if int(s.split()[1]) >= claim.rounds_from}
         if note:
-            out.notes.append(f"{name} seed {seed}: {note}")
+            events.append((f": {note}", seed, ""))
         if status != "complete":
             # rounds it never reached are lost to its divergence (or missing, if unfinished)
             out.lost[seed] = "failed" if failed else "missing"
             if failed:
-                out.notes.append(f"{name} seed {seed} {status} ({run})")
+                events.append((f" {status}", seed, run))
         elif not values:
             out.lost[seed] = "missing"
         out.values[seed] = values
+    out.notes = grouped_notes(name, events)
     return out
+
+
+def grouped_notes(name: str, events: list[tuple[str, int, str]]) -> list[str]:
+    """One note per thing that happened to a method's runs, naming its seeds and runs: "FedAvg
+    seeds 0, 1 collapsed to chance † (results/runs/.../seed0, seed1)"."""
+    by_what: dict[str, list[tuple[int, str]]] = {}
+    for what, seed, run in events:
+        by_what.setdefault(what, []).append((seed, run))
+    notes = []
+    for what, items in by_what.items():
+        seeds = ", ".join(str(s) for s, _ in items)
+        runs = [r for _, r in items if r]
+        where = ""
+        if len(runs) == 1:
+            where = f" ({runs[0]})"
+        elif runs:
+            parents = {r.rsplit("/", 1)[0] for r in runs}
+            leaves = ", ".join(r.rsplit("/", 1)[-1] for r in runs)
+            where = f" ({parents.pop()}/{leaves})" if len(parents) == 1 else f" ({', '.join(runs)})"
+        plural = "s" if len(items) > 1 else ""
+        notes.append(f"{name} seed{plural} {seeds}{what}{where}")
+    return notes
 
 
 def _non_finite(rows: pd.DataFrame, metric: str) -> str:
