@@ -457,28 +457,34 @@ def main(argv: list[str] | None = None) -> int:
             return code
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
-    from fedkd.config import SpecError
-    from fedkd.data.base import DatasetCorruptError, DatasetNotFoundError
+    try:
+        return args.func(args)
+    except Exception as exc:  # noqa: BLE001 (re-raised unless it is one the user can fix)
+        message = _user_error_message(exc, args.command)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 2
+
+
+def _user_error_message(exc: Exception, command: str) -> str | None:
+    """The one-line message for an error the user can fix (bad input, a full disk), else None.
+    The engine's error types are imported only here, once an error happened: importing them up
+    front would cost every `fedkd status` or `fedkd --help` the seconds of importing torch."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return (
+            f"fedkd {command}: error: no space left on device writing "
+            f"{exc.filename or 'its output'}; nothing half-written was left. Free some space and "
+            f"run the same command again (a run resumes from its last checkpoint)"
+        )
+    if isinstance(exc, ValueError):  # SpecError, DatasetCorruptError and bad values among them
+        return f"fedkd {command}: error: {exc}"
+    from fedkd.data.base import DatasetNotFoundError
     from fedkd.engine.checkpoint import CheckpointCorruptError
     from fedkd.engine.run import RunConflictError
 
-    try:
-        return args.func(args)
-    except (
-        SpecError, DatasetNotFoundError, DatasetCorruptError, CheckpointCorruptError,
-        RunConflictError, ValueError,
-    ) as exc:  # fmt: skip
-        print(f"fedkd {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        import errno
-
-        if exc.errno != errno.ENOSPC:
-            raise
-        print(
-            f"fedkd {args.command}: error: no space left on device writing "
-            f"{exc.filename or 'its output'}; nothing half-written was left. Free some space and "
-            f"run the same command again (a run resumes from its last checkpoint)",
-            file=sys.stderr,
-        )
-        return 2
+    if isinstance(exc, (DatasetNotFoundError, CheckpointCorruptError, RunConflictError)):
+        return f"fedkd {command}: error: {exc}"
+    return None
