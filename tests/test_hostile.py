@@ -685,3 +685,23 @@ def test_kills_at_random_moments_then_resumes_end_bit_identical(tmp_path):
     pd.testing.assert_frame_equal(read_metrics(out / METRICS)[cols], full[cols])
     assert json.loads((out / RUN_JSON).read_text())["status"] == "complete"
     assert not math.isnan(full["test_acc"].iloc[-1])
+
+
+def test_report_json_values_are_read_within_the_depth_bound(tmp_path):
+    """A render's options and a partition file's metadata are JSON read within values.MAX_DEPTH:
+    100,000 nested brackets are refused in one ReportError naming the source, not a
+    RecursionError."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fedkd.report.figures.partition import read_partition_counts
+    from fedkd.report.options import load_options
+
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ReportError, match="deeper than"):
+        load_options(deep)
+    path = tmp_path / "partition.parquet"
+    table = pa.table({"client": [0, 1], "label": [0, 1]})
+    pq.write_table(table.replace_schema_metadata({"fedkd": deep}), path)
+    with pytest.raises(ReportError, match=f"{path}.*deeper than"):
+        read_partition_counts(path)

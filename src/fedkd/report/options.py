@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from fedkd.report.aggregate import ReportError
+from fedkd.values import load_json
 
 # Standard deviation over seeds: population (ddof=0), as numpy's default, which is what the FL
 # codebases these papers come from print; option "ddof": 1 gives the sample standard deviation.
@@ -28,8 +28,8 @@ def load_options(text: str | None) -> dict:
             raise ReportError(f"options file {path} cannot be read: {exc}") from exc
         source = f"options file {path}"
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+        value = load_json(text, source)
+    except ValueError as exc:  # malformed, not UTF-8, or nested deeper than values.MAX_DEPTH
         raise ReportError(f"{source} is not valid JSON ({exc}): {text!r}") from exc
     if not isinstance(value, dict):
         raise ReportError(f"{source} must be a JSON object, got {text!r}")

@@ -4,12 +4,11 @@ the aggregate, so it states what was run, whatever the configuration's caption s
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
 from fedkd.choices import departures
 from fedkd.report.text import key_value
+from fedkd.values import load_json
 
 
 def _values(df: pd.DataFrame, column: str) -> list:
@@ -40,7 +39,11 @@ def _model_texts(runs: pd.DataFrame) -> list[str]:
     for model, options in runs[["model", "model_options"]].drop_duplicates().itertuples(False):
         if key_value(model) is None:
             continue
-        opts = json.loads(options) if isinstance(options, str) and options else {}
+        opts = (
+            load_json(options, f"{model}'s model options")
+            if isinstance(options, str) and options
+            else {}
+        )
         shown = model_notes(str(model), opts) + [
             f"{k} {'/'.join(str(x) for x in v) if isinstance(v, list) else v}"
             for k, v in sorted(opts.items())

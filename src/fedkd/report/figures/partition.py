@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from fedkd.data.partition import checked_meta
 from fedkd.report.aggregate import ReportError
 from fedkd.report.figures.draw import (
     hide_unused,
@@ -15,6 +15,7 @@ from fedkd.report.figures.draw import (
     style,
 )
 from fedkd.report.options import Options
+from fedkd.values import load_json
 
 
 def read_partition_counts(path: str | Path) -> tuple[np.ndarray, dict]:
@@ -33,7 +34,10 @@ def read_partition_counts(path: str | Path) -> tuple[np.ndarray, dict]:
         raise ReportError(
             f"partition file {path} is not a `fedkd partition` file (columns or metadata missing)"
         )
-    meta = json.loads(raw)
+    try:
+        meta = checked_meta(load_json(raw, f"partition file {path}'s metadata"), path)
+    except ValueError as exc:
+        raise ReportError(str(exc)) from exc
     client = table.column("client").to_numpy()
     label = table.column("label").to_numpy()
     keep = client >= 0  # -1: the remainder no client trains on
