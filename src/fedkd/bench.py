@@ -613,14 +613,14 @@ class Results:
         self.path = Path(args.out) / "bench-results.jsonl" if args.out else None
         self.device, self.command = device_name, getattr(args, "command", "fedkd bench")
 
-    def add(self, line: str, img_s: float | None = None, **extra) -> None:
+    def add(self, line: str, img_s: float, details: dict | None = None) -> None:
         print(line, flush=True)
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         row = {
             "date": datetime.now(timezone.utc).date().isoformat(), "device": self.device,
-            "what": line, "img_s": img_s, "command": self.command, **extra,
+            "what": line, "img_s": img_s, "command": self.command, "details": details or {},
         }  # fmt: skip
         with open(self.path, "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -662,7 +662,7 @@ def run_bench(args) -> int:
             f"of {args.repeats}, {args.precision}): engine {r['engine_img_s']:,.1f} img/s, bare "
             f"{r['bare_img_s']:,.1f} img/s, ratio {r['ratio']:.3f} (final weights, max abs "
             f"difference: {r['max_abs_diff']:.1e})",
-            r["engine_img_s"], bare_img_s=r["bare_img_s"],
+            r["engine_img_s"], r,
         )  # fmt: skip
     for shape in _names(args.rounds_bench):
         r = bench_round_engines(args, device, shape)
@@ -676,13 +676,13 @@ def run_bench(args) -> int:
             f"{figures}; batched/sequential "
             f"{r['img_s']['batched'] / r['img_s']['sequential']:.2f}; client weights vs "
             f"sequential, max abs: {diffs}",
-            max(r["img_s"].values()), per_engine=r["img_s"],
+            max(r["img_s"].values()), r,
         )  # fmt: skip
     if not args.skip_run:
         for strategy in _names(args.strategies):
             for engine in engines:
                 r = bench_table3_run(args, device, strategy, engine)
-                results.add(describe_table3_run(r, args), r["round_img_s"], **r)
+                results.add(describe_table3_run(r, args), r["round_img_s"], r)
     if args.pack:
         strategy, engine = _names(args.strategies)[0], (engines or ["auto"])[0]
         for k in [int(x) for x in _names(args.pack)]:
@@ -695,7 +695,7 @@ def run_bench(args) -> int:
                 f"{r['start_spread_s']:.2f} s of each other): {args.run_rounds} round(s) each, "
                 f"{r['images']:,} images in {r['seconds']:.1f} s, together {r['img_s']:,.0f} "
                 f"img/s (whole rounds); local training per run: {each} img/s",
-                r["img_s"], **r,
+                r["img_s"], r,
             )  # fmt: skip
     if args.profile:
         for strategy in _names(args.strategies):

@@ -119,6 +119,6 @@ def test_bench_smoke_on_cuda(tmp_path, device):
     rows = [json.loads(line) for line in (tmp_path / "out" / "bench-results.jsonl").open()]
     runs = [r for r in rows if r["what"].startswith("table-3 run fedgkd")]
     assert len(rows) == 2 + len(engines.split(",")) and len(runs) == len(engines.split(","))
-    assert all(r["timed_rounds"] == [3] and r["img_s"] > 0 for r in runs)
+    assert all(r["details"]["timed_rounds"] == [3] and r["img_s"] > 0 for r in runs)
     if device == "cuda":
-        assert "CUDA graphs" in runs[-1]["engine"]
+        assert "CUDA graphs" in runs[-1]["details"]["engine"]
