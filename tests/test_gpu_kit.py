@@ -204,5 +204,5 @@ def test_the_gpu_kit_runs_end_to_end_on_a_bare_cpu_environment(tmp_path):
 
 
 def test_the_bench_refuses_an_unknown_engine_with_the_choices():
-    with pytest.raises(ValueError, match="engine 'fast' is not one of auto, sequential"):
+    with pytest.raises(SystemExit, match="--engine 'fast' is not one of auto, sequential"):
         bench.check_arguments(bench_args("--engine", "fast"))

@@ -309,8 +309,8 @@ class RoundClock:
             if self.on_round_end is not None:
                 self.on_round_end(done)  # (a barrier or the profiler: before the clock reads)
             self.ends[done] = time.perf_counter()
-        elif message.startswith("[fedkd] ") and " on " in message and not self.ends:
-            self.ends[0] = time.perf_counter()  # the round loop starts
+        elif not self.ends or list(self.ends) == [0]:
+            self.ends[0] = time.perf_counter()  # the last line before round 1: the loop starts
 
     def train_clients(self, round, selected, global_model, payload, strategy, env, *rest):
         _sync(env.device)
@@ -332,6 +332,12 @@ class RoundClock:
             self.run.run(stop_after_round=rounds)
 
     def summary(self, timed: list[int]) -> dict:
+        missing = [r for r in timed if r not in self.ends or r - 1 not in self.ends]
+        if missing:
+            raise RuntimeError(
+                f"round(s) {missing} of the benchmark run did not finish: the run stopped early "
+                "(diverged, or reached stop_at_acc)"
+            )
         total = [self.ends[r] - self.ends[r - 1] for r in timed]
         local = [self.local[r] for r in timed]
         images = sum(self.images[r] for r in timed)
@@ -386,8 +392,8 @@ def describe_table3_run(r: dict, args) -> str:
         f"{r['images_per_round']:,.0f} images a round; local training {r['local_img_s']:,.0f} "
         f"img/s ({r['local_s']:.2f} s a round); whole rounds {r['round_img_s']:,.0f} img/s "
         f"({r['round_s']:.2f} s a round); fixed cost {r['fixed_s']:.2f} s a round (payload, "
-        f"aggregation, server update, evaluation of {args.eval_images * 3 // 2:,} images, "
-        f"metrics and checkpoint writes); projected 100 rounds: {r['projected_min_100']:.1f} min"
+        f"aggregation, server update, evaluation of {args.eval_images + args.eval_images // 2:,} "
+        f"images, metrics and checkpoint writes); projected 100 rounds: {r['projected_min_100']:.1f} min"
     )
     if "projected_min_100_full" in r:
         line += (
@@ -435,8 +441,6 @@ def bench_packed(args, device: torch.device, k: int, strategy: str, engine: str)
     """K table-3 runs in K processes on one device, timed together from a shared start."""
     import multiprocessing
 
-    if args.warmup_rounds < 1:
-        raise ValueError("--pack needs --warmup-rounds >= 1: the processes meet after it")
     ctx = multiprocessing.get_context("spawn")  # CUDA cannot be used in a forked child
     barrier, results = ctx.Barrier(k), ctx.Queue()
     procs = [
@@ -628,7 +632,8 @@ class Results:
 
 def check_arguments(args) -> None:
     for name in _names(args.engine):
-        spec_engine(name)  # an unknown engine: the error names the choices
+        if name not in ENGINES:
+            raise SystemExit(f"fedkd bench: --engine {name!r} is not one of {', '.join(ENGINES)}")
     for flag in ("warmup_rounds", "run_rounds", "run_epochs", "train_images", "eval_images"):
         floor = 0 if flag == "warmup_rounds" else 1
         if getattr(args, flag) < floor:
@@ -637,6 +642,13 @@ def check_arguments(args) -> None:
             )
     if args.profile and not args.out:
         raise SystemExit("fedkd bench: --profile writes a trace: give --out DIR")
+    if args.pack:
+        if not all(k.isdigit() and int(k) >= 1 for k in _names(args.pack)):
+            raise SystemExit(f"fedkd bench: --pack {args.pack!r} must be counts >= 1, e.g. 4,8")
+        if args.warmup_rounds < 1:
+            raise SystemExit(
+                "fedkd bench: --pack needs --warmup-rounds >= 1 (the runs meet after it)"
+            )
 
 
 def run_bench(args) -> int:
