@@ -257,6 +257,9 @@ def test_folded_network_is_k_separate_networks(model, float64):
 
 
 def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(float64):
+    """Each row steps as torch's optimizer does on it alone; a finished row keeps its weights
+    and state exactly, even where its gradient holds NaN and inf."""
+
     class Spec:
         lr, momentum, weight_decay = 0.1, 0.9, 1e-3
 
@@ -272,8 +275,10 @@ def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(
         for t, g in enumerate(grads):
             g = g.clone()
             clip_rows_(g, 1.0)
-            g.mul_(active[t].unsqueeze(1))
-            opt.step(rows, g, coefs[t])
+            running = active[t] > 0
+            g[~running] = torch.nan  # a finished row's gradient never reaches it
+            g[~running, 0] = torch.inf
+            opt.step(rows, g, coefs[t], running)
         for r in range(k):
             w = start[r].clone().requires_grad_()
             ref = torch_opt([w], lr=Spec.lr, weight_decay=Spec.weight_decay,
@@ -285,6 +290,9 @@ def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(
                 torch.nn.utils.clip_grad_norm_([w], 1.0)
                 ref.step()
             assert torch.allclose(rows[r], w.detach(), rtol=1e-12, atol=1e-14), (cls, r)
+        assert torch.isfinite(rows).all()
+        state = [opt.buf] if cls is FlatSGD else [opt.exp_avg, opt.exp_avg_sq]
+        assert all(torch.isfinite(t).all() for t in state), cls
 
 
 @pytest.mark.slow

@@ -17,9 +17,20 @@ AUTO_ON_CPU = (
 )
 
 
-def engine_choice(spec, strategy: Strategy, model: nn.Module, device: torch.device) -> dict:
+# the K-client trainer folds the clients into the channel dimension of contiguous (NCHW) buffers
+CHANNELS_LAST = (
+    "memory_format='channels_last': the K-client trainer trains contiguous (NCHW) tensors, its "
+    "clients folded into the channels; memory_format: contiguous (or auto) keeps it"
+)
+
+
+def engine_choice(
+    spec, strategy: Strategy, model: nn.Module, device: torch.device, channels_last: bool = False
+) -> dict:
     """``{"requested", "used", "reason"}`` (+ ``cuda_graphs`` when K-client): ``used`` is
-    "batched" (the K-client trainer) or "sequential"."""
+    "batched" (the K-client trainer) or "sequential". ``channels_last``: the run's image tensors
+    are channels_last (``fedkd.runtime.preprocess.use_channels_last``), which only the
+    sequential trainer honours."""
     requested = getattr(spec, "engine", "sequential")
     reason = None
     wanted = requested
@@ -34,6 +45,8 @@ def engine_choice(spec, strategy: Strategy, model: nn.Module, device: torch.devi
             )
         elif getattr(spec, "compile", "none") != "none":
             reason = f"compile={spec.compile!r} compiles the sequential worker model"
+        elif channels_last:
+            reason = CHANNELS_LAST
         else:
             reason = fold_error(model)
     used = "batched" if wanted == "batched" and reason is None else "sequential"

@@ -46,7 +46,10 @@ class TrainEnv:
     def engine(self, strategy: Strategy) -> dict:
         """Which trainer this run uses and why (recorded in run.json)."""
         if self._engine is None:
-            self._engine = engine_choice(self.spec, strategy, self.worker(), self.device)
+            self._engine = engine_choice(
+                self.spec, strategy, self.worker(), self.device,
+                channels_last=getattr(self.preprocess, "channels_last", False),
+            )  # fmt: skip
         return self._engine
 
     def worker(self):

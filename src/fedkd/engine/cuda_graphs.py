@@ -6,6 +6,11 @@ its kernels are captured once and replayed for every step of every round. Captur
 torch's recipe: warm-up iterations on a side stream (they are real steps), then the capture (which
 runs nothing), then replays. The capture happens on the run's device (``torch.cuda.set_device`` is
 called when the run starts).
+
+All of a run's graphs (one per set of declared names: fedgkd-vote has up to M + 1) allocate from
+one memory pool (``graph_pool``): they never replay at once, and a step leaves nothing allocated
+in the pool past its end (it writes only into the trainer's own buffers), so one pool's memory
+serves every graph where private pools would each hold a step's activations.
 """
 
 from __future__ import annotations
@@ -22,13 +27,19 @@ def graphs_requested(device: torch.device) -> bool:
     return device.type == "cuda" and os.environ.get(GRAPHS_ENV, "0") not in ("", "0")
 
 
+def graph_pool():
+    """A memory pool for every graph of one run (``torch.cuda.graph_pool_handle``)."""
+    return torch.cuda.graph_pool_handle()
+
+
 class GraphedStep:
     """A step function run eagerly for its first ``WARMUP_STEPS`` calls, then captured and
     replayed. The step must advance its own device step counter (the capture does not run). The
-    function is passed at each call, not kept: the graph holds no reference to its trainer."""
+    function is passed at each call, not kept: the graph holds no reference to its trainer.
+    ``pool``: the run's shared memory pool (``graph_pool``)."""
 
-    def __init__(self, device: torch.device):
-        self.device = device
+    def __init__(self, device: torch.device, pool):
+        self.device, self.pool = device, pool
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
         self.stream = torch.cuda.Stream(device=device)
@@ -46,7 +57,7 @@ class GraphedStep:
             self.calls += 1
             return
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=self.stream):
+        with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
             step_fn()
         current.wait_stream(self.stream)
         self.graph = graph

@@ -6,6 +6,10 @@ or Nesterov, ``torch.optim.Adam`` with L2 weight decay); clients that have finis
 steps (``active`` 0) keep their parameters and optimizer state unchanged. Whatever varies per step
 (the active mask, Adam's bias corrections) comes in as per-step coefficients, computed on the host
 once per round (``coefficients``), so a step reads only device tensors (one CUDA graph).
+
+A finished client's gradient row is replaced by zeros (``torch.where``, not a product: whatever
+it holds, inf or NaN included, stays out), and its coefficients make the update an exact no-op
+on finite state: momentum times 1 plus 0, weights plus 0 times a step.
 """
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ def clip_rows_(g: torch.Tensor, max_norm: float) -> torch.Tensor:
     coef = torch.clamp(max_norm / (norm + CLIP_EPS), max=1.0)
     g.mul_(coef)
     return coef
+
+
+def only_running(g: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
+    """(K, P) gradients with the finished clients' rows exactly zero, whatever they held."""
+    return torch.where(running.unsqueeze(1), g, 0.0)
 
 
 class FlatSGD:
@@ -44,8 +53,9 @@ class FlatSGD:
         return torch.stack([active * self.wd, keep, active * -self.lr], dim=1)
 
     @torch.no_grad()
-    def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor) -> None:
-        """``g`` is already zero for finished clients; ``coef`` (3, K) this step's rows."""
+    def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor, running) -> None:
+        """``coef`` (3, K): this step's rows; ``running`` (K,) bool: the clients still training."""
+        g = only_running(g, running)
         wd, keep, neg_lr = (c.unsqueeze(1) for c in coef)
         if self.wd:
             g.addcmul_(p, wd)
@@ -90,7 +100,8 @@ class FlatAdam:
         ).to(active.dtype)
 
     @torch.no_grad()
-    def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor) -> None:
+    def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor, running) -> None:
+        g = only_running(g, running)
         wd, lerp, keep_sq, add_sq, bias2_sqrt, step_size = (c.unsqueeze(1) for c in coef)
         if self.wd:
             g.addcmul_(p, wd)

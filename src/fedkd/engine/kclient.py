@@ -12,10 +12,18 @@ Per local step, for all K clients at once (``KClientTrainer._step``):
 
 Shapes are static for the whole run: every step has B slots per client (an epoch's last, smaller
 batch is padded with zero-weight slots) and K clients (a client with fewer steps than the round's
-longest is masked once it has finished: it takes no step, not even weight decay or momentum).
-So one step serves every step of every round; on CUDA (``FEDKD_CUDA_GRAPHS=1``) it is captured
-once per run and per set of declared names as a CUDA graph and replayed, each round only copying
-the global weights and the round's tables into the captured buffers.
+longest is masked once it has finished: it takes no step, not even weight decay or momentum; the
+mask is a ``torch.where``, so nothing a finished client computes, inf or NaN included, reaches
+any client's weights, optimizer state or recorded loss). So one step serves every step of every
+round; on CUDA (``FEDKD_CUDA_GRAPHS=1``) it is captured once per run and per set of declared
+names and buffers as a CUDA graph and replayed, each round only copying the global weights and
+the round's tables into the captured buffers. All of a run's graphs share one memory pool.
+
+The price of static shapes: a finished client still computes its forward and backward passes
+until the round's longest client is done, so a round costs K x the longest client's steps. With
+equal client sizes (``dirichlet-equal``, the default, and ``iid``) every client takes the same
+number of steps and nothing is wasted; with unequal ones (``dirichlet``, ``shards``) the share
+spent on finished clients is 1 - mean(steps) / max(steps) of the round.
 
 Numbers equal the sequential trainer's up to floating-point summation order (tests/test_trainers.py
 holds every strategy to it on ResNet-8-GN and the CNN).
@@ -28,7 +36,7 @@ import copy
 import torch
 from torch.func import vmap
 
-from fedkd.engine.cuda_graphs import GraphedStep, graphs_requested
+from fedkd.engine.cuda_graphs import GraphedStep, graph_pool, graphs_requested
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.folding import bind, fold, folded_shape, param_kinds
 from fedkd.engine.functional import FunctionalModel
@@ -147,7 +155,10 @@ class KClientTrainer:
         # in a round that does not declare it
         self._store: dict[tuple[str, str], object] = {}
         self.use_graphs = graphs_requested(device)
+        # keyed by the round's declared names and their buffers' shapes; a graph is dropped when
+        # a buffer it reads is replaced (``_keep``), so none ever replays on freed memory
         self.graphs: dict[tuple, GraphedStep] = {}
+        self.graph_pool = None  # one memory pool for all the run's graphs, made with the first
         self.names: tuple = ()
 
     # ---------------------------------------------------------------- per round
@@ -269,8 +280,17 @@ class KClientTrainer:
         return self._store.get((kind, name))
 
     def _keep(self, kind: str, name: str, value):
+        old = self._store.get((kind, name))
+        if old is not None and not _same_buffers(old, value):
+            self._drop_graphs_reading(kind, name)
         self._store[(kind, name)] = value
         return value
+
+    def _drop_graphs_reading(self, kind: str, name: str) -> None:
+        """Forget every graph captured on the buffer of ``(kind, name)``, which is being replaced
+        (a new shape): replayed, it would read and write memory the old buffer no longer owns."""
+        for key in [k for k in self.graphs if any(e[:2] == (kind, name) for e in k[1])]:
+            del self.graphs[key]
 
     def _slot(self, name: str) -> FrozenSlot:
         if name not in self.slots:
@@ -286,7 +306,9 @@ class KClientTrainer:
             return
         graph = self.graphs.get(self.names)
         if graph is None:
-            graph = self.graphs[self.names] = GraphedStep(self.device)
+            if self.graph_pool is None:
+                self.graph_pool = graph_pool()
+            graph = self.graphs[self.names] = GraphedStep(self.device, self.graph_pool)
         graph.step(self._step)
 
     def _step(self) -> None:
@@ -298,7 +320,8 @@ class KClientTrainer:
             n: v.index_select(0, self.t).squeeze(0) for n, v in self.values["step"].items()
         }
         self.t.add_(1)
-        weight, active, coef = floats[:b], floats[b], floats[b + 1 :]
+        weight, coef = floats[:b], floats[b + 1 :]
+        running = floats[b] > 0  # (K,) the clients that have not finished their local steps
         x = self.inputs(ints[0], ints[1], self.dtype)  # (B, K, C, H, W)
         x_folded = x.flatten(1, 2)
         autocast = torch.autocast(
@@ -325,10 +348,10 @@ class KClientTrainer:
         g = self.params.gather_grads(grads)
         if spec.grad_clip is not None:
             clip_rows_(g, spec.grad_clip)
-        g.mul_(active.unsqueeze(1))  # finished clients: no gradient (their regularisers too)
-        self.opt.step(self.params.rows, g, coef)
+        # finished clients: no step (their regularisers neither), whatever their rows hold
+        self.opt.step(self.params.rows, g, coef, running)
         self.params.sync()
-        self.loss_sum.addcmul_(losses.detach().float(), active.float())
+        self.loss_sum.add_(torch.where(running, losses.detach().float(), 0.0))
 
     def _loss_fn(self):
         """One client's loss (vmapped over K). A fresh function per step: the trainer holds no
@@ -353,6 +376,18 @@ def _per_client(features: torch.Tensor, logits: torch.Tensor, k: int):
     if features.dim() == 2:
         features = features.view(features.shape[0], k, -1).transpose(0, 1)
     return features, logits
+
+
+def _leaves(v) -> list[torch.Tensor]:
+    return [t for x in v.values() for t in _leaves(x)] if isinstance(v, dict) else [v]
+
+
+def _same_buffers(old, new) -> bool:
+    """Whether ``new`` is held in ``old``'s tensors (copied into them, not replacing them)."""
+    old_leaves, new_leaves = _leaves(old), _leaves(new)
+    return len(old_leaves) == len(new_leaves) and all(
+        a is b for a, b in zip(old_leaves, new_leaves, strict=True)
+    )
 
 
 def _shape_of(v) -> tuple:
