@@ -192,9 +192,16 @@ def test_dry_run_of_the_default_config_resolves_every_target(tmp_path, src):
     runs = planned_runs(rows)
     assert runs == all_runs(config), "each needed run is one train job"
     assert {Path(r).parts[2] for r in runs} == {"mnist5k", "synthtext"}, "offline data only"
-    # table 3 alone: 8 strategies x 3 alphas x 2 seeds, fedgkd's runs shared with table 7
+    # table 3 alone: 8 strategies x 3 alphas x 3 seeds, fedgkd's runs shared with table 7
     table3 = plan(tmp_path, DEFAULT, "results/tables/table3.tex", src=src)
-    assert len(planned_runs(table3)) == 8 * 3 * 2
+    assert len(planned_runs(table3)) == 8 * 3 * 3
+    # every run of the default configuration has the 3 seeds a claim's paired interval needs,
+    # the rounds-to-target table's included; only the t-SNE figures read seed 0 alone
+    by_setting = {}
+    for run in runs:
+        *setting, seed = Path(run).parts
+        by_setting.setdefault(tuple(setting), set()).add(seed)
+    assert {frozenset(s) for s in by_setting.values()} == {frozenset({"seed0", "seed1", "seed2"})}
     # the table's command brings its comparison with the paper along
     assert "results/tables/table3_vs_paper.html" in planned_outputs(table3)
 
