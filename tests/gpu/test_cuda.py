@@ -86,9 +86,16 @@ def test_two_deterministic_cuda_runs_are_bit_identical(tmp_path, device):
 
 
 def test_bf16_cuda_run_learns(tmp_path, device):
-    _run(_train_cmd("fedavg", tmp_path / "bf16", device, "--precision", "bf16", "--alpha", "1"))
-    acc = _metrics(tmp_path / "bf16")["test_acc"]
-    assert acc.max() > 0.5, f"bf16 run stayed near chance: {acc.tolist()}"
+    """bf16 learns as fp32 does: the same run in both precisions. (Its 4 rounds reach a best
+    accuracy of about 0.42 in fp32 on a CPU, seed 0, so the bound is relative to fp32, not an
+    absolute accuracy.)"""
+    best = {}
+    for precision in ("fp32", "bf16"):
+        out = tmp_path / precision
+        _run(_train_cmd("fedavg", out, device, "--precision", precision, "--alpha", "1"))
+        best[precision] = _metrics(out)["test_acc"].max()
+    assert best["fp32"] > 0.3, f"the fp32 run stayed near chance (0.1): {best}"
+    assert best["bf16"] >= best["fp32"] - 0.05, f"bf16 learns less than fp32: {best}"
 
 
 def test_checkpoint_from_cuda_resumes_on_cpu(tmp_path, device):
