@@ -383,12 +383,17 @@ def bench_table3_run(args, device: torch.device, strategy: str, engine: str) -> 
 
 def describe_table3_run(r: dict, args) -> str:
     timed = r["timed_rounds"]
+    warm = ["autotuning"]
+    if "CUDA graphs" in r["engine"]:
+        warm.append("graph capture")
+    if r["strategy"] == "fedgkd":
+        warm.append("a first round without a teacher")
     line = (
         f"table-3 run {r['strategy']}, {r['engine']}, {args.precision}"
         f"{', deterministic' if args.deterministic else ''}"
         f"{f', compile {args.compile}' if args.compile != 'none' else ''}: "
         f"round{f's {timed[0]}-{timed[-1]}' if len(timed) > 1 else f' {timed[0]}'} timed after {args.warmup_rounds} warm-up round(s) "
-        f"(autotuning, graph capture; fedgkd's first round has no teacher), "
+        f"({', '.join(warm)}), "
         f"{r['images_per_round']:,.0f} images a round; local training {r['local_img_s']:,.0f} "
         f"img/s ({r['local_s']:.2f} s a round); whole rounds {r['round_img_s']:,.0f} img/s "
         f"({r['round_s']:.2f} s a round); fixed cost {r['fixed_s']:.2f} s a round (payload, "
@@ -724,7 +729,7 @@ def run_bench(args) -> int:
             accs = [a for p, _, a in checked if p == precision]
             per_seed = ", ".join(f"{a:.4f}" for a in accs)
             print(
-                f"mnist5k best accuracy ({args.check_rounds} rounds) {precision}: "
+                f"mnist5k best accuracy ({args.check_rounds} round(s)) {precision}: "
                 f"{statistics.mean(accs):.4f} ± {statistics.pstdev(accs):.4f} (seeds: {per_seed})",
                 flush=True,
             )
