@@ -502,7 +502,7 @@ def profile_round(args, device: torch.device, strategy: str, engine: str, out: P
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"profile-{strategy}-{engine}.json.gz"
     prof.export_chrome_trace(str(path))
-    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     print(prof.key_averages().table(sort_by=sort, row_limit=args.profile_rows), flush=True)
     return path
 
