@@ -18,7 +18,7 @@
 #   6 profile     torch.profiler traces of one fedgkd round (1 local epoch) per engine
 #   all           1 to 6 in turn (on a GPU: longer than one 10-minute command)
 #
-# Parts are named by number or name. Every log, result (bench-results.jsonl: one JSON object per
+# Parts are named by number or name; at least one must be named. Every log, result (bench-results.jsonl: one JSON object per
 # figure, the columns of docs/performance.md's GPU table) and trace goes to the one folder
 # --out (default $FEDKD_GPU_OUT, else results/gpu): bench-<part>.log, profile-*.json.gz, and
 # summary-bench.txt, which lists every step as ok, FAILED or skipped. A failed step does not

@@ -7,7 +7,7 @@
 #   --out DIR           the one folder for every log, result and trace (default: $FEDKD_GPU_OUT,
 #                       else results/gpu)
 #   --size full|tiny    the work of each step (default: full on cuda, tiny on cpu)
-#   PART...             which parts to run (each script lists its own); default: all
+#   PART...             which parts to run (each script lists its own, and its default)
 # Environment: PYTHON (python3), FEDKD_WHEELS (the wheel folder, default .whl in the repository
 # root, filled by scripts/fetch-gpu-wheels.sh), FEDKD_STEP_TIMEOUT (seconds a step may take;
 # unset: no limit).
@@ -54,7 +54,10 @@ kit_parse() {
     *) kit_die "--size '$KIT_SIZE' must be full or tiny" ;;
   esac
   [ -n "$KIT_OUT" ] || kit_die "--out needs a folder"
-  [ ${#KIT_PARTS[@]} -gt 0 ] || KIT_PARTS=(all)
+  if [ ${#KIT_PARTS[@]} -eq 0 ]; then
+    [ -n "${KIT_DEFAULT_PART:-}" ] || kit_die "name the parts to run (see --help), or all"
+    KIT_PARTS=("$KIT_DEFAULT_PART")
+  fi
 }
 
 # kit_setup LOG: the output folder, the wheels, PYTHONPATH; its two steps go to LOG

@@ -23,6 +23,7 @@
 #   bash scripts/gpu-tests.sh 1 --out "$OUT"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KIT_NAME="scripts/gpu-tests.sh"
+KIT_DEFAULT_PART=all
 cd "$REPO" || exit 2
 # shellcheck source=gpu-kit.sh
 source "$REPO/scripts/gpu-kit.sh"
