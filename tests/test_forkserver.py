@@ -360,6 +360,63 @@ def test_a_killed_server_takes_its_command_with_it_and_the_run_resumes_at_once(
     assert len(pd.read_parquet(tmp_path / "run" / "metrics.parquet")) == 2
 
 
+def test_a_sender_that_loses_its_server_exits_only_after_its_command(tmp_path):
+    """A stand-in server starts no command: it names a process of this test as the command,
+    then goes. The sender must wait for that process's end (Snakemake would otherwise see the
+    job end while the command still writes), then exit 1 saying what happened."""
+    path = tmp_path / "s.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    command = subprocess.Popen(["sleep", "60"])
+    code = "import sys; from fedkd.forkserver import run_remote; sys.exit(run_remote(['train']))"
+    sender = subprocess.Popen(
+        [sys.executable, "-c", code], env={**os.environ, ENV: str(path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    listener.settimeout(60)
+    conn, _ = listener.accept()
+    with conn:  # read the request whole, as a server does, and answer with the "command"
+        _, fds, _, _ = socket.recv_fds(conn, 1, 3)
+        for fd in fds:
+            os.close(fd)
+        (size,) = struct.unpack("!I", conn.recv(4, socket.MSG_WAITALL))
+        assert json.loads(conn.recv(size, socket.MSG_WAITALL))["argv"] == ["train"]
+        conn.sendall(f"{command.pid}\n".encode())
+    # and the server is gone
+    listener.close()
+    with pytest.raises(subprocess.TimeoutExpired):
+        sender.wait(timeout=3)  # the command still runs: so does its sender
+    command.kill()
+    command.wait()
+    _, err = sender.communicate(timeout=30)
+    assert sender.returncode == 1
+    assert (
+        f"the fork server ended while running this command; its process (pid {command.pid})" in err
+    )
+
+
+@pytest.mark.slow
+def test_a_stopped_server_ends_its_commands_and_passes_their_exit_codes_on(start_server, tmp_path):
+    path = tmp_path / "s.sock"
+    server = start_server(path, tmp_path / "server.log", tmp_path)
+    sender = subprocess.Popen(
+        [sys.executable, "-m", "fedkd", *TRAIN, "--rounds", "200", "--out", "run"], cwd=tmp_path,
+        env={**os.environ, ENV: str(path)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "run" / "run.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "run" / "run.json").exists(), "the served run never started"
+    server.terminate()
+    assert server.wait(30) == 0
+    _, err = sender.communicate(timeout=60)
+    assert sender.returncode == 128 + signal.SIGTERM, err  # as the shell reports a SIGTERM
+    assert "the fork server ended" not in err
+    assert not path.exists()
+
+
 # --------------------------------------------------------------------------- as a fresh process
 @pytest.mark.slow
 @pytest.mark.parametrize(
