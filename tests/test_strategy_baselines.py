@@ -108,6 +108,47 @@ def test_moon_loss_is_log2_when_positive_equals_negative():
     assert model_contrastive_loss(z, other, other, tau=0.5).item() == pytest.approx(LN2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_moon_loss_sends_exactly_no_gradient_when_positive_equals_negative(dtype):
+    """A client's first round under first_negative global or initial: the negative is the
+    positive. The term is then a constant, in the gradient too (not just up to rounding), also
+    vmapped over clients as the K-client trainer computes it."""
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(3, 16, 32, generator=g, dtype=dtype, requires_grad=True)
+    pos = torch.randn(3, 16, 32, generator=g, dtype=dtype)
+    for neg in (pos, pos.clone()):
+        loss = model_contrastive_loss(z[0], pos[0], neg[0], tau=0.5)
+        (grad,) = torch.autograd.grad(loss, z)
+        assert torch.equal(grad, torch.zeros_like(z))
+        per_client = torch.func.vmap(lambda a, b, c: model_contrastive_loss(a, b, c, tau=0.5))
+        (grad,) = torch.autograd.grad(per_client(z, pos, neg).sum(), z)
+        assert torch.equal(grad, torch.zeros_like(z))
+    # a different negative does send a gradient (so the zero above is not a broken graph)
+    loss = model_contrastive_loss(z[0], pos[0], pos[1], tau=0.5)
+    assert torch.autograd.grad(loss, z)[0].abs().max() > 1e-3
+
+
+def test_moon_loss_equals_the_authors_cross_entropy_over_the_two_cosines():
+    """MOON's code and the FedNTD authors' (algorithms/moon/criterion.py at fd7e20c) compute
+    l_con as cross_entropy(cat([cos(z, z_glob), cos(z, z_prev)]) / tau, label 0); the loss here
+    is the same function: values and gradients agree to float64 rounding."""
+    g = torch.Generator().manual_seed(1)
+    z = torch.randn(32, 16, generator=g, dtype=torch.float64, requires_grad=True)
+    pos, neg = torch.randn(2, 32, 16, generator=g, dtype=torch.float64)
+    pos = pos + z.detach()  # positives nearer than negatives, as in training
+    tau = 0.5
+    logits = torch.stack(
+        [torch.nn.functional.cosine_similarity(z, pos, dim=-1),
+         torch.nn.functional.cosine_similarity(z, neg, dim=-1)], dim=1,
+    ) / tau  # fmt: skip
+    reference = torch.nn.functional.cross_entropy(logits, torch.zeros(32, dtype=torch.long))
+    ours = model_contrastive_loss(z, pos, neg, tau)
+    assert ours.item() == pytest.approx(reference.item(), rel=1e-14)
+    (g_ref,) = torch.autograd.grad(reference, z)
+    (g_ours,) = torch.autograd.grad(ours, z)
+    assert torch.allclose(g_ours, g_ref, rtol=1e-12, atol=1e-15 * float(g_ref.abs().max()))
+
+
 def test_moon_loss_by_hand():
     # sample 1: cos(z, pos) = 1, cos(z, neg) = 0; sample 2: cos = 1/sqrt2 and -1/sqrt2
     # l = -log(e^{p/t} / (e^{p/t} + e^{n/t})) = log(1 + e^{(n - p)/t}), t = 0.5

@@ -19,13 +19,13 @@ paper does not say what the negative is then. ``first_negative`` selects each pu
   a cross-entropy over the positive logit alone, which is 0. MOON's own code does the same in
   round 1.
 - ``global``: the received global model is the negative, so positive and negative coincide and
-  the term is the constant log 2, adding no gradient beyond float rounding: the updates of
-  ``none`` to about 1e-7, with ``mu * log 2`` more in the recorded training loss (what fedkd did
+  the term is the constant log 2 with exactly zero gradient (``model_contrastive_loss``): the
+  updates of ``none``, with ``mu * log 2`` more in the recorded training loss (what fedkd did
   before this parameter existed).
 - ``initial``: the initial global model (before round 1) is the negative. The FedNTD authors'
   code (Lee-Gihun/FedNTD at fd7e20c, algorithms/moon/Server.py ``_init_prev_locals``: every
   client's previous weights start as the initial server weights; ClientTrainer.py at b7af303
-  loads them as ``prev_model``). In round 1 it equals the received model: log 2.
+  loads them as ``prev_model``). In round 1 it equals the received model: log 2, no gradient.
 - ``own-init``: MOON's own code (QinbinLi/MOON at 2f7199e, main.py): no negative in round 1 (the
   pool of previous models is still empty), and from round 2 on a client that has not trained yet
   contrasts against its own random initialisation (``init_nets`` draws each client's network
@@ -52,6 +52,7 @@ from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Strat
 
 # fedgkd Sec. 5.1: mu 5 on CIFAR-10 and CIFAR-100, 1 on Tiny-ImageNet, 0.1 on the text sets
 MU = {"tinyimagenet": 1.0, "text": 0.1}
+COSINE_EPS = 1e-8  # F.cosine_similarity's default
 
 
 @dataclass
@@ -71,17 +72,28 @@ def model_contrastive_loss(
     tau: float,
     reduction: str = "mean",
 ) -> torch.Tensor:
-    """MOON's l_con: a two-way softmax cross-entropy whose target is the positive pair.
+    """MOON's l_con: a two-way softmax cross-entropy whose target is the positive pair, MOON's
+    CE([pos, neg] / tau, label 0) with pos and neg the cosines of z to z_pos and to z_neg.
 
-    Written as logsumexp(pos, neg) - pos, i.e. MOON's CE([pos, neg] / tau, label 0)."""
-    pos = F.cosine_similarity(z, z_pos.detach(), dim=1) / tau
-    neg = F.cosine_similarity(z, z_neg.detach(), dim=1) / tau
-    per_sample = torch.logsumexp(torch.stack([pos, neg], dim=1), dim=1) - pos
+    Written as softplus((neg - pos) / tau), the same function, with neg - pos computed as
+    unit(z) . (unit(z_neg) - unit(z_pos)) (``F.cosine_similarity``'s normalisation): where the
+    negative equals the positive (a client's first round under ``global`` and ``initial``) the
+    difference vector is exactly zero, and so is the gradient with respect to z. Computed as two
+    cosines (as logsumexp or as the cross-entropy alike), each sends z a gradient and their sum
+    keeps a rounding residue (up to 1e-9 in float32), which training then amplifies."""
+    unit_z = _unit(z)
+    gap = (unit_z * (_unit(z_neg.detach()) - _unit(z_pos.detach()))).sum(dim=1)  # neg - pos
+    per_sample = F.softplus(gap / tau)
     if reduction == "none":
         return per_sample
     if reduction == "mean":
         return per_sample.mean()
     raise ValueError(f"reduction={reduction!r}; use 'mean' or 'none'")
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    """x / ||x|| per row, the norm clamped at F.cosine_similarity's eps."""
+    return x / torch.linalg.vector_norm(x, dim=1, keepdim=True).clamp_min(COSINE_EPS)
 
 
 class Moon(Strategy):
