@@ -129,7 +129,7 @@ def run_remote(argv: list[str]) -> int | None:
         _wait_for_end(pid, pidfd)
         print(
             f"fedkd {argv[0]}: the fork server ended while running this command; its process "
-            f"(pid {pid}) has ended with it. Run the command again: a run resumes",
+            f"(pid {pid}) has ended with it; run the command again",
             file=sys.stderr,
         )
         return 1
