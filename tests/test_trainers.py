@@ -275,10 +275,10 @@ def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(
         for t, g in enumerate(grads):
             g = g.clone()
             clip_rows_(g, 1.0)
-            running = active[t] > 0
-            g[~running] = torch.nan  # a finished row's gradient never reaches it
-            g[~running, 0] = torch.inf
-            opt.step(rows, g, coefs[t], running)
+            finished = active[t] == 0
+            g[finished] = torch.nan  # a finished row's gradient never reaches it
+            g[finished, 0] = torch.inf
+            opt.step(rows, g, coefs[t], finished)
         for r in range(k):
             w = start[r].clone().requires_grad_()
             ref = torch_opt([w], lr=Spec.lr, weight_decay=Spec.weight_decay,

@@ -7,9 +7,10 @@ steps (``active`` 0) keep their parameters and optimizer state unchanged. Whatev
 (the active mask, Adam's bias corrections) comes in as per-step coefficients, computed on the host
 once per round (``coefficients``), so a step reads only device tensors (one CUDA graph).
 
-A finished client's gradient row is replaced by zeros (``torch.where``, not a product: whatever
-it holds, inf or NaN included, stays out), and its coefficients make the update an exact no-op
-on finite state: momentum times 1 plus 0, weights plus 0 times a step.
+A finished client's gradient row is overwritten with zeros (``masked_fill``, a ``torch.where``
+with a constant; not a product: whatever it held, inf or NaN included, stays out), and its
+coefficients make the update an exact no-op on finite state: momentum times 1 plus 0, weights
+plus 0 times a step.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ def clip_rows_(g: torch.Tensor, max_norm: float) -> torch.Tensor:
     return coef
 
 
-def only_running(g: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
-    """(K, P) gradients with the finished clients' rows exactly zero, whatever they held."""
-    return torch.where(running.unsqueeze(1), g, 0.0)
+def zero_finished_(g: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
+    """(K, P) gradients with the finished clients' rows set to exactly zero, whatever they held;
+    in place."""
+    return g.masked_fill_(finished.unsqueeze(1), 0.0)
 
 
 class FlatSGD:
@@ -53,9 +55,10 @@ class FlatSGD:
         return torch.stack([active * self.wd, keep, active * -self.lr], dim=1)
 
     @torch.no_grad()
-    def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor, running) -> None:
-        """``coef`` (3, K): this step's rows; ``running`` (K,) bool: the clients still training."""
-        g = only_running(g, running)
+    def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor, finished) -> None:
+        """``g`` (K, P), overwritten; ``coef`` (3, K): this step's rows; ``finished`` (K,) bool:
+        the clients done with their local steps."""
+        zero_finished_(g, finished)
         wd, keep, neg_lr = (c.unsqueeze(1) for c in coef)
         if self.wd:
             g.addcmul_(p, wd)
@@ -100,8 +103,8 @@ class FlatAdam:
         ).to(active.dtype)
 
     @torch.no_grad()
-    def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor, running) -> None:
-        g = only_running(g, running)
+    def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor, finished) -> None:
+        zero_finished_(g, finished)
         wd, lerp, keep_sq, add_sq, bias2_sqrt, step_size = (c.unsqueeze(1) for c in coef)
         if self.wd:
             g.addcmul_(p, wd)

@@ -13,8 +13,8 @@ Per local step, for all K clients at once (``KClientTrainer._step``):
 Shapes are static for the whole run: every step has B slots per client (an epoch's last, smaller
 batch is padded with zero-weight slots) and K clients (a client with fewer steps than the round's
 longest is masked once it has finished: it takes no step, not even weight decay or momentum; the
-mask is a ``torch.where``, so nothing a finished client computes, inf or NaN included, reaches
-any client's weights, optimizer state or recorded loss). So one step serves every step of every
+mask overwrites (``masked_fill``, not a product), so nothing a finished client computes, inf or
+NaN included, reaches any client's weights, optimizer state or recorded loss). So one step serves every step of every
 round; on CUDA (``FEDKD_CUDA_GRAPHS=1``) it is captured once per run and per set of declared
 names and buffers as a CUDA graph and replayed, each round only copying the global weights and
 the round's tables into the captured buffers. All of a run's graphs share one memory pool.
@@ -321,7 +321,7 @@ class KClientTrainer:
         }
         self.t.add_(1)
         weight, coef = floats[:b], floats[b + 1 :]
-        running = floats[b] > 0  # (K,) the clients that have not finished their local steps
+        finished = floats[b] == 0  # (K,) the clients done with their local steps (active 0)
         x = self.inputs(ints[0], ints[1], self.dtype)  # (B, K, C, H, W)
         x_folded = x.flatten(1, 2)
         autocast = torch.autocast(
@@ -349,9 +349,9 @@ class KClientTrainer:
         if spec.grad_clip is not None:
             clip_rows_(g, spec.grad_clip)
         # finished clients: no step (their regularisers neither), whatever their rows hold
-        self.opt.step(self.params.rows, g, coef, running)
+        self.opt.step(self.params.rows, g, coef, finished)
         self.params.sync()
-        self.loss_sum.add_(torch.where(running, losses.detach().float(), 0.0))
+        self.loss_sum.add_(losses.detach().float().masked_fill(finished, 0.0))
 
     def _loss_fn(self):
         """One client's loss (vmapped over K). A fresh function per step: the trainer holds no
