@@ -1,4 +1,4 @@
-"""The K-client trainer's guards, on a CPU: masking of finished clients by ``torch.where``, the
+"""The K-client trainer's guards, on a CPU: masking of finished clients by overwriting (not by a product), the
 CUDA-graph bookkeeping (graphs dropped with the buffers they read, one memory pool per run) under
 a stand-in capture, and the memory format it refuses.
 
