@@ -1,6 +1,6 @@
-"""The K-client trainer's guards, on a CPU: masking of finished clients by overwriting (not by a product), the
-CUDA-graph bookkeeping (graphs dropped with the buffers they read, one memory pool per run) under
-a stand-in capture, and the memory format it refuses.
+"""The K-client trainer's guards, on a CPU: masking of finished clients by overwriting (not by a
+product), the CUDA-graph bookkeeping (graphs dropped with the buffers they read, one memory pool
+per run) under a stand-in capture, and the memory format it refuses.
 
 The setting is tests/test_trainers.py's (unequal clients, so some finish before the round's
 longest and are masked for its remaining steps)."""
