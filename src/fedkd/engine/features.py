@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fedkd.files import atomic_write
+from fedkd.files import atomic_write, read_run_record
+from fedkd.values import load_json
 
 OBJECTIVES = ("strategy", "fedavg")
 
@@ -53,7 +54,7 @@ def read_features(path: str | Path) -> dict:
     """The contents of a features file: labels, class_names, num_classes, client, strategy,
     objective and models, a list of (title, features, test accuracy)."""
     with np.load(Path(path), allow_pickle=False) as z:
-        meta = json.loads(z["meta"].item())
+        meta = load_json(z["meta"].item(), f"features file {path}'s metadata")
         feats = [z["global_features"], z["local_features"]]
         labels = z["labels"]
     meta["labels"] = labels
@@ -90,7 +91,7 @@ def _compute(run_dir, samples: int, client: int, device: str, objective: str) ->
         raise FeaturesError(
             f"run directory {run_dir} has no run.json and checkpoint.pt; is it a fedkd run?"
         )
-    rec = json.loads(rec_path.read_text())
+    rec = read_run_record(rec_path)  # bounded: a damaged record is a RunRecordError naming it
     if rec.get("status") != "complete":
         raise FeaturesError(
             f"run {run_dir} is {rec.get('status')!r}; t-SNE features need a complete run"

@@ -88,12 +88,7 @@ class Run(RunSetup):
             from fedkd.config import spec_differences
 
             diff = spec_differences(prev.get("spec") or {}, spec)
-            what = (
-                "; ".join(diff)
-                if diff
-                else "the same keys and values, hashed by an earlier fedkd that kept 1 and "
-                "1.0 apart"
-            )
+            what = "; ".join(diff)  # never empty: spec_differences always names a reason
             raise RunConflictError(
                 f"{self.out} holds a run with a different spec ({what}; hash "
                 f"{prev.get('spec_hash')} there, {spec.hash()} now); choose another output "
