@@ -9,8 +9,14 @@ default configuration's run shape (config/config.yaml: mnist5k, its CNN, 10 clie
 batched - sequential of the best and of the final test accuracy, in points, with its 95 %
 t-interval. An interval that holds 0 says the trainers are not told apart at that many seeds.
 
+The sequential trainer runs as the config's runs do on a CPU (memory_format auto: channels_last),
+the K-client one contiguous. ``--control`` adds the sequential trainer with contiguous tensors: a
+change of summation order alone, within one trainer, whose paired differences show how far float
+order alone moves a seed's accuracy (and batched - that arm compares the trainers on one layout).
+
     python bench/trainers.py                      # 10 seeds, fedavg and fedgkd-M5, alpha 1, 0.1
     python bench/trainers.py --seeds 3 --rounds 4 # a quick look
+    python bench/trainers.py --variants fedavg --alphas 1 --control
 
 Each finished run is appended to ``--results`` (CSV), and a run found there is not trained
 again, so an interrupted benchmark continues where it stopped.
@@ -32,8 +38,19 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 # table 3's FedGKD at alpha 1 and 0.1 is the M = 5 variant
 DEFAULT_VARIANTS = ("fedavg", "fedgkd-M5")
-TRAINERS = ("sequential", "batched")
-FIELDS = ("variant", "alpha", "rounds", "seed", "engine", "best_acc", "final_acc", "seconds")
+# the runs compared: spec keys over the config's
+ARMS = {
+    "sequential": {"engine": "sequential"},
+    "batched": {"engine": "batched"},
+    "sequential-contiguous": {"engine": "sequential", "memory_format": "contiguous"},
+}
+# (arm, baseline) pairs reported; the last two with --control
+PAIRS = (
+    ("batched", "sequential"),
+    ("sequential-contiguous", "sequential"),
+    ("batched", "sequential-contiguous"),
+)
+FIELDS = ("variant", "alpha", "rounds", "seed", "arm", "best_acc", "final_acc", "seconds")
 
 
 def base_spec(config: Path, variant: str, alpha: float, rounds: int | None) -> dict:
@@ -72,7 +89,7 @@ def read_results(path: Path) -> dict[tuple, dict]:
     with path.open() as f:
         rows = list(csv.DictReader(f))
     return {
-        (r["variant"], float(r["alpha"]), int(r["rounds"]), int(r["seed"]), r["engine"]): r
+        (r["variant"], float(r["alpha"]), int(r["rounds"]), int(r["seed"]), r["arm"]): r
         for r in rows
     }
 
@@ -90,34 +107,36 @@ def t_interval(diffs: list[float], level: float = 0.95) -> tuple[float, float, f
     return mean, mean - half, mean + half
 
 
-def report(results: dict[tuple, dict], variants, alphas, rounds: dict, seeds) -> str:
+def report(results: dict[tuple, dict], variants, alphas, rounds: dict, seeds, pairs) -> str:
     lines = [
-        "paired difference batched - sequential, in accuracy points, mean [95% t-interval]; "
-        "|max|: the largest single-seed difference",
-        f"{'variant':<11} {'alpha':>5} {'n':>3}  {'best':<28} {'final':<28} seq best  bat best",
+        "paired difference arm - baseline, in accuracy points, mean [95% t-interval]; |max|: the "
+        "largest single-seed difference; mean best accuracy of baseline and arm",
+        f"{'arm - baseline':<44} {'variant':<10} {'alpha':>5} {'n':>3}  {'best':<28} "
+        f"{'final':<28} {'base':>6} {'arm':>6}",
     ]
-    for variant in variants:
-        for alpha in alphas:
-            keys = [(variant, alpha, rounds[variant, alpha], s) for s in seeds]
-            pairs = [
-                (results[(*key, "sequential")], results[(*key, "batched")])
-                for key in keys
-                if (*key, "sequential") in results and (*key, "batched") in results
-            ]
-            if not pairs:
-                continue
-            cells = []
-            for key in ("best_acc", "final_acc"):
-                diffs = [100 * (float(b[key]) - float(a[key])) for a, b in pairs]
-                mean, low, high = t_interval(diffs)
-                worst = max(abs(d) for d in diffs)
-                cells.append(f"{mean:+5.2f} [{low:+5.2f}, {high:+5.2f}] |max| {worst:4.1f}")
-            seq_best = 100 * sum(float(a["best_acc"]) for a, _ in pairs) / len(pairs)
-            bat_best = 100 * sum(float(b["best_acc"]) for _, b in pairs) / len(pairs)
-            lines.append(
-                f"{variant:<11} {alpha:>5g} {len(pairs):>3}  {cells[0]:<28} {cells[1]:<28} "
-                f"{seq_best:7.2f}  {bat_best:7.2f}"
-            )
+    for arm, base in pairs:
+        for variant in variants:
+            for alpha in alphas:
+                keys = [(variant, alpha, rounds[variant, alpha], s) for s in seeds]
+                runs = [
+                    (results[(*key, base)], results[(*key, arm)])
+                    for key in keys
+                    if (*key, base) in results and (*key, arm) in results
+                ]
+                if not runs:
+                    continue
+                cells = []
+                for key in ("best_acc", "final_acc"):
+                    diffs = [100 * (float(b[key]) - float(a[key])) for a, b in runs]
+                    mean, low, high = t_interval(diffs)
+                    worst = max(abs(d) for d in diffs)
+                    cells.append(f"{mean:+5.2f} [{low:+5.2f}, {high:+5.2f}] |max| {worst:4.1f}")
+                base_best = 100 * sum(float(a["best_acc"]) for a, _ in runs) / len(runs)
+                arm_best = 100 * sum(float(b["best_acc"]) for _, b in runs) / len(runs)
+                lines.append(
+                    f"{arm + ' - ' + base:<44} {variant:<10} {alpha:>5g} {len(runs):>3}  "
+                    f"{cells[0]:<28} {cells[1]:<28} {base_best:6.2f} {arm_best:6.2f}"
+                )
     return "\n".join(lines)
 
 
@@ -130,11 +149,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=None, help="default: the config's (12)")
     p.add_argument("--config", type=Path, default=ROOT / "config" / "config.yaml")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--control", action="store_true",
+                   help="also train the sequential trainer on contiguous tensors (float order "
+                        "alone) and report its pairs")  # fmt: skip
     p.add_argument("--results", type=Path, default=Path("results/bench/trainers.csv"),
                    help="CSV of finished runs, appended to and read back")  # fmt: skip
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     seeds = list(range(args.seeds))
+    arms = list(ARMS) if args.control else ["sequential", "batched"]
+    pairs = PAIRS if args.control else PAIRS[:1]
     results = read_results(args.results)
     args.results.parent.mkdir(parents=True, exist_ok=True)
     new_file = not args.results.exists()
@@ -148,23 +172,23 @@ def main(argv: list[str] | None = None) -> None:
                 spec = base_spec(args.config, variant, alpha, args.rounds)
                 rounds[variant, alpha] = spec["rounds"]
                 for seed in seeds:
-                    for engine in TRAINERS:
-                        key = (variant, alpha, spec["rounds"], seed, engine)
+                    for arm in arms:
+                        key = (variant, alpha, spec["rounds"], seed, arm)
                         if key in results:
                             continue
                         row = {"variant": variant, "alpha": alpha, "rounds": spec["rounds"],
-                               "seed": seed, "engine": engine,
-                               **train_once(dict(spec, seed=seed, engine=engine))}  # fmt: skip
+                               "seed": seed, "arm": arm,
+                               **train_once(dict(spec, seed=seed, **ARMS[arm]))}  # fmt: skip
                         writer.writerow(row)
                         f.flush()
                         results[key] = row
                         print(
-                            f"{variant} alpha {alpha:g} seed {seed} {engine}: best "
+                            f"{variant} alpha {alpha:g} seed {seed} {arm}: best "
                             f"{row['best_acc']:.4f} final {row['final_acc']:.4f} "
                             f"({row['seconds']:.0f} s)",
                             file=sys.stderr, flush=True,
                         )  # fmt: skip
-    print(report(results, args.variants, args.alphas, rounds, seeds))
+    print(report(results, args.variants, args.alphas, rounds, seeds, pairs))
 
 
 if __name__ == "__main__":
