@@ -40,7 +40,7 @@ RUN_KEY_HELP = {
     "data_root": "directory holding real datasets (default $FEDKD_DATA or ./data)",
     "partition_file": "a partition Parquet written by `fedkd partition` (default: compute it)",
     "eval_local": "also evaluate each client's local model before aggregation",
-    "precision": "fp32, or bf16 (autocast in local training)",
+    "precision": "fp32 (IEEE float32: TF32 off on GPUs), or bf16 (autocast in local training)",
     "compile": "torch.compile the training model: none, default, reduce-overhead (CUDA graphs)",
     "deterministic": "true: deterministic GPU kernels, so repeated GPU runs end bit-identical "
     "(CPU runs are bit-identical either way)",
