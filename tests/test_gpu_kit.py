@@ -163,7 +163,11 @@ def test_the_gpu_kit_runs_end_to_end_on_a_bare_cpu_environment(tmp_path):
     out = tmp_path / "gpu"
     _run_script("bench/gpu.sh", out, env, "all")
     _run_script("scripts/gpu-tests.sh", out, env)
+    check_kit_outputs(out)
 
+
+def check_kit_outputs(out: Path) -> None:
+    """What both scripts must leave in their one folder after a tiny CPU run."""
     summary = (out / "summary-bench.txt").read_text()
     for step in BENCH_STEPS:
         assert step in summary, f"bench/gpu.sh did not report the step {step!r}:\n{summary}"
@@ -196,7 +200,7 @@ def test_the_gpu_kit_runs_end_to_end_on_a_bare_cpu_environment(tmp_path):
     assert f"part 1 (suite): {collected} passed, 0 failed, 0 errors, 0 skipped" in tests, tests
     assert collected >= len(list((REPO / "tests" / "gpu").glob("test_*.py")))
     # whatever part 2 skipped (a test that still needs CUDA) is named with its reason
-    part2 = tests.split("part 2 (kclient): ")[1].splitlines()
+    part2 = tests.split("\npart 2 (kclient): ")[1].splitlines()
     counts = re.fullmatch(r"(\d+) passed, 0 failed, 0 errors, (\d+) skipped", part2[0])
     assert counts, tests
     named = [line for line in part2[1:] if re.match(r"  skipped: \S+::\S+: \S", line)]
