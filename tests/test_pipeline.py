@@ -101,7 +101,7 @@ def test_default_table3_shares_its_fedgkd_runs_with_table7():
     plan = Plan(read(CONFIGS[0]))
     table3 = dict.fromkeys(run for label, run in plan.target_runs("table3") if label == "fedgkd")
     table7 = {run for _, run in plan.target_runs("table7")}
-    assert len(table3) == 3 * 2  # one per alpha and seed
+    assert len(table3) == 3 * 3  # one per alpha and seed
     assert set(table3) <= table7
     assert any("/fedgkd-M1/dirichlet-equal-a0.5-" in r for r in table3), "the best M per alpha"
     assert any("/fedgkd-M5/dirichlet-equal-a0.1-" in r for r in table3)
