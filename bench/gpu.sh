@@ -52,6 +52,7 @@ part_number() {
 }
 
 kit_parse "$@"
+[ -z "$KIT_SELECT" ] || kit_die "-k selects tests: it belongs to scripts/gpu-tests.sh, not bench/gpu.sh"
 parts=()
 for p in "${KIT_PARTS[@]}"; do
   if [ "$p" = all ]; then

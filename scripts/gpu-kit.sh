@@ -31,6 +31,7 @@ kit_parse() {
   KIT_OUT="${FEDKD_GPU_OUT:-results/gpu}"
   KIT_SIZE=""
   KIT_PARTS=()
+  KIT_SELECT=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --device) KIT_DEVICE="${2:-}"; shift 2 || kit_die "--device needs a value (cuda or cpu)" ;;
@@ -39,6 +40,7 @@ kit_parse() {
       --out=*) KIT_OUT="${1#*=}"; shift ;;
       --size) KIT_SIZE="${2:-}"; shift 2 || kit_die "--size needs a value (full or tiny)" ;;
       --size=*) KIT_SIZE="${1#*=}"; shift ;;
+      -k) KIT_SELECT="${2:-}"; shift 2 || kit_die "-k needs a pytest expression" ;;
       -h | --help) kit_usage; exit 0 ;;
       -*) kit_die "unknown option '$1' (see --help)" ;;
       *) KIT_PARTS+=("$1"); shift ;;

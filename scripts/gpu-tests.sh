@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU test suite, in parts that each fit one command of under 9 minutes on an H100:
 #
-#   bash scripts/gpu-tests.sh [--device cuda|cpu] [--out DIR] PART...
+#   bash scripts/gpu-tests.sh [--device cuda|cpu] [--out DIR] [-k EXPR] PART...
 #
 #   1 suite     tests/gpu: train and kill-resume on CUDA for fedavg, fedgkd, scaffold and feddf
 #               (deterministic: true), bit-identical repeats, bf16, a CUDA checkpoint resumed on
@@ -10,6 +10,8 @@
 #               with and without CUDA graphs against the sequential one)
 #   all         1 and 2 (the default)
 #
+# -k EXPR selects tests by name within the parts, as pytest's -k does (the kit's own CPU test
+# runs one test of each part this way; a GPU run leaves it out and runs them all).
 # Only those files are collected (pytest -m gpu over them), so a test module elsewhere that
 # imports a package the GPU machine lacks (snakemake) cannot stop the collection. With
 # --device cpu, FEDKD_TEST_DEVICE=cpu: the tests of tests/gpu run on the CPU instead of skipping;
@@ -78,8 +80,10 @@ for n in "${parts[@]}"; do
     continue
   fi
   rm -f "$xml"
+  select=()
+  [ -z "$KIT_SELECT" ] || select=(-k "$KIT_SELECT")
   kit_step "$log" "pytest part $n ($name): ${files[*]}" \
-    "$PY" -m pytest -p no:cacheprovider -m gpu -v -rs --junitxml "$xml" "${files[@]}"
+    "$PY" -m pytest -p no:cacheprovider -m gpu -v -rs --junitxml "$xml" "${select[@]}" "${files[@]}"
   if [ -f "$xml" ]; then
     results="$(report "$xml")"
     printf '%s\n' "$results" | tee -a "$log"
