@@ -438,7 +438,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_forkserver)
 
     # listed for --help only: main() hands everything after "bench" to fedkd.bench
-    sub.add_parser("bench", help="benchmarks: engine vs bare PyTorch loop; a table-3-shaped run")
+    sub.add_parser(
+        "bench",
+        help="benchmarks: engine vs bare PyTorch loop; table-3 runs per engine (--pack: runs sharing "
+        "a device, --profile: a torch.profiler trace); fedkd bench --help",
+    )
 
     return parser
 
