@@ -527,3 +527,34 @@ def test_a_server_takes_a_dead_servers_socket_and_removes_only_its_own(start_ser
     assert server.wait(30) == 0
     assert path.exists() and os.stat(path).st_ino == inode  # left to its owner
     other.close()
+
+
+def test_a_commands_end_reaches_its_sender_at_once_not_at_the_servers_next_look(tmp_path):
+    """The server waits for activity up to LOOP_TIMEOUT at a time; a command's exit must wake it
+    (its pidfd), or every job would wait for the next look. With the wait set to 120 s, a command
+    that fails at once must still come back long before."""
+    sock = tmp_path / "fs.sock"
+    code = "import sys, fedkd.forkserver as f; f.LOOP_TIMEOUT = 120.0; f.serve(sys.argv[1])"
+    log = tmp_path / "server.log"
+    with log.open("w") as err:
+        server = subprocess.Popen([sys.executable, "-c", code, str(sock)], stderr=err)
+    try:
+        deadline = time.monotonic() + 120
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sock.exists(), "the server did not start"
+        # the socket is bound before the imports end: wait until it answers a command
+        env = {**os.environ, ENV: str(sock)}
+        start = time.monotonic()
+        sent = fedkd(["train", "--rounds", "abc"], env, tmp_path, timeout=100)
+        assert sent.returncode == 2 and "--out" in sent.stderr
+        assert time.monotonic() - start < 100
+        started = time.monotonic()
+        again = fedkd(["train", "--rounds", "abc"], env, tmp_path, timeout=60)
+        assert again.returncode == 2
+        assert time.monotonic() - started < 60  # not the 120 s look
+        # both were served (not run by their senders for want of a server)
+        assert log.read_text().count("exit 2") == 2, log.read_text()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

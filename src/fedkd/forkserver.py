@@ -62,6 +62,9 @@ APPLIED_IN_CHILD = (*THREAD_VARIABLES, "PYTHONPATH", "PYTHONBREAKPOINT", "PYTHON
 # a fresh interpreter tells the thread count torch starts with under a request's thread
 # variables (once per distinct setting); one that has not answered in this time is stopped
 PROBE = "import torch; print(torch.get_num_threads())"
+# the server loop's wait for activity: how often it looks at deadlines and its parent (a
+# command's end wakes it at once, through the command's pidfd)
+LOOP_TIMEOUT = 0.5
 PROBE_TIMEOUT = 180.0
 # once the server is stopped, how long it waits for its children's end to report their codes
 STOP_WAIT = 5.0
@@ -317,6 +320,9 @@ class _Server:
         self.env = dict(os.environ)  # as Python and the libraries read it at start
         self.cpus, self.interpreter = _cpus(), _interpreter()
         self.children: dict[int, socket.socket] = {}  # pid → its sender's connection
+        # pid → a descriptor readable once that command has exited: its end wakes the loop at
+        # once, and its sender hears its exit code then (not up to a select timeout later)
+        self.exit_fds: dict[int, int] = {}
         self.pending: dict[socket.socket, _Request] = {}  # connections still sending a request
         # torch's thread count a fresh process starts with, per thread setting; under the
         # server's own, a child keeps what it inherits
@@ -338,8 +344,9 @@ class _Server:
             for key in [k for k, p in self.probes.items() if now > p.deadline]:
                 self._probe_failed(key, f"no answer in {PROBE_TIMEOUT:g} s")
             probe_pipes = {p.proc.stdout: k for k, p in self.probes.items()}
-            watched = [self.listener, *self.pending, *self.children.values(), *probe_pipes]
-            ready, _, _ = select.select(watched, [], [], 0.5)
+            exits = set(self.exit_fds.values())
+            watched = [self.listener, *self.pending, *self.children.values(), *probe_pipes, *exits]
+            ready, _, _ = select.select(watched, [], [], LOOP_TIMEOUT)
             for s in ready:
                 if s is self.listener:
                     conn, _ = self.listener.accept()
@@ -354,6 +361,8 @@ class _Server:
                     self.last = time.monotonic()
                 elif s in probe_pipes:
                     self._read_probe(probe_pipes[s])
+                elif s in exits:
+                    pass  # a command ended: reaped below
                 else:  # a sender sends nothing more: readable means it went away
                     pid = next(p for p, c in self.children.items() if c is s)
                     _kill(pid)
@@ -368,6 +377,8 @@ class _Server:
         while self.children and time.monotonic() < deadline:
             self._reap()
             time.sleep(0.05)
+        for pid in list(self.exit_fds):
+            self._forget_exit_fd(pid)
         for probe in self.probes.values():
             probe.proc.kill()
             probe.proc.wait()
@@ -496,6 +507,8 @@ class _Server:
                 for c, other in self.pending.items():  # requests still arriving are the server's
                     other.close_fds()
                     c.close()
+                for fd in self.exit_fds.values():
+                    os.close(fd)
                 for probe in self.probes.values():
                     os.close(probe.proc.stdout.fileno())
                     for c, _, waiting_fds in probe.waiting:
@@ -514,6 +527,9 @@ class _Server:
         except OSError:
             _kill(pid)
         self.children[pid] = conn
+        exit_fd = _open_pidfd(pid)
+        if exit_fd is not None:
+            self.exit_fds[pid] = exit_fd
 
     def _die_with_server(self) -> None:
         """In a child just forked: be killed when the server ends, however it ends; if it has
@@ -523,6 +539,11 @@ class _Server:
         if os.getppid() != self.pid:
             os._exit(1)
 
+    def _forget_exit_fd(self, pid: int) -> None:
+        fd = self.exit_fds.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
     def _reap(self) -> None:
         for pid in list(self.children):  # only the commands' pids: the probes are Popen's
             try:
@@ -530,10 +551,12 @@ class _Server:
             except ChildProcessError:  # not ours to wait for: its sender hears no exit code
                 _log(f"pid {pid}: its end is unknown")
                 self.children.pop(pid).close()
+                self._forget_exit_fd(pid)
                 continue
             if done == 0:
                 continue
             conn = self.children.pop(pid)
+            self._forget_exit_fd(pid)
             code = os.waitstatus_to_exitcode(status)
             _log(f"pid {pid}: exit {code}")
             try:
