@@ -336,9 +336,19 @@ def test_too_few_seeds_and_failed_are_not_inconclusive():
     # the same, where failed runs took the other seeds
     assert paired_verdict([1.0, 2.0], "higher", failed=1).verdict == "failed"
     assert paired_verdict([], "higher", failed=3).verdict == "failed"
-    # three seeds with no spread: the interval is the point
-    assert paired_verdict([1.0, 1.0, 1.0], "higher").verdict == "holds"
+    # every seed the same difference: no spread to estimate, so the sign test decides (p = 0.5^n)
+    three = paired_verdict([1.0, 1.0, 1.0], "higher")
+    assert three.verdict == "too few seeds" and three.p_holds == 0.125 and three.seeds_needed == 6
+    assert (
+        paired_verdict([1.4] * 3, "higher", test="equivalence", margin=2).verdict == "too few seeds"
+    )
+    assert paired_verdict([1.0] * 6, "higher").verdict == "holds"  # p = 1/64
+    assert paired_verdict([-1.0] * 6, "higher").verdict == "contradicted"
+    assert paired_verdict([1.0] * 6, "higher", margin=1.0).verdict == "inconclusive"  # on the bound
     assert paired_verdict([0.0, 0.0, 0.0], "higher").verdict == "inconclusive"
+    # in a family of three settings the strictest Holm step needs 0.5^n <= 2.5%/3: 7 seeds
+    tied = family_verdicts([Sample((1.0,) * 6)] * 3, Hypothesis())
+    assert [v.verdict for v in tied] == ["too few seeds"] * 3 and tied[0].seeds_needed == 7
 
 
 def test_margins_non_inferiority_and_equivalence():
@@ -632,7 +642,7 @@ def test_round_one_is_left_out_where_fedgkd_does_not_distil(tmp_path):
     for seed in range(3):
         for label, accs in (
             ("fedavg", [0.3, 0.5, 0.6]),
-            ("fedgkd", [0.3, 0.55, 0.66 + seed / 100]),
+            ("fedgkd", [0.3, 0.55 + seed / 200, 0.66 + seed / 100]),
         ):
             d = make_run(tmp_path / "runs", f"{label}{seed}", accs, strategy=label, seed=seed)
             runs.append((f"table6/{label}", d))
@@ -684,7 +694,9 @@ def test_rounds_to_target_counts_a_miss_as_one_round_more(tmp_path):
     # FedDF: round 2; FedAvg never (3 planned rounds: counted as 4)
     assert row["effect"] == pytest.approx(-2.0) and row["unit"] == "rounds"
     assert row["setting"].endswith("T = 80%") and "counted as R+1" in row["note"]
-    assert row["verdict"] == "holds"  # three seeds, no spread: the interval is the point
+    # three seeds all two rounds fewer: no spread to estimate, and the sign test needs six
+    assert row["verdict"] == "too few seeds" and row["seeds_needed"] == 6
+    assert "exact sign test" in row["note"]
 
 
 def test_a_tuned_column_compares_the_variant_its_table_shows(tmp_path):

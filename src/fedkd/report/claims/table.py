@@ -35,6 +35,7 @@ from fedkd.report.claims.verdict import (
     Sample,
     Verdict,
     family_verdicts,
+    sign_test_seeds,
 )  # fmt: skip
 from fedkd.report.keys import check_same_setting, group_runs, order_rows
 from fedkd.report.names import display_name, paper_dataset_name
@@ -78,7 +79,8 @@ METHOD_NOTE = (
     "Holm's method over the claim's settings. holds: the claimed region is shown (with one "
     "setting: the interval lies inside it); contradicted: its complement is; inconclusive: the "
     f"interval spans the margin; too few seeds: fewer than {MIN_SEEDS} paired seeds (no spread "
-    "worth the name); failed: runs that diverged, collapsed to chance or gave a non-finite value "
+    "worth the name), or every seed gives the same difference (no spread to estimate: the exact "
+    f"sign test decides, p = 0.5^n, and needs {sign_test_seeds()} seeds at 2.5%); failed: runs that diverged, collapsed to chance or gave a non-finite value "
     "left too few seeds; not run: the configuration has no runs for it. A claim holds when every "
     "setting holds (or, for a claim on the average over settings, when the average does: the "
     "per-seed mean over the settings, tested over the seeds); it is contradicted when any setting "
@@ -692,6 +694,7 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
     hyps = [Hypothesis(claim.test, claim.direction, r.margin) for r in rows]
     for r, v in zip(rows, family_verdicts([_sample(r) for r in rows], hyps), strict=True):
         r.verdict = v
+        _note_no_spread(r)
     result.rows = rows
     if claim.aggregate == "mean":
         result.average = _average(claim, rows)
@@ -704,6 +707,15 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
         result.verdict = claim_verdict([r.verdict.verdict for r in rows])
     result.summary = sign_count(claim, rows, hyps)
     return result
+
+
+def _note_no_spread(r: Comparison) -> None:
+    v = r.verdict
+    if v is not None and v.n >= MIN_SEEDS and v.sd == 0:
+        r.notes.append(
+            f"all {v.n} seeds give the same difference: no spread to estimate, so the exact sign "
+            f"test decides (one-sided p = 0.5^{v.n} = {0.5**v.n:.3g} before Holm's correction)"
+        )
 
 
 def _sample(r: Comparison) -> Sample:
@@ -730,6 +742,7 @@ def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
     avg = Comparison("", {}, text, diffs, failed, notes, ("average",), float(claim.margin))
     avg.verdict = family_verdicts([_sample(avg)], Hypothesis(claim.test, claim.direction,
                                                              float(claim.margin)))[0]  # fmt: skip
+    _note_no_spread(avg)
     paper = [r.paper_gap for r in used if r.paper_gap is not None]
     avg.paper_gap = math.fsum(paper) / len(paper) if paper and len(paper) == len(used) else None
     return avg

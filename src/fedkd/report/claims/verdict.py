@@ -23,6 +23,11 @@ own family), so a claim tested in nine settings does not hold by chance one time
 Fewer than ``MIN_SEEDS`` valid pairs give no verdict: "too few seeds", or "failed" where runs
 were lost to divergence, collapse or a non-finite value.
 
+Every seed giving the same difference (tied 1,000-image accuracies, integer rounds) leaves no
+spread to estimate: the t-interval shrinks to the point and would hold with p = 0. Such a row is
+decided by the exact sign test instead (p = 0.5^n on the side the value lies, distribution-free):
+three equal differences are "too few seeds" (0.125 > 2.5%); six, all beyond the margin, hold.
+
 Pure Python: Student's t and the noncentral t power are computed here (scipy is no dependency).
 """
 
@@ -175,6 +180,13 @@ def seeds_to_resolve(distance: float, sd: float, alpha: float = ALPHA) -> int | 
     return hi
 
 
+def sign_test_seeds(alpha: float = ALPHA) -> int:
+    """The fewest seeds (>= MIN_SEEDS) at which differences all on one side reach one-sided
+    level ``alpha`` in the sign test (p = 0.5^n): 6 at 2.5%. Where every seed agrees exactly, the
+    sign test is the test there is, and this is the n it needs."""
+    return max(MIN_SEEDS, math.ceil(math.log2(1 / alpha) - 1e-12))
+
+
 # --------------------------------------------------------------------------- hypotheses
 @dataclass(frozen=True)
 class Hypothesis:
@@ -219,17 +231,20 @@ class Hypothesis:
         return -self.margin < effect < self.margin
 
     def pvalues(self, mean: float, se: float, df: int) -> tuple[float, float]:
-        """One-sided p-values (claimed region, its complement) of the t-tests; se = 0 (no spread)
-        gives 0 or 1 by where the mean lies."""
+        """One-sided p-values (claimed region, its complement) of the t-tests. se = 0: every
+        difference is the same, so no spread is known and the t-test does not apply (it would
+        give p = 0); the exact sign test does: p = 0.5^n where that value lies beyond the bound,
+        else 1."""
+        sign_p = 0.5 ** (df + 1)
 
         def above(bound: float) -> float:  # H1: effect > bound
             if se == 0:
-                return 0.0 if mean > bound else 1.0
+                return sign_p if mean > bound else 1.0
             return t_sf((mean - bound) / se, df)
 
         def below(bound: float) -> float:  # H1: effect < bound
             if se == 0:
-                return 0.0 if mean < bound else 1.0
+                return sign_p if mean < bound else 1.0
             return t_sf((bound - mean) / se, df)
 
         if self.test == "equivalence":
@@ -314,9 +329,16 @@ def family_verdicts(
             verdict = "failed" if sample.failed else "too few seeds" if n else "not run"
             p_h = p_c = nan
         needed = None
+        off_bounds = n > 0 and hyps[i].distance(effect) > 0
+        if verdict == "inconclusive" and sd == 0 and off_bounds:
+            # every seed on one side, but too few for the sign test to tell
+            verdict = "too few seeds"
         if verdict in ("inconclusive", "too few seeds", "failed") and n >= 2:
             # the strictest of Holm's steps (α/k): enough seeds for every row of the claim
-            needed = seeds_to_resolve(hyps[i].distance(effect), sd, ALPHA / family)
+            if sd == 0:
+                needed = sign_test_seeds(ALPHA / family) if off_bounds else None
+            else:
+                needed = seeds_to_resolve(hyps[i].distance(effect), sd, ALPHA / family)
         out.append(Verdict(n, effect, sd, low, high, p_h, p_c, verdict, needed))
     return out
 
