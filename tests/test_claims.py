@@ -699,6 +699,24 @@ def test_rounds_to_target_counts_a_miss_as_one_round_more(tmp_path):
     assert "exact sign test" in row["note"]
 
 
+def test_seeds_tied_on_the_bound_say_the_sign_test_counts_none(tmp_path):
+    """Both methods reach the target in the same round on every seed: the difference is 0 on the
+    superiority bound, so no seed lies on either side and the note must not quote 0.5^n."""
+    r, runs = tmp_path / "runs", []
+    for seed in range(3):
+        for label, strategy in (("fedavg", "fedavg"), ("feddf", "feddf")):
+            runs.append((f"rounds_to_target/{label}",
+                         make_run(r, f"{label}{seed}", [0.5, 0.8, 0.9], strategy=strategy,
+                                  seed=seed)))  # fmt: skip
+    src = {"rounds_to_target": {"paper": "feddf_table1", "layout": "rounds_to_target",
+           "options": {"targets": [{"alpha": 1.0, "accuracy": 0.8}]}, "best_of": {}}}  # fmt: skip
+    row = render_claims(tmp_path, runs, src).query("claim == 'feddf-fewer-rounds-than-fedavg'")
+    row = row.iloc[0]
+    assert row["effect"] == 0 and row["verdict"] == "inconclusive"
+    assert "on the claim's bound" in row["note"] and "p = 1" in row["note"]
+    assert "0.5^" not in row["note"]
+
+
 def test_a_tuned_column_compares_the_variant_its_table_shows(tmp_path):
     """FedGen as the best of a coefficient sweep (best_of): the claim takes, per setting, the
     variant with the higher accuracy at the round best on validation, as table 3 does."""

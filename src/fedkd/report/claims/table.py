@@ -692,9 +692,9 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
     for r in rows:
         r.paper_gap = _row_paper_gap(claim, r, stand_ins, gaps)
     hyps = [Hypothesis(claim.test, claim.direction, r.margin) for r in rows]
-    for r, v in zip(rows, family_verdicts([_sample(r) for r in rows], hyps), strict=True):
+    for r, h, v in zip(rows, hyps, family_verdicts([_sample(r) for r in rows], hyps), strict=True):
         r.verdict = v
-        _note_no_spread(r)
+        _note_no_spread(r, h)
     result.rows = rows
     if claim.aggregate == "mean":
         result.average = _average(claim, rows)
@@ -709,13 +709,21 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
     return result
 
 
-def _note_no_spread(r: Comparison) -> None:
+def _note_no_spread(r: Comparison, hyp: Hypothesis) -> None:
     v = r.verdict
-    if v is not None and v.n >= MIN_SEEDS and v.sd == 0:
+    if v is None or v.n < MIN_SEEDS or v.sd != 0:
+        return
+    if hyp.distance(v.effect) == 0:
+        # a tie with the bound: neither side has a seed beyond it, so the sign test counts none
         r.notes.append(
-            f"all {v.n} seeds give the same difference: no spread to estimate, so the exact sign "
-            f"test decides (one-sided p = 0.5^{v.n} = {0.5**v.n:.3g} before Holm's correction)"
+            f"all {v.n} seeds give the same difference, which lies on the claim's bound: no "
+            "spread to estimate, and the exact sign test finds no seed on either side (p = 1)"
         )
+        return
+    r.notes.append(
+        f"all {v.n} seeds give the same difference: no spread to estimate, so the exact sign "
+        f"test decides (one-sided p = 0.5^{v.n} = {0.5**v.n:.3g} before Holm's correction)"
+    )
 
 
 def _sample(r: Comparison) -> Sample:
@@ -740,9 +748,9 @@ def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
     failed = max((r.failed for r in rows), default=0)
     text = f"average over {len(used)} setting{'' if len(used) == 1 else 's'}"
     avg = Comparison("", {}, text, diffs, failed, notes, ("average",), float(claim.margin))
-    avg.verdict = family_verdicts([_sample(avg)], Hypothesis(claim.test, claim.direction,
-                                                             float(claim.margin)))[0]  # fmt: skip
-    _note_no_spread(avg)
+    hyp = Hypothesis(claim.test, claim.direction, float(claim.margin))
+    avg.verdict = family_verdicts([_sample(avg)], hyp)[0]
+    _note_no_spread(avg, hyp)
     paper = [r.paper_gap for r in used if r.paper_gap is not None]
     avg.paper_gap = math.fsum(paper) / len(paper) if paper and len(paper) == len(used) else None
     return avg
