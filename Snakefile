@@ -47,6 +47,8 @@ localrules:
 
 onstart:
     start_fork_server()
+    # a Ctrl-C Snakemake's console would swallow still stops the workflow
+    stop_on_interrupt(workflow.scheduler)
 
 
 onsuccess:

@@ -328,7 +328,7 @@ def interrupt_midway(workdir: Path, configfile: Path, runs: list[str], src: Path
                     proc.wait(timeout=15)
                     break
                 except subprocess.TimeoutExpired:
-                    # Snakemake 9 can miss a Ctrl-C (its job ended 130, yet it went on
+                    # Snakemake 9 once missed a Ctrl-C (its job ended 130, yet it went on
                     # scheduling with keep-going): press again, as a user would
                     os.killpg(proc.pid, signal.SIGINT)
             proc.wait(timeout=120)

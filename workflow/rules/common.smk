@@ -9,6 +9,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from fedkd.pipeline import Plan, validate_config
+from fedkd.pipeline.interrupt import stop_on_interrupt
 from fedkd.pipeline.validation import reread_config, unknown_targets_message
 from fedkd.pipeline.plan import FEATURES_CODE, REPORT_CODE
 from fedkd.forkserver import ForkServer
