@@ -48,7 +48,7 @@ localrules:
 onstart:
     start_fork_server()
     # a Ctrl-C Snakemake's console would swallow still stops the workflow
-    stop_on_interrupt(workflow.scheduler)
+    stop_on_interrupt(getattr(workflow, "scheduler", None))
 
 
 onsuccess:
