@@ -297,9 +297,6 @@ def run_status(run: Path) -> str | None:
         return None
 
 
-PRESSES = 5  # Ctrl-C presses at most, 15 s apart (Snakemake stops within a few seconds)
-
-
 def interrupt_midway(workdir: Path, configfile: Path, runs: list[str], src: Path, log: Path):
     """Start the pipeline on one core and press Ctrl-C (SIGINT to Snakemake and its job) once a
     run has finished and the next one is between two rounds. Returns (finished, interrupted)."""
@@ -323,23 +320,11 @@ def interrupt_midway(workdir: Path, configfile: Path, runs: list[str], src: Path
                 assert time.monotonic() < deadline, "no run finished in time"
                 time.sleep(0.05)
             os.killpg(proc.pid, signal.SIGINT)
-            for _ in range(PRESSES):
-                try:
-                    proc.wait(timeout=15)
-                    break
-                except subprocess.TimeoutExpired:
-                    # Snakemake 9 once missed a Ctrl-C (its job ended 130, yet it went on
-                    # scheduling with keep-going): press again, as a user would
-                    os.killpg(proc.pid, signal.SIGINT)
             proc.wait(timeout=120)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    # what had finished when the pipeline stopped (a missed press lets more runs finish)
-    done = [r for r in runs if run_status(workdir / r) == "complete"]
-    partial = [r for r in partial if r not in done]
-    assert partial, "the interrupted run finished after all"
     return done, partial
 
 
