@@ -179,11 +179,13 @@ def cmd_partition(args) -> int:
 def cmd_strategies(args) -> int:
     from fedkd.config import DEFAULT_MODEL
     from fedkd.strategies import get_strategy_class, strategy_names
+    from fedkd.strategies._params import describe
 
     for name in strategy_names():
         if args.details:
             cls = get_strategy_class(name)
             print(f"{name}\t{cls.paper}\t{cls.summary}")
+            print(f"  parameters: {describe(cls.Params)}")
             # the parameters each dataset (with its paper model) gets unless a run sets them
             for dataset, model in DEFAULT_MODEL.items():
                 defaults = cls.dataset_defaults(dataset, model)

@@ -269,9 +269,13 @@ class Strategy:
                 cls.make_params(remaining, dataset, model)
                 return errors
             except (ValueError, TypeError) as exc:
-                errors.append(str(exc))
                 named = re.match(r"params\.(\w+)", str(exc))
-                if named is None or named[1] not in remaining:
+                given_here = named is not None and named[1] in remaining
+                # once a bad value is set aside its default stands in; a check that then fails on
+                # that default (beta <= gamma) repeats an error already named
+                if given_here or not errors:
+                    errors.append(str(exc))
+                if not given_here:
                     return errors
                 del remaining[named[1]]
 

@@ -14,16 +14,19 @@ from dataclasses import dataclass
 
 import torch
 
+from fedkd.strategies._params import CheckedParams, above, ranged, within
 from fedkd.strategies.base import ClientUpdate, Strategy, Traits, weighted_average
 
 
 @dataclass
-class FedAvgMParams:
+class FedAvgMParams(CheckedParams):
     # feddf tunes beta over {0.1, 0.2, 0.3, 0.4} with server lr 1 and reports the best lying
     # inside that grid; Hsu et al.'s 0.9 goes with far smaller local updates (feddf footnote 4).
     # 0.2 is a value inside the feddf grid; tune it per setting as feddf does.
-    beta: float = 0.2
-    server_lr: float = 1.0
+    beta: float = ranged(
+        0.2, within(0, 1, high_open=True), "a momentum of 1 or more never forgets an update"
+    )
+    server_lr: float = ranged(1.0, above(0))
 
 
 def momentum_step(

@@ -20,15 +20,23 @@ import torch
 import torch.nn.functional as F
 
 from fedkd.losses import frozen_outputs
+from fedkd.strategies._params import CheckedParams, above, ranged, within
 from fedkd.strategies._selfdistill import SelfDistillStrategy
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext
 
 
 @dataclass
-class FedCADParams:
-    beta: float = 0.25  # lower bound of the distillation weight
-    gamma: float = 0.5  # upper bound
-    temperature: float = 1.0
+class FedCADParams(CheckedParams):
+    beta: float = ranged(0.25, within(0, 1))  # lower bound of the distillation weight
+    gamma: float = ranged(0.5, within(0, 1))  # upper bound
+    temperature: float = ranged(1.0, above(0))
+
+    def check(self) -> None:
+        if self.beta > self.gamma:
+            raise ValueError(
+                f"params.beta={self.beta!r} must be <= params.gamma={self.gamma!r}: beta is the "
+                f"lower bound of the distillation weight, gamma the upper (equal: fedlsd)"
+            )
 
 
 def class_adaptive_weights(
@@ -54,15 +62,6 @@ class FedCAD(SelfDistillStrategy):
         "global model's accuracy margin on the client's class-y data."
     )
     Params = FedCADParams
-
-    def __init__(self, params, ctx):
-        if not 0.0 <= params.beta <= params.gamma <= 1.0:
-            raise ValueError(
-                f"fedcad: need 0 <= beta <= gamma <= 1, got beta={params.beta}, gamma={params.gamma}"
-            )
-        if params.temperature <= 0:
-            raise ValueError(f"fedcad: temperature={params.temperature} must be > 0")
-        super().__init__(params, ctx)
 
     @torch.no_grad()
     def client_begin(self, client: ClientContext) -> None:

@@ -36,22 +36,35 @@ import torch
 from fedkd.losses import kd_kl
 from fedkd.runtime.evaluate import evaluate
 from fedkd.runtime.seeding import derive_seed
+from fedkd.strategies._params import CheckedParams, above, at_least, ranged, within
 from fedkd.strategies.base import ClientUpdate, Strategy, Traits
 
 UNLABELED_KINDS = ("train-slice", "noise")
 
 
 @dataclass
-class FedDFParams:
-    max_steps: int = 10_000  # distillation steps per round at most (0: plain FedAvg)
-    patience: int = 1_000  # stop after this many steps without a validation gain
-    eval_every: int = 100  # validate the student every this many steps
-    batch_size: int = 128
-    lr: float = 1e-3  # Adam, cosine-annealed to 0 over max_steps
-    grad_clip: float | None = 5.0
-    temperature: float = 1.0
+class FedDFParams(CheckedParams):
+    # distillation steps per round at most (0: plain FedAvg)
+    max_steps: int = ranged(10_000, at_least(0))
+    # stop after this many steps without a validation gain
+    patience: int = ranged(1_000, at_least(1))
+    eval_every: int = ranged(100, at_least(1))  # validate the student every this many steps
+    batch_size: int = ranged(128, at_least(1))
+    lr: float = ranged(1e-3, above(0))  # Adam, cosine-annealed to 0 over max_steps
+    grad_clip: float | None = ranged(5.0, above(0), "or null for no clipping")
+    temperature: float = ranged(1.0, above(0))
     unlabeled: str = "train-slice"  # a dataset name, "train-slice" or "noise"
-    unlabeled_fraction: float = 0.5  # share of the training split used by "train-slice"
+    # share of the training split used by "train-slice"
+    unlabeled_fraction: float = ranged(0.5, within(0, 1, low_open=True))
+
+    def check(self) -> None:
+        from fedkd.data import dataset_names
+
+        if self.unlabeled not in UNLABELED_KINDS and self.unlabeled not in dataset_names():
+            raise ValueError(
+                f"params.unlabeled={self.unlabeled!r} is neither a dataset "
+                f"({', '.join(dataset_names())}) nor one of {', '.join(UNLABELED_KINDS)}"
+            )
 
 
 def avg_logits_kl(
@@ -92,26 +105,6 @@ class FedDF(Strategy):
         }
 
     def __init__(self, params: FedDFParams, ctx):
-        problems = []
-        if params.max_steps < 0:
-            problems.append(f"max_steps={params.max_steps} must be >= 0")
-        for key in ("patience", "eval_every", "batch_size"):
-            if getattr(params, key) < 1:
-                problems.append(f"{key}={getattr(params, key)} must be >= 1")
-        if params.lr <= 0 or params.temperature <= 0:
-            problems.append("lr and temperature must be > 0")
-        if params.unlabeled not in UNLABELED_KINDS:
-            from fedkd.data import dataset_names
-
-            if params.unlabeled not in dataset_names():
-                problems.append(
-                    f"unlabeled={params.unlabeled!r} is neither a dataset "
-                    f"({', '.join(dataset_names())}) nor one of {', '.join(UNLABELED_KINDS)}"
-                )
-        if not 0.0 < params.unlabeled_fraction <= 1.0:
-            problems.append(f"unlabeled_fraction={params.unlabeled_fraction} must be in (0, 1]")
-        if problems:
-            raise ValueError("feddf: " + "; ".join(problems))
         super().__init__(params, ctx)
         self._pool: torch.Tensor | None = None  # unlabeled inputs (uint8 images or token ids)
         if ctx is not None:

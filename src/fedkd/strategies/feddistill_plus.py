@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from fedkd.losses import kd_kl
+from fedkd.strategies._params import CheckedParams, above, at_least, ranged
 from fedkd.strategies.base import (
     ClientContext,
     ClientUpdate,
@@ -47,14 +48,18 @@ TARGETS = ("global", "uniform")
 
 
 @dataclass
-class FedDistillPlusParams:
-    coef: float = 0.1  # weight of the distillation term (fedgkd Sec. 5.1: 0.1 on every dataset)
-    temperature: float = 1.0  # FedGen's code takes a plain softmax of the global logits
+class FedDistillPlusParams(CheckedParams):
+    coef: float = ranged(
+        0.1, at_least(0)
+    )  # weight of the distillation term (fedgkd Sec. 5.1: 0.1 on every dataset)
+    temperature: float = ranged(
+        1.0, above(0)
+    )  # FedGen's code takes a plain softmax of the global logits
     # "global": softmax(global_logits[y]) (FedGen's code); "uniform": the FedGKD repository's
     # released behaviour, which never stores the received logits and so distils toward uniform
     target: str = "global"
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.target not in TARGETS:
             raise ValueError(
                 f"params.target={self.target!r}; use 'global' (FedGen's code) or 'uniform' "

@@ -51,6 +51,7 @@ from torch import nn
 
 from fedkd.runtime.seeding import derive_seed
 from fedkd.strategies._paper_setting import paper_setting
+from fedkd.strategies._params import CheckedParams, above, at_least, ranged, within
 from fedkd.strategies.base import (
     ClientContext,
     ClientUpdate,
@@ -66,18 +67,28 @@ COEF = {"cifar10": 0.1, "tinyimagenet": 0.1}
 
 
 @dataclass
-class FedGenParams:
-    coef: float = 1.0  # alpha_0 of the client term; per-dataset defaults in COEF
-    coef_decay: float = 0.98  # alpha_t = coef * coef_decay^t
-    hidden_dim: int = 512  # 512 ResNet-8 / CNN, 2048 ResNet-50, 768 DistilBERT
-    noise_dim: int = 64
-    gen_lr: float = 1e-4
-    gen_lr_decay: float = 0.98  # per round, as FedGen's ExponentialLR on the generator optimizer
-    gen_weight_decay: float = 1e-2
-    gen_steps: int = 50
-    gen_batch_size: int = 64
-    diversity: float = 1.0  # eta, the weight of the diversity loss
+class FedGenParams(CheckedParams):
+    # alpha_0 of the client term; per-dataset defaults in COEF
+    coef: float = ranged(1.0, at_least(0))
+    coef_decay: float = ranged(0.98, within(0, 1))  # alpha_t = coef * coef_decay^t
+    # 512 ResNet-8 / CNN, 2048 ResNet-50, 768 DistilBERT
+    hidden_dim: int = ranged(512, at_least(1))
+    noise_dim: int = ranged(64, at_least(1))
+    gen_lr: float = ranged(1e-4, above(0))
+    # per round, as FedGen's ExponentialLR on the generator optimizer
+    gen_lr_decay: float = ranged(0.98, within(0, 1, low_open=True))
+    gen_weight_decay: float = ranged(1e-2, at_least(0))
+    gen_steps: int = ranged(50, at_least(0), "0: the generator keeps its initial weights")
+    gen_batch_size: int = ranged(64, at_least(1))
+    diversity: float = ranged(1.0, at_least(0))  # eta, the weight of the diversity loss
     sample_labels: str = "all"  # y_s on clients: "all" labels (the authors) or "client" (held)
+
+    def check(self) -> None:
+        if self.sample_labels not in SAMPLE_LABELS:
+            raise ValueError(
+                f"params.sample_labels={self.sample_labels!r}; choose one of "
+                f"{', '.join(SAMPLE_LABELS)} (every label of the federation, or the client's own)"
+            )
 
 
 class FeatureGenerator(nn.Module):
@@ -167,10 +178,6 @@ class FedGen(Strategy):
 
     def __init__(self, params, ctx):
         super().__init__(params, ctx)
-        if params.sample_labels not in SAMPLE_LABELS:
-            raise ValueError(
-                f"params.sample_labels={params.sample_labels!r}; choose one of {SAMPLE_LABELS}"
-            )
         # built at the first server step, when the classifier's input size is known
         self.generator: FeatureGenerator | None = None
         self.optimizer: torch.optim.Optimizer | None = None

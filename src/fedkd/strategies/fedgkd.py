@@ -26,6 +26,7 @@ from fedkd.losses import kd_kl
 from fedkd.models.base import FedModel
 from fedkd.strategies._buffer import BufferedStrategy
 from fedkd.strategies._paper_setting import is_text
+from fedkd.strategies._params import CheckedParams, above, at_least, ranged, whole_number
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Traits
 
 REGULARIZERS = ("kl", "mse")
@@ -33,25 +34,24 @@ M1_TEACHERS = ("current", "initial")
 
 
 @dataclass
-class FedGKDParams:
-    buffer: int = 5  # M; 5 on CV (authors' README, best in Table 7), 1 on NLP (Sec. 4 advice)
-    gamma: float = 0.2  # 0.2 for ResNet-8 and DistilBERT, 0.1 for ResNet-50; coef = gamma / 2
+class FedGKDParams(CheckedParams):
+    buffer: int = ranged(
+        5, at_least(1)
+    )  # M; 5 on CV (authors' README, best in Table 7), 1 on NLP (Sec. 4 advice)
+    gamma: float = ranged(
+        0.2, at_least(0)
+    )  # 0.2 for ResNet-8 and DistilBERT, 0.1 for ResNet-50; coef = gamma / 2
     regularizer: str = "kl"  # "kl" or "mse" (Table 9)
-    temperature: float = 1.0  # KL only; the authors' MSE works on raw logits
+    temperature: float = ranged(1.0, above(0))  # KL only; the authors' MSE works on raw logits
     # M = 1 only: "current" global model (the paper) or the "initial" one (the released code)
     m1_teacher: str = "current"
 
-    def __post_init__(self):
-        if int(self.buffer) != self.buffer or self.buffer < 1:
-            raise ValueError(f"params.buffer={self.buffer!r} must be an integer >= 1")
-        if not self.gamma >= 0:
-            raise ValueError(f"params.gamma={self.gamma!r} must be >= 0")
+    def check(self) -> None:
+        self.buffer = whole_number(self, "buffer")
         if self.regularizer not in REGULARIZERS:
             raise ValueError(
                 f"params.regularizer={self.regularizer!r}; use one of {', '.join(REGULARIZERS)}"
             )
-        if not self.temperature > 0:
-            raise ValueError(f"params.temperature={self.temperature!r} must be > 0")
         if self.m1_teacher not in M1_TEACHERS:
             raise ValueError(
                 f"params.m1_teacher={self.m1_teacher!r}; use 'current' (the paper) or 'initial' "
@@ -62,7 +62,6 @@ class FedGKDParams:
                 f"params.m1_teacher='initial' applies to buffer 1 only (got buffer={self.buffer}): "
                 f"with M > 1 the released code distils the received average; set buffer: 1"
             )
-        self.buffer = int(self.buffer)
 
 
 def logit_mse(

@@ -24,23 +24,19 @@ from fedkd.models.base import FedModel
 from fedkd.runtime.evaluate import evaluate
 from fedkd.strategies._buffer import BufferedStrategy
 from fedkd.strategies._paper_setting import is_text
+from fedkd.strategies._params import CheckedParams, above, at_least, ranged, whole_number
 from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, LocalContext, Traits
 
 
 @dataclass
-class FedGKDVoteParams:
-    buffer: int = 5  # M: 5 on CV, 3 on NLP (Sec. 5.1)
-    lam: float = 0.1  # lambda, the scale of the weights
-    beta: float | None = None  # softmax temperature; None: 1/M (paper)
+class FedGKDVoteParams(CheckedParams):
+    buffer: int = ranged(5, at_least(1))  # M: 5 on CV, 3 on NLP (Sec. 5.1)
+    lam: float = ranged(0.1, at_least(0))  # lambda, the scale of the weights
+    # softmax temperature; None: 1/M (paper)
+    beta: float | None = ranged(None, above(0), "or null for 1/M")
 
-    def __post_init__(self):
-        if int(self.buffer) != self.buffer or self.buffer < 1:
-            raise ValueError(f"params.buffer={self.buffer!r} must be an integer >= 1")
-        if not self.lam >= 0:
-            raise ValueError(f"params.lam={self.lam!r} must be >= 0")
-        if self.beta is not None and not self.beta > 0:
-            raise ValueError(f"params.beta={self.beta!r} must be > 0 (or null for 1/M)")
-        self.buffer = int(self.buffer)
+    def check(self) -> None:
+        self.buffer = whole_number(self, "buffer")
 
 
 def vote_weights(val_losses: list[float], lam: float, beta: float) -> list[float]:

@@ -11,13 +11,16 @@ Neither FedCAD nor its description of FedLSD gives a or T. Choices (both are par
 
 from dataclasses import dataclass
 
+from fedkd.strategies._params import CheckedParams, above, ranged, within
 from fedkd.strategies._selfdistill import SelfDistillStrategy
 
 
 @dataclass
-class FedLSDParams:
-    distill_weight: float = 0.5  # a: weight of the distillation term, CE gets 1 - a
-    temperature: float = 1.0
+class FedLSDParams(CheckedParams):
+    distill_weight: float = ranged(
+        0.5, within(0, 1)
+    )  # a: weight of the distillation term, CE gets 1 - a
+    temperature: float = ranged(1.0, above(0))
 
 
 class FedLSD(SelfDistillStrategy):
@@ -25,13 +28,6 @@ class FedLSD(SelfDistillStrategy):
     paper = "Lee et al., arXiv 2106.03097v1 (2021), as the constant-weight baseline of FedCAD"
     summary = "(1 - a) CE + a CE(softened global probs, local probs), constant a = 0.5, T = 1."
     Params = FedLSDParams
-
-    def __init__(self, params, ctx):
-        if not 0.0 <= params.distill_weight <= 1.0:
-            raise ValueError(f"fedlsd: distill_weight={params.distill_weight} must be in [0, 1]")
-        if params.temperature <= 0:
-            raise ValueError(f"fedlsd: temperature={params.temperature} must be > 0")
-        super().__init__(params, ctx)
 
     def sample_weights(self, batch, client):
         return self.params.distill_weight

@@ -23,13 +23,14 @@ import torch
 import torch.nn.functional as F
 
 from fedkd.choices import DEFAULTS
+from fedkd.strategies._params import CheckedParams, above, at_least, ranged
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Strategy, Traits
 
 
 @dataclass
-class FedNTDParams:
-    beta: float = 1.0  # weight of the not-true distillation term
-    tau: float = 1.0  # softmax temperature of both not-true distributions
+class FedNTDParams(CheckedParams):
+    beta: float = ranged(1.0, at_least(0), "0: FedAvg")  # weight of the not-true distillation term
+    tau: float = ranged(1.0, above(0))  # softmax temperature of both not-true distributions
     # multiply the KL by tau^2 (the authors' current code; above)
     tau_squared: bool = DEFAULTS["fedntd"]["tau_squared"]
 
@@ -71,11 +72,6 @@ class FedNTD(Strategy):
     Params = FedNTDParams
     # nothing shared beyond the weights, no proxy data, same network (FedNTD Appendix C)
     traits = Traits(extra_information="none", proxy_data=False, modifies_model=False)
-
-    def __init__(self, params, ctx):
-        if params.tau <= 0:
-            raise ValueError(f"fedntd: tau={params.tau} must be > 0")
-        super().__init__(params, ctx)
 
     def client_begin(self, client: ClientContext) -> None:
         client.share_model("global", client.global_model)

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import torch
 
 from fedkd.strategies._paper_setting import paper_setting
+from fedkd.strategies._params import CheckedParams, at_least, ranged
 from fedkd.strategies.base import LocalBatch, LocalContext, Strategy
 
 # fedgkd Sec. 5.1: mu 0.01 on CIFAR-10, 0.001 on CIFAR-100, Tiny-ImageNet and the text sets
@@ -12,8 +13,8 @@ MU = {"cifar10": 0.01}
 
 
 @dataclass
-class FedProxParams:
-    mu: float = 0.01
+class FedProxParams(CheckedParams):
+    mu: float = ranged(0.01, at_least(0), "0: FedAvg")
 
 
 def proximal_term(params: dict[str, torch.Tensor], anchor: dict[str, torch.Tensor]) -> torch.Tensor:

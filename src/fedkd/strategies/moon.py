@@ -48,6 +48,7 @@ import torch.nn.functional as F
 from fedkd.choices import DEFAULTS
 from fedkd.runtime.seeding import derive_seed
 from fedkd.strategies._paper_setting import paper_setting
+from fedkd.strategies._params import CheckedParams, above, at_least, ranged
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Strategy, Traits
 
 # fedgkd Sec. 5.1: mu 5 on CIFAR-10 and CIFAR-100, 1 on Tiny-ImageNet, 0.1 on the text sets
@@ -56,9 +57,11 @@ COSINE_EPS = 1e-8  # F.cosine_similarity's default
 
 
 @dataclass
-class MoonParams:
-    mu: float = 5.0  # weight of the contrastive term
-    tau: float = 0.5  # temperature of the cosine similarities (MOON's default, fedgkd Sec. 5.1)
+class MoonParams(CheckedParams):
+    mu: float = ranged(5.0, at_least(0))  # weight of the contrastive term
+    tau: float = ranged(
+        0.5, above(0)
+    )  # temperature of the cosine similarities (MOON's default, fedgkd Sec. 5.1)
     # the negative of a client's first participation: none, global, initial, own-init (above)
     first_negative: Literal["none", "global", "initial", "own-init"] = DEFAULTS["moon"][
         "first_negative"

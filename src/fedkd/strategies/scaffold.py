@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from fedkd.strategies._local_steps import effective_steps, local_momentum
+from fedkd.strategies._params import CheckedParams, above, ranged
 from fedkd.strategies.base import (
     ClientContext,
     ClientUpdate,
@@ -46,8 +47,8 @@ from fedkd.strategies.base import (
 
 
 @dataclass
-class ScaffoldParams:
-    server_lr: float = 1.0  # eta_g; NIID-Bench and the paper's experiments use 1
+class ScaffoldParams(CheckedParams):
+    server_lr: float = ranged(1.0, above(0))  # eta_g; NIID-Bench and the paper's experiments use 1
 
 
 def control_variate_term(

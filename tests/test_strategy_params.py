@@ -1,0 +1,140 @@
+"""Strategy parameter ranges: declared once on each Params field, refused when a run spec is read
+(before any job starts), named with the strategy, the value and the range."""
+
+import dataclasses
+import typing
+
+import pytest
+
+from fedkd.cli import main
+from fedkd.config import RunSpec, SpecError
+from fedkd.strategies import get_strategy_class, strategy_names
+from fedkd.strategies._params import Range, above, at_least, within
+
+NUMBER_TYPES = (int, float)
+
+
+def numeric_fields(cls):
+    """(strategy class, field) for every int or float parameter of every registered strategy."""
+    hints = typing.get_type_hints(cls.Params)
+    for f in dataclasses.fields(cls.Params):
+        plain = [a for a in typing.get_args(hints[f.name]) or (hints[f.name],) if a is not None]
+        if any(a in NUMBER_TYPES for a in plain) and hints[f.name] is not bool:
+            yield f
+
+
+ALL_NUMERIC = [
+    (name, f.name) for name in strategy_names() for f in numeric_fields(get_strategy_class(name))
+]
+
+
+def field_of(strategy: str, key: str):
+    return next(f for f in dataclasses.fields(get_strategy_class(strategy).Params) if f.name == key)
+
+
+def outside(r: Range) -> list[float]:
+    """Values just beyond each finite bound of ``r``."""
+    values = []
+    if r.low is not None:
+        values.append(r.low if r.low_open else r.low - 1)
+    if r.high is not None:
+        values.append(r.high if r.high_open else r.high + 1)
+    return values
+
+
+def spec_errors_of(strategy: str, params: dict) -> str:
+    with pytest.raises(SpecError) as err:
+        RunSpec(strategy=strategy, dataset="mnist5k", params=params)
+    return str(err.value)
+
+
+def test_every_numeric_parameter_of_every_strategy_declares_a_range():
+    """A new strategy's number without a declared range would take any value silently."""
+    assert len(ALL_NUMERIC) > 30
+    missing = [(s, k) for s, k in ALL_NUMERIC if "range" not in field_of(s, k).metadata]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize(("strategy", "key"), ALL_NUMERIC)
+def test_defaults_lie_in_their_range_and_every_bound_is_refused_at_read_time(strategy, key):
+    f = field_of(strategy, key)
+    r = f.metadata["range"]
+    assert f.default is None or r.holds(f.default), (strategy, key, f.default, r)
+    bad_values = outside(r)
+    assert bad_values, f"{strategy}.{key}: range {r} has no bound"
+    for bad in bad_values:
+        message = spec_errors_of(strategy, {key: bad})
+        assert f"params.{key}=" in message and str(r) in message, message
+        assert f"strategy {get_strategy_class(strategy).name!r}" in message, message
+
+
+def test_range_bounds_open_and_closed():
+    assert at_least(0).holds(0) and not at_least(0).holds(-1e-12)
+    assert not above(0).holds(0) and above(0).holds(1e-12)
+    r = within(0, 1, low_open=True)
+    assert not r.holds(0) and r.holds(1) and not r.holds(1 + 1e-12)
+    assert not within(0, 1).holds(float("nan"))
+    assert [str(at_least(1)), str(above(0)), str(within(0, 1, high_open=True))] == [
+        ">= 1",
+        "> 0",
+        "in [0, 1)",
+    ]
+
+
+def test_integer_parameters_say_integer():
+    assert "params.buffer=0 must be an integer >= 1" in spec_errors_of("fedgkd", {"buffer": 0})
+
+
+def test_every_bad_parameter_is_named_at_once():
+    message = spec_errors_of("feddf", {"lr": 0, "batch_size": 0, "unlabeled_fraction": 0})
+    for key in ("lr", "batch_size", "unlabeled_fraction"):
+        assert f"params.{key}=" in message, message
+
+
+def test_fedcad_bounds_in_the_wrong_order_are_one_error_naming_both():
+    message = spec_errors_of("fedcad", {"beta": 0.9, "gamma": 0.1})
+    assert "params.beta=0.9 must be <= params.gamma=0.1" in message
+    # the default beta standing in for the refused one is not named as a second error
+    assert message.count("params.beta=") == 1, message
+
+
+@pytest.mark.parametrize(
+    ("strategy", "params", "fragment"),
+    [
+        ("fedgen", {"sample_labels": "batch"}, "params.sample_labels='batch'; choose one of"),
+        ("feddf", {"unlabeled": "imagenet32"}, "params.unlabeled='imagenet32' is neither"),
+        ("feddistill+", {"target": "teacher"}, "params.target='teacher'"),
+        ("fedgkd", {"regularizer": "l1"}, "params.regularizer='l1'"),
+    ],
+)
+def test_text_choices_are_refused_at_read_time(strategy, params, fragment):
+    assert fragment in spec_errors_of(strategy, params)
+
+
+def test_train_refuses_a_bad_parameter_before_it_loads_anything(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train",
+            "--strategy",
+            "fedprox",
+            "--dataset",
+            "mnist5k",
+            "--param",
+            "mu=-1",
+            "--out",
+            str(out),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "params.mu=-1.0 must be >= 0" in err, err
+    assert not out.exists()
+
+
+def test_strategies_details_lists_each_parameter_with_default_and_range(capsys):
+    assert main(["strategies", "--details"]) == 0
+    out = capsys.readouterr().out
+    assert "mu=0.01 (>= 0)" in out
+    assert "beta=0.25 (in [0, 1]), gamma=0.5 (in [0, 1]), temperature=1.0 (> 0)" in out
+    assert "parameters: (none)" in out  # fedavg, fednova
