@@ -1,7 +1,9 @@
 """The batched engine on CUDA, with and without CUDA graphs, against the sequential engine.
 
-Skipped without a GPU (``pytest -m gpu`` on a CUDA machine runs it). Written without a GPU at
-hand: neither these tests nor the graphed path have been run yet. The weights are compared
+Skipped without a GPU (``pytest -m gpu`` on a CUDA machine runs it); with ``FEDKD_TEST_DEVICE=cpu``
+(``bash scripts/gpu-tests.sh --device cpu``) the comparisons without graphs run on the CPU and the
+graphed ones are skipped with the reason. Written without a GPU at hand: the graphed path has not
+been run yet. The weights are compared
 relative to how far training moved them, like tests/test_trainers.py, but the bound is looser:
 this setting trains 2 rounds of 2 local epochs (about 60 steps), over which float32 differences
 in summation order grow. On a CPU in float32 the two trainers end 3e-2 to 4.5e-2 of the update
@@ -22,14 +24,11 @@ from fedkd.config import RunSpec
 from fedkd.engine.cuda_graphs import GRAPHS_ENV
 from fedkd.engine.run import Run
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-]
+pytestmark = pytest.mark.gpu  # the device fixture (tests/conftest.py) skips without a GPU
 
 SMALL = dict(
     dataset="mnist5k", clients=8, participation=0.5, partition="dirichlet", alpha=0.5,
-    local_epochs=2, rounds=2, batch_size=32, grad_clip=1.0, seed=3, device="cuda",
+    local_epochs=2, rounds=2, batch_size=32, grad_clip=1.0, seed=3,
 )  # fmt: skip
 
 
@@ -37,6 +36,11 @@ def train(spec: RunSpec, out):
     run = Run(spec, out, log=lambda msg: None)
     record = run.run()
     return run, record, pd.read_parquet(out / "metrics.parquet")
+
+
+def skip_without_cuda_graphs(device: str) -> None:
+    if device != "cuda":
+        pytest.skip("CUDA graphs need a CUDA device")
 
 
 def max_abs_diff(a, b) -> float:
@@ -56,8 +60,10 @@ def update_diff(a, b, init) -> float:
 
 @pytest.mark.parametrize("strategy", ["fedavg", "fedgkd", "scaffold", "moon"])
 @pytest.mark.parametrize("graphs", ["0", "1"])
-def test_batched_on_cuda_matches_sequential(strategy, graphs, tmp_path, monkeypatch):
-    base = dict(SMALL, strategy=strategy)
+def test_batched_on_cuda_matches_sequential(strategy, graphs, device, tmp_path, monkeypatch):
+    if graphs == "1":
+        skip_without_cuda_graphs(device)
+    base = dict(SMALL, strategy=strategy, device=device)
     seq, _, ms = train(RunSpec(engine="sequential", **base), tmp_path / "seq")
     monkeypatch.setenv(GRAPHS_ENV, graphs)
     bat, record, mb = train(RunSpec(engine="batched", **base), tmp_path / "bat")
@@ -70,9 +76,12 @@ def test_batched_on_cuda_matches_sequential(strategy, graphs, tmp_path, monkeypa
     assert (ms["test_acc"] - mb["test_acc"]).abs().max() <= 0.01
 
 
-def test_graphed_run_repeats_itself(tmp_path, monkeypatch):
+def test_graphed_run_repeats_itself(device, tmp_path, monkeypatch):
+    skip_without_cuda_graphs(device)
     monkeypatch.setenv(GRAPHS_ENV, "1")
-    spec = RunSpec(engine="batched", deterministic=True, **dict(SMALL, strategy="fedavg"))
+    spec = RunSpec(
+        engine="batched", deterministic=True, **dict(SMALL, strategy="fedavg", device=device)
+    )
     a, _, ma = train(spec, tmp_path / "a")
     b, _, mb = train(spec, tmp_path / "b")
     assert max_abs_diff(a.global_model, b.global_model) == 0

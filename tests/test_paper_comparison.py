@@ -165,7 +165,8 @@ def test_rounds_to_target_runs_stop_at_the_highest_target_and_use_feddf_recipe()
     plan = Plan(cfg)
     runs = [r for _, r in plan.target_runs("rounds_to_target")]
     assert all(r.split("/")[4].endswith("-stop0.8") for r in runs)
-    assert len(runs) == 2 * 3 * 3 * (6 + 4 + 4 + 1) * 3
+    # FedDF's grids (6 learning rates, 4 mu, 4 beta, FedDF) and FedGKD on the same recipe
+    assert len(runs) == 2 * 3 * 3 * (6 + 4 + 4 + 1 + 1) * 3
     dataset, variant, setting, seed = runs[0].split("/")[2:]
     spec = plan.run_spec(dataset, variant, setting, seed.removeprefix("seed"))
     assert spec["stop_at_acc"] == 0.8 and spec["momentum"] == 0.0 and spec["weight_decay"] == 0.0

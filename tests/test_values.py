@@ -389,6 +389,27 @@ def test_a_config_file_that_is_not_yaml_or_too_deep_is_named(tmp_path):
             read_config_files([path])
 
 
+def test_the_workflow_and_status_read_a_config_file_with_the_same_bounds(tmp_path):
+    """One reader (read_config_file) for the workflow and `fedkd status`: a FIFO is refused
+    without being read (reading it would wait for a writer), a file past 1 MiB without being read
+    whole, bytes that are not UTF-8 by name; only the words naming the file differ."""
+    import os
+
+    from fedkd.status import StatusError, _load_config
+
+    fifo, big, latin = tmp_path / "pipe.yaml", tmp_path / "big.yaml", tmp_path / "latin.yaml"
+    os.mkfifo(fifo)
+    big.write_text("a: " + "1" * (2 << 20))
+    latin.write_bytes(b"caption: caf\xe9\n")
+    for path, fragment in [(fifo, "is not a regular file"), (big, "is larger than 1,048,576"),
+                           (latin, "is not UTF-8 text")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=f"configuration file {re.escape(str(path))} "
+                           f"{fragment}"):  # fmt: skip
+            read_config_files([path])
+        with pytest.raises(StatusError, match=f"--configfile {re.escape(str(path))} {fragment}"):
+            _load_config(path)
+
+
 def test_the_config_files_merge_as_snakemake_merges_them_then_config_over_them(tmp_path):
     first, second = tmp_path / "a.yaml", tmp_path / "b.json"
     first.write_text("defaults: {rounds: 010, lr: 0.1}\nseeds: [1]\n")

@@ -40,8 +40,6 @@ METRICS = "metrics.parquet"
 STALE_SECONDS = 600.0
 # a run.json is a few kilobytes; anything far larger is not one (and is not read whole)
 MAX_RUN_JSON_BYTES = 16 << 20
-# a workflow configuration is a few tens of kilobytes (config/paper.yaml: 17 KB)
-MAX_CONFIG_BYTES = 1 << 20
 
 
 class StatusError(ValueError):
@@ -258,37 +256,16 @@ RUNS_PREFIX = Path("results/runs")
 
 
 def _load_config(configfile: Path) -> dict:
-    """The configuration as the workflow reads it, within the bounds train applies to a spec
-    file (fedkd.values.load_yaml: no alias bomb, no deep nesting) and at most MAX_CONFIG_BYTES."""
-    import yaml
+    """The configuration as the workflow reads it (fedkd.pipeline.validation.read_config_file:
+    a regular file within the bounds train applies to a spec file, at most 1 MiB)."""
+    from fedkd.pipeline.validation import ConfigError, normalise_config, read_config_file
 
-    from fedkd.pipeline.validation import normalise_config
-    from fedkd.values import load_yaml
-
-    where = f"--configfile {configfile}"
     try:
-        info = Path(configfile).stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise StatusError(f"{where} is not a regular file; give the YAML file itself")
-        with open(configfile, "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise StatusError(f"cannot read {where}: {exc.strerror}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise StatusError(
-            f"{where} is larger than {MAX_CONFIG_BYTES:,} bytes, far more than a configuration "
-            "holds; give the workflow's YAML configuration"
-        )
-    try:
-        config = load_yaml(data.decode("utf-8"), where)
-    except yaml.YAMLError as exc:
-        raise StatusError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from None
-    except RecursionError:
-        raise StatusError(f"{where} is nested too deeply to read; flatten it") from None
-    except ValueError as exc:  # too large once its aliases are expanded, or not UTF-8
-        raise StatusError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from None
-    if not isinstance(config, dict):
-        raise StatusError(f"{where} does not hold a mapping of keys")
+        config = read_config_file(configfile, f"--configfile {configfile}")
+    except ConfigError as exc:
+        raise StatusError(str(exc)) from None
+    if config is None:
+        raise StatusError(f"--configfile {configfile} is empty; give the workflow's configuration")
     normalise_config(config)  # numbers as the workflow reads them, defaults completed
     return config
 

@@ -1,7 +1,7 @@
-"""The device of the GPU suite: CUDA, or the CPU where ``FEDKD_TEST_DEVICE=cpu`` (set by
-``bash scripts/gpu-tests.sh --device cpu``), so that a machine without a GPU runs the same tests
-and proves the kit. Without a GPU and without that variable, each test is skipped with the
-reason."""
+"""The device of the GPU tests (tests/gpu and the files marked gpu): CUDA, or the CPU where
+``FEDKD_TEST_DEVICE=cpu`` (set by ``bash scripts/gpu-tests.sh --device cpu``), so that a machine
+without a GPU runs the same tests and proves the kit. Without a GPU and without that variable,
+each test that asks for ``device`` is skipped with the reason."""
 
 import os
 
