@@ -138,3 +138,16 @@ def test_strategies_details_lists_each_parameter_with_default_and_range(capsys):
     assert "mu=0.01 (>= 0)" in out
     assert "beta=0.25 (in [0, 1]), gamma=0.5 (in [0, 1]), temperature=1.0 (> 0)" in out
     assert "parameters: (none)" in out  # fedavg, fednova
+
+
+def test_an_integer_parameter_holds_an_int_and_refuses_a_fraction():
+    """Built directly (a checkpoint's or a test's Params, not the configuration's), an integer
+    parameter given a whole float holds the int; one with a fraction is refused by name."""
+    from fedkd.strategies.feddf import FedDFParams
+    from fedkd.strategies.fedgkd import FedGKDParams
+
+    params = FedDFParams(batch_size=128.0, max_steps=0.0)
+    assert (params.batch_size, params.max_steps) == (128, 0)
+    assert type(params.batch_size) is int and type(FedGKDParams(buffer=3.0).buffer) is int
+    with pytest.raises(ValueError, match=r"params\.buffer=2\.5 must be an integer"):
+        FedGKDParams(buffer=2.5)

@@ -67,26 +67,25 @@ def ranged(default: Any, allowed: Range, meaning: str = "") -> Any:
     return dataclasses.field(default=default, metadata={"range": allowed, "meaning": meaning})
 
 
-def whole_number(params: Any, name: str) -> int:
-    """``params.name`` as an int; a number with a fraction is refused (a float 5.0 is 5)."""
-    value = getattr(params, name)
-    if isinstance(value, bool) or int(value) != value:
-        raise ValueError(f"params.{name}={value!r} must be a whole number")
-    return int(value)
-
-
 class CheckedParams:
-    """Base of a strategy's ``Params`` dataclass: checks every declared range, then ``check``."""
+    """Base of a strategy's ``Params`` dataclass: an integer parameter given a whole float (5.0)
+    holds the int, one with a fraction is refused; then every declared range, then ``check``."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             allowed = f.metadata.get("range")
             value = getattr(self, f.name)
-            # a value of the wrong type is named by the configuration's type check
-            if allowed is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            # a value of another type is named by the configuration's type check
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
-            if not allowed.holds(value):
-                kind = "an integer " if f.type in (int, "int") else ""
+            integer = f.type in (int, "int")
+            if integer and isinstance(value, float):
+                if not value.is_integer():
+                    raise ValueError(f"params.{f.name}={value!r} must be an integer")
+                value = int(value)
+                setattr(self, f.name, value)
+            if allowed is not None and not allowed.holds(value):
+                kind = "an integer " if integer else ""
                 meaning = f.metadata.get("meaning")
                 raise ValueError(
                     f"params.{f.name}={value!r} must be {kind}{allowed}"

@@ -49,12 +49,10 @@ TARGETS = ("global", "uniform")
 
 @dataclass
 class FedDistillPlusParams(CheckedParams):
-    coef: float = ranged(
-        0.1, at_least(0)
-    )  # weight of the distillation term (fedgkd Sec. 5.1: 0.1 on every dataset)
-    temperature: float = ranged(
-        1.0, above(0)
-    )  # FedGen's code takes a plain softmax of the global logits
+    # weight of the distillation term (fedgkd Sec. 5.1: 0.1 on every dataset)
+    coef: float = ranged(0.1, at_least(0))
+    # FedGen's code takes a plain softmax of the global logits
+    temperature: float = ranged(1.0, above(0))
     # "global": softmax(global_logits[y]) (FedGen's code); "uniform": the FedGKD repository's
     # released behaviour, which never stores the received logits and so distils toward uniform
     target: str = "global"

@@ -26,7 +26,7 @@ from fedkd.losses import kd_kl
 from fedkd.models.base import FedModel
 from fedkd.strategies._buffer import BufferedStrategy
 from fedkd.strategies._paper_setting import is_text
-from fedkd.strategies._params import CheckedParams, above, at_least, ranged, whole_number
+from fedkd.strategies._params import CheckedParams, above, at_least, ranged
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Traits
 
 REGULARIZERS = ("kl", "mse")
@@ -35,19 +35,16 @@ M1_TEACHERS = ("current", "initial")
 
 @dataclass
 class FedGKDParams(CheckedParams):
-    buffer: int = ranged(
-        5, at_least(1)
-    )  # M; 5 on CV (authors' README, best in Table 7), 1 on NLP (Sec. 4 advice)
-    gamma: float = ranged(
-        0.2, at_least(0)
-    )  # 0.2 for ResNet-8 and DistilBERT, 0.1 for ResNet-50; coef = gamma / 2
+    # M; 5 on CV (authors' README, best in Table 7), 1 on NLP (Sec. 4 advice)
+    buffer: int = ranged(5, at_least(1))
+    # 0.2 for ResNet-8 and DistilBERT, 0.1 for ResNet-50; coef = gamma / 2
+    gamma: float = ranged(0.2, at_least(0))
     regularizer: str = "kl"  # "kl" or "mse" (Table 9)
     temperature: float = ranged(1.0, above(0))  # KL only; the authors' MSE works on raw logits
     # M = 1 only: "current" global model (the paper) or the "initial" one (the released code)
     m1_teacher: str = "current"
 
     def check(self) -> None:
-        self.buffer = whole_number(self, "buffer")
         if self.regularizer not in REGULARIZERS:
             raise ValueError(
                 f"params.regularizer={self.regularizer!r}; use one of {', '.join(REGULARIZERS)}"

@@ -24,7 +24,7 @@ from fedkd.models.base import FedModel
 from fedkd.runtime.evaluate import evaluate
 from fedkd.strategies._buffer import BufferedStrategy
 from fedkd.strategies._paper_setting import is_text
-from fedkd.strategies._params import CheckedParams, above, at_least, ranged, whole_number
+from fedkd.strategies._params import CheckedParams, above, at_least, ranged
 from fedkd.strategies.base import ClientContext, ClientUpdate, LocalBatch, LocalContext, Traits
 
 
@@ -34,9 +34,6 @@ class FedGKDVoteParams(CheckedParams):
     lam: float = ranged(0.1, at_least(0))  # lambda, the scale of the weights
     # softmax temperature; None: 1/M (paper)
     beta: float | None = ranged(None, above(0), "or null for 1/M")
-
-    def check(self) -> None:
-        self.buffer = whole_number(self, "buffer")
 
 
 def vote_weights(val_losses: list[float], lam: float, beta: float) -> list[float]:

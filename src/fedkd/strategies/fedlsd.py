@@ -17,9 +17,8 @@ from fedkd.strategies._selfdistill import SelfDistillStrategy
 
 @dataclass
 class FedLSDParams(CheckedParams):
-    distill_weight: float = ranged(
-        0.5, within(0, 1)
-    )  # a: weight of the distillation term, CE gets 1 - a
+    # a: weight of the distillation term, CE gets 1 - a
+    distill_weight: float = ranged(0.5, within(0, 1))
     temperature: float = ranged(1.0, above(0))
 
 

@@ -59,9 +59,8 @@ COSINE_EPS = 1e-8  # F.cosine_similarity's default
 @dataclass
 class MoonParams(CheckedParams):
     mu: float = ranged(5.0, at_least(0))  # weight of the contrastive term
-    tau: float = ranged(
-        0.5, above(0)
-    )  # temperature of the cosine similarities (MOON's default, fedgkd Sec. 5.1)
+    # temperature of the cosine similarities (MOON's default, fedgkd Sec. 5.1)
+    tau: float = ranged(0.5, above(0))
     # the negative of a client's first participation: none, global, initial, own-init (above)
     first_negative: Literal["none", "global", "initial", "own-init"] = DEFAULTS["moon"][
         "first_negative"
