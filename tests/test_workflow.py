@@ -298,6 +298,13 @@ def run_status(run: Path) -> str | None:
         return None
 
 
+def sigint_as_at_a_terminal() -> None:
+    """In the child before exec: SIGINT at its default, as a program in a terminal's foreground
+    has it. Started from a shell's background (`pytest &`, nohup) the suite ignores SIGINT, and
+    so would Snakemake: the Ctrl-C pressed below would reach only the running job."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_midway(workdir: Path, configfile: Path, runs: list[str], src: Path, log: Path):
     """Start the pipeline on one core and press Ctrl-C (SIGINT to Snakemake and its job) once a
     run has finished and the next one is between two rounds. Returns (finished, interrupted)."""
@@ -305,6 +312,7 @@ def interrupt_midway(workdir: Path, configfile: Path, runs: list[str], src: Path
         proc = subprocess.Popen(
             snakemake_cmd(workdir, configfile, "--cores", "1"),
             env=env_for(src), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=sigint_as_at_a_terminal,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 900
