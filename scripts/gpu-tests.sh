@@ -82,8 +82,11 @@ for n in "${parts[@]}"; do
   rm -f "$xml"
   select=()
   [ -z "$KIT_SELECT" ] || select=(-k "$KIT_SELECT")
+  # -o addopts= : in this one process, on the one GPU (the project's addopts start a worker per
+  # core with pytest-xdist, which the GPU machine does not have)
   kit_step "$log" "pytest part $n ($name): ${files[*]}" \
-    "$PY" -m pytest -p no:cacheprovider -m gpu -v -rs --junitxml "$xml" "${select[@]}" "${files[@]}"
+    "$PY" -m pytest -o addopts= -p no:cacheprovider -m gpu -v -rs --junitxml "$xml" \
+    "${select[@]}" "${files[@]}"
   if [ -f "$xml" ]; then
     results="$(report "$xml")"
     printf '%s\n' "$results" | tee -a "$log"

@@ -226,28 +226,29 @@ def test_a_huge_header_is_refused_unread(bare_server):
     assert proc.poll() is None
 
 
-@pytest.mark.parametrize(
-    "body, why",
-    [
-        (b"[1, 2]", "a JSON list, not an object"),
-        (b"{not json", "not JSON"),
-        (json.dumps({"cwd": "/", "env": {}, "prefix": sys.prefix}).encode(), "'argv' must be"),
-        (_request(argv=[1, 2]), "'argv' must be"),
-        (_request(argv=["status", "results/runs"]), "command 'status' is not served"),
-        (_request(argv=["forkserver", "--socket", "/tmp/x"]), "command 'forkserver' is not"),
-        (_request(cwd="relative"), "'cwd' must be an absolute path"),
-        (_request(env=["PATH"]), "'env' must map"),
-        (_request(env={"A": 1}), "'env' must map"),
-        (_request(path="/usr/lib"), "'path' must be the sender's sys.path"),
-        (_request(argv0=None), "'argv0' must be"),
-        (_request(cpus=[-1]), "'cpus' must be a list of CPU numbers"),
-        (_request(cpus=[10_000]), "another CPU affinity"),
-        (_request(interpreter=[[9], [], {}]), "another interpreter setting"),
-        # read once as Python or OpenMP start: the server's reading would stand in the child
-        (_request(env={**os.environ, "PYTHONHASHSEED": "7"}), "PYTHONHASHSEED differs"),
-        (_request(env={**os.environ, "OMP_PROC_BIND": "true"}), "OMP_PROC_BIND differs"),
-    ],
-)
+MALFORMED = [
+    (b"[1, 2]", "a JSON list, not an object"),
+    (b"{not json", "not JSON"),
+    (json.dumps({"cwd": "/", "env": {}, "prefix": sys.prefix}).encode(), "'argv' must be"),
+    (_request(argv=[1, 2]), "'argv' must be"),
+    (_request(argv=["status", "results/runs"]), "command 'status' is not served"),
+    (_request(argv=["forkserver", "--socket", "/tmp/x"]), "command 'forkserver' is not"),
+    (_request(cwd="relative"), "'cwd' must be an absolute path"),
+    (_request(env=["PATH"]), "'env' must map"),
+    (_request(env={"A": 1}), "'env' must map"),
+    (_request(path="/usr/lib"), "'path' must be the sender's sys.path"),
+    (_request(argv0=None), "'argv0' must be"),
+    (_request(cpus=[-1]), "'cpus' must be a list of CPU numbers"),
+    (_request(cpus=[10_000]), "another CPU affinity"),
+    (_request(interpreter=[[9], [], {}]), "another interpreter setting"),
+    # read once as Python or OpenMP start: the server's reading would stand in the child
+    (_request(env={**os.environ, "PYTHONHASHSEED": "7"}), "PYTHONHASHSEED differs"),
+    (_request(env={**os.environ, "OMP_PROC_BIND": "true"}), "OMP_PROC_BIND differs"),
+]
+
+
+# named by the reason: a request's body holds this environment, which differs between processes
+@pytest.mark.parametrize("body, why", MALFORMED, ids=[why for _, why in MALFORMED])
 def test_a_malformed_request_is_refused_and_the_server_goes_on(bare_server, body, why):
     path, _, proc = bare_server
     assert _ask(path, body).startswith(f"refused: {why}")
@@ -427,7 +428,11 @@ def test_a_stopped_server_ends_its_commands_and_passes_their_exit_codes_on(start
 def test_a_served_command_runs_on_the_threads_a_fresh_process_would(server, tmp_path, variables):
     """Before, OMP_NUM_THREADS=0 crashed a served command (torch.set_num_threads(0)), 999999
     failed to allocate, and MKL_NUM_THREADS was not read at all; a fresh process runs each."""
-    env = {**os.environ, **variables}
+    # the case's variables alone: a thread count inherited (a test worker's) would decide instead
+    inherited = {
+        k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    }
+    env = {**inherited, **variables}
     alone = {k: v for k, v in env.items() if k != ENV}
     fresh = subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.get_num_threads())"], env=alone,
