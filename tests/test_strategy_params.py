@@ -101,14 +101,45 @@ def test_fedcad_bounds_in_the_wrong_order_are_one_error_naming_both():
 @pytest.mark.parametrize(
     ("strategy", "params", "fragment"),
     [
-        ("fedgen", {"sample_labels": "batch"}, "params.sample_labels='batch'; choose one of"),
+        ("fedgen", {"sample_labels": "batch"}, "params.sample_labels='batch'; use one of 'all'"),
         ("feddf", {"unlabeled": "imagenet32"}, "params.unlabeled='imagenet32' is neither"),
-        ("feddistill+", {"target": "teacher"}, "params.target='teacher'"),
-        ("fedgkd", {"regularizer": "l1"}, "params.regularizer='l1'"),
+        ("feddistill+", {"target": "teacher"}, "'uniform' (the FedGKD repository's released"),
+        ("fedgkd", {"regularizer": "l1"}, "params.regularizer='l1'; use one of 'kl' (the paper)"),
+        ("moon", {"first_negative": "x"}, "'own-init' (the client's own initialisation, MOON's"),
     ],
 )
 def test_text_choices_are_refused_at_read_time(strategy, params, fragment):
-    assert fragment in spec_errors_of(strategy, params)
+    message = spec_errors_of(strategy, params)
+    assert fragment in message, message
+    assert message.count(f"params.{next(iter(params))}=") == 1, message  # named once
+
+
+# a text parameter whose values are not a fixed set: a dataset name or a kind of data
+OPEN_TEXTS = {("feddf", "unlabeled")}
+
+
+def test_every_text_parameter_declares_its_choices_and_each_is_refused_when_built():
+    """Built directly too (a checkpoint's or a test's Params), not only through the spec."""
+    texts = [
+        (name, f)
+        for name in strategy_names()
+        for f in dataclasses.fields(get_strategy_class(name).Params)
+        if typing.get_type_hints(get_strategy_class(name).Params)[f.name] is str
+    ]
+    assert len(texts) >= 7
+    for name, f in texts:
+        if (name, f.name) in OPEN_TEXTS:
+            continue
+        choices = f.metadata.get("choices")
+        assert choices and f.default in choices, (name, f.name)
+        params_class = get_strategy_class(name).Params
+        for choice in choices:
+            try:
+                assert getattr(params_class(**{f.name: choice}), f.name) == choice
+            except ValueError as err:  # a check between parameters (m1_teacher wants buffer 1)
+                assert "use one of" not in str(err), (name, f.name, choice)
+        with pytest.raises(ValueError, match=rf"params\.{f.name}='nope'; use one of"):
+            params_class(**{f.name: "nope"})
 
 
 def test_train_refuses_a_bad_parameter_before_it_loads_anything(tmp_path, capsys):
@@ -138,6 +169,7 @@ def test_strategies_details_lists_each_parameter_with_default_and_range(capsys):
     assert "mu=0.01 (>= 0)" in out
     assert "beta=0.25 (in [0, 1]), gamma=0.5 (in [0, 1]), temperature=1.0 (> 0)" in out
     assert "parameters: (none)" in out  # fedavg, fednova
+    assert "first_negative=none (one of none, global, initial, own-init)" in out
 
 
 def test_an_integer_parameter_holds_an_int_and_refuses_a_fraction():

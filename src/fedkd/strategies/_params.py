@@ -1,13 +1,14 @@
-"""Declared ranges of strategy parameters, checked in one place.
+"""Declared ranges and choices of strategy parameters, checked in one place.
 
 A strategy's ``Params`` dataclass derives from ``CheckedParams`` and declares each number's range
-with ``ranged``:
+with ``ranged`` and each fixed set of texts with ``chosen``:
 
     @dataclass
     class FedProxParams(CheckedParams):
         mu: float = ranged(0.01, at_least(0))
+        target: str = chosen("global", {"global": "FedGen's code", "uniform": "..."})
 
-Every range is checked when ``Params`` is built, so ``Strategy.param_value_errors`` names a bad
+Every range and choice is checked when ``Params`` is built, so ``Strategy.param_value_errors`` names a bad
 value when the configuration is read or a run planned, before any job starts, rather than inside
 the training job. Checks that relate two parameters go into ``check``.
 """
@@ -67,14 +68,27 @@ def ranged(default: Any, allowed: Range, meaning: str = "") -> Any:
     return dataclasses.field(default=default, metadata={"range": allowed, "meaning": meaning})
 
 
+def chosen(default: str, choices: dict[str, str]) -> Any:
+    """A dataclass field with ``default`` whose value must be one of ``choices``, each named
+    with what it selects (``{"current": "the paper", "initial": "the released code"}``)."""
+    if default not in choices:
+        raise ValueError(f"default {default!r} is not one of its choices {list(choices)}")
+    return dataclasses.field(default=default, metadata={"choices": dict(choices)})
+
+
 class CheckedParams:
-    """Base of a strategy's ``Params`` dataclass: an integer parameter given a whole float (5.0)
-    holds the int, one with a fraction is refused; then every declared range, then ``check``."""
+    """Base of a strategy's ``Params`` dataclass: a text parameter must be one of its declared
+    choices; an integer parameter given a whole float (5.0) holds the int, one with a fraction is
+    refused; then every declared range, then ``check``."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             allowed = f.metadata.get("range")
             value = getattr(self, f.name)
+            choices = f.metadata.get("choices")
+            if choices is not None and isinstance(value, str) and value not in choices:
+                listed = ", ".join(f"'{c}' ({meaning})" for c, meaning in choices.items())
+                raise ValueError(f"params.{f.name}={value!r}; use one of {listed}")
             # a value of another type is named by the configuration's type check
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
@@ -98,11 +112,15 @@ class CheckedParams:
 
 
 def describe(params_class: type) -> str:
-    """Each parameter of a ``Params`` dataclass with its default and, where declared, its range:
-    ``mu=0.01 (>= 0), tau=1.0 (> 0)``; "(none)" for a strategy without parameters."""
+    """Each parameter of a ``Params`` dataclass with its default and, where declared, its range or
+    choices: ``mu=0.01 (>= 0), first_negative=none (one of none, global, initial, own-init)``;
+    "(none)" for a strategy without parameters."""
     parts = []
     for f in dataclasses.fields(params_class):
         default = "null" if f.default is None else f.default
         allowed = f.metadata.get("range")
+        choices = f.metadata.get("choices")
+        if choices:
+            allowed = "one of " + ", ".join(choices)
         parts.append(f"{f.name}={default}" + (f" ({allowed})" if allowed else ""))
     return ", ".join(parts) or "(none)"

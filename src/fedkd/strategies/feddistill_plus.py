@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from fedkd.losses import kd_kl
-from fedkd.strategies._params import CheckedParams, above, at_least, ranged
+from fedkd.strategies._params import CheckedParams, above, at_least, chosen, ranged
 from fedkd.strategies.base import (
     ClientContext,
     ClientUpdate,
@@ -44,7 +44,6 @@ from fedkd.strategies.base import (
 )
 
 EVAL_CHUNK = 512  # samples per forward pass when computing the upload
-TARGETS = ("global", "uniform")
 
 
 @dataclass
@@ -53,16 +52,12 @@ class FedDistillPlusParams(CheckedParams):
     coef: float = ranged(0.1, at_least(0))
     # FedGen's code takes a plain softmax of the global logits
     temperature: float = ranged(1.0, above(0))
-    # "global": softmax(global_logits[y]) (FedGen's code); "uniform": the FedGKD repository's
-    # released behaviour, which never stores the received logits and so distils toward uniform
-    target: str = "global"
-
-    def check(self) -> None:
-        if self.target not in TARGETS:
-            raise ValueError(
-                f"params.target={self.target!r}; use 'global' (FedGen's code) or 'uniform' "
-                f"(the FedGKD repository's released behaviour)"
-            )
+    # "global": softmax(global_logits[y]); "uniform": the FedGKD repository never stores the
+    # received logits and so distils toward uniform
+    target: str = chosen(
+        "global",
+        {"global": "FedGen's code", "uniform": "the FedGKD repository's released behaviour"},
+    )
 
 
 def per_label_mean_logits(

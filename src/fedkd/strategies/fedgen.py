@@ -51,7 +51,7 @@ from torch import nn
 
 from fedkd.runtime.seeding import derive_seed
 from fedkd.strategies._paper_setting import paper_setting
-from fedkd.strategies._params import CheckedParams, above, at_least, ranged, within
+from fedkd.strategies._params import CheckedParams, above, at_least, chosen, ranged, within
 from fedkd.strategies.base import (
     ClientContext,
     ClientUpdate,
@@ -61,7 +61,6 @@ from fedkd.strategies.base import (
     Traits,
 )
 
-SAMPLE_LABELS = ("client", "all")
 # alpha_0 per paper setting, from the FedGKD authors' code; 1 elsewhere (CIFAR-100, the text sets)
 COEF = {"cifar10": 0.1, "tinyimagenet": 0.1}
 
@@ -81,14 +80,10 @@ class FedGenParams(CheckedParams):
     gen_steps: int = ranged(50, at_least(0), "0: the generator keeps its initial weights")
     gen_batch_size: int = ranged(64, at_least(1))
     diversity: float = ranged(1.0, at_least(0))  # eta, the weight of the diversity loss
-    sample_labels: str = "all"  # y_s on clients: "all" labels (the authors) or "client" (held)
-
-    def check(self) -> None:
-        if self.sample_labels not in SAMPLE_LABELS:
-            raise ValueError(
-                f"params.sample_labels={self.sample_labels!r}; choose one of "
-                f"{', '.join(SAMPLE_LABELS)} (every label of the federation, or the client's own)"
-            )
+    # the labels y_s a client draws for the generator
+    sample_labels: str = chosen(
+        "all", {"all": "every label of the federation (the authors)", "client": "the client's own"}
+    )
 
 
 class FeatureGenerator(nn.Module):

@@ -38,9 +38,7 @@ The FedGKD paper reports MOON from its own code and says nothing of this case, h
 
 from __future__ import annotations
 
-import typing
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -48,7 +46,7 @@ import torch.nn.functional as F
 from fedkd.choices import DEFAULTS
 from fedkd.runtime.seeding import derive_seed
 from fedkd.strategies._paper_setting import paper_setting
-from fedkd.strategies._params import CheckedParams, above, at_least, ranged
+from fedkd.strategies._params import CheckedParams, above, at_least, chosen, ranged
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Strategy, Traits
 
 # fedgkd Sec. 5.1: mu 5 on CIFAR-10 and CIFAR-100, 1 on Tiny-ImageNet, 0.1 on the text sets
@@ -61,10 +59,16 @@ class MoonParams(CheckedParams):
     mu: float = ranged(5.0, at_least(0))  # weight of the contrastive term
     # temperature of the cosine similarities (MOON's default, fedgkd Sec. 5.1)
     tau: float = ranged(0.5, above(0))
-    # the negative of a client's first participation: none, global, initial, own-init (above)
-    first_negative: Literal["none", "global", "initial", "own-init"] = DEFAULTS["moon"][
-        "first_negative"
-    ]
+    # the negative of a client's first participation (the module's docstring)
+    first_negative: str = chosen(
+        DEFAULTS["moon"]["first_negative"],
+        {
+            "none": "no negative, the FedGKD code",
+            "global": "the received global model",
+            "initial": "the initial global model, FedNTD's code",
+            "own-init": "the client's own initialisation, MOON's code",
+        },
+    )
 
 
 def model_contrastive_loss(
@@ -115,11 +119,6 @@ class Moon(Strategy):
         return {"mu": MU.get(paper_setting(dataset), 5.0)}
 
     def __init__(self, params, ctx):
-        choices = typing.get_args(typing.get_type_hints(MoonParams)["first_negative"])
-        if params.first_negative not in choices:
-            raise ValueError(
-                f"moon: first_negative={params.first_negative!r}; choose one of {', '.join(choices)}"
-            )
         super().__init__(params, ctx)
         self.previous: dict[int, dict[str, torch.Tensor]] = {}  # client id -> CPU state dict
         self.initial: dict[str, torch.Tensor] | None = None  # first_negative="initial"
