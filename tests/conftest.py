@@ -1,7 +1,10 @@
-"""The device of the GPU tests (tests/gpu and the files marked gpu): CUDA, or the CPU where
-``FEDKD_TEST_DEVICE=cpu`` (set by ``bash scripts/gpu-tests.sh --device cpu``), so that a machine
-without a GPU runs the same tests and proves the kit. Without a GPU and without that variable,
-each test that asks for ``device`` is skipped with the reason."""
+"""What every test shares: the threads of a test worker, the order of the test files, and the
+device of the GPU tests.
+
+The ``device`` fixture of the GPU tests (tests/gpu and the files marked gpu) is CUDA, or the CPU
+where ``FEDKD_TEST_DEVICE=cpu`` (set by ``bash scripts/gpu-tests.sh --device cpu``), so that a
+machine without a GPU runs the same tests and proves the kit. Without a GPU and without that
+variable, each test that asks for ``device`` is skipped with the reason."""
 
 import os
 

@@ -1,7 +1,7 @@
 """The batched engine on CUDA, with and without CUDA graphs, against the sequential engine.
 
-Skipped without a GPU (``pytest -m gpu`` on a CUDA machine runs it); with ``FEDKD_TEST_DEVICE=cpu``
-(``bash scripts/gpu-tests.sh --device cpu``) the comparisons without graphs run on the CPU and the
+Skipped without a GPU (``bash scripts/gpu-tests.sh`` on a CUDA machine runs it); with
+``FEDKD_TEST_DEVICE=cpu`` (``bash scripts/gpu-tests.sh --device cpu``) the comparisons without graphs run on the CPU and the
 graphed ones are skipped with the reason. Written without a GPU at hand: the graphed path has not
 been run yet. The weights are compared
 relative to how far training moved them, like tests/test_trainers.py, but the bound is looser:

@@ -260,12 +260,13 @@ def _load_config(configfile: Path) -> dict:
     a regular file within the bounds train applies to a spec file, at most 1 MiB)."""
     from fedkd.pipeline.validation import ConfigError, normalise_config, read_config_file
 
+    where = f"--configfile {configfile}"
     try:
-        config = read_config_file(configfile, f"--configfile {configfile}")
+        config = read_config_file(configfile, where)
     except ConfigError as exc:
         raise StatusError(str(exc)) from None
     if config is None:
-        raise StatusError(f"--configfile {configfile} is empty; give the workflow's configuration")
+        raise StatusError(f"{where} is empty; give the workflow's configuration")
     normalise_config(config)  # numbers as the workflow reads them, defaults completed
     return config
 

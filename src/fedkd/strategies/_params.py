@@ -4,13 +4,13 @@ A strategy's ``Params`` dataclass derives from ``CheckedParams`` and declares ea
 with ``ranged`` and each fixed set of texts with ``chosen``:
 
     @dataclass
-    class FedProxParams(CheckedParams):
-        mu: float = ranged(0.01, at_least(0))
+    class FedDistillPlusParams(CheckedParams):
+        coef: float = ranged(0.1, at_least(0))
         target: str = chosen("global", {"global": "FedGen's code", "uniform": "..."})
 
-Every range and choice is checked when ``Params`` is built, so ``Strategy.param_value_errors`` names a bad
-value when the configuration is read or a run planned, before any job starts, rather than inside
-the training job. Checks that relate two parameters go into ``check``.
+Every range and choice is checked when ``Params`` is built, so ``Strategy.param_value_errors``
+names a bad value when the configuration is read or a run planned, before any job starts, rather
+than inside the training job. Checks that relate two parameters go into ``check``.
 """
 
 from __future__ import annotations
