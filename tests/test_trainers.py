@@ -192,6 +192,36 @@ def test_k_client_trainer_matches_sequential(shape, strategy, tmp_path, monkeypa
     assert update_diff(seq.global_model, kc.global_model, init.global_model) <= 1e-3
 
 
+def test_batchnorm_running_statistics_travel_in_the_upload_and_are_averaged(tmp_path):
+    """FedAvg averages the whole model: each client's upload holds its BatchNorm running
+    statistics as its training left them, and the round's global model their weighted mean (a
+    global model that kept its initial statistics would evaluate with mean 0, variance 1)."""
+    from fedkd.engine.client import train_clients
+    from fedkd.runtime.seeding import sample_clients
+    from fedkd.strategies.base import weighted_average
+
+    options = dict(SHAPES["resnet8-cifar"][0], model_options={"norm": "batch"})
+    spec = RunSpec(**dict(SMALL, **options), engine="sequential")
+    run = Run(spec, tmp_path, log=lambda m: None, dataset=data_for("resnet8-cifar"))
+    run.prepare()
+    start = {k: v.clone() for k, v in run.global_model.state_dict().items()}
+    stats = [k for k in start if k.endswith(("running_mean", "running_var"))]
+    assert stats, "the model has BatchNorm statistics"
+    selected = sample_clients(spec.seed, 0, spec.clients, spec.participation)
+    payload = run.strategy.payload(0, run.global_model)
+    updates, _ = train_clients(0, selected, run.global_model, payload, run.strategy, run.env)
+    for u in updates:
+        for k in stats:
+            assert not torch.equal(u.state[k], start[k]), (
+                f"client {u.client_id} uploads {k} unchanged"
+            )
+        assert int(u.state["stem.1.num_batches_tracked"]) == u.num_steps
+    expected = weighted_average([u.state for u in updates], run.strategy.client_weights(updates))
+    run.global_model.load_state_dict(run.strategy.aggregate(0, run.global_model, updates))
+    for k in stats:
+        assert torch.allclose(run.global_model.state_dict()[k], expected[k], rtol=1e-6, atol=0)
+
+
 def test_the_setting_exercises_unequal_clients_and_repeat_participants():
     from fedkd.data.partition import client_indices, partition_labels
     from fedkd.runtime.seeding import sample_clients

@@ -167,11 +167,11 @@ def train_clients(
                 f"client {cid} reached a non-finite training loss in round {round + 1}"
             )
     updates, local_acc = [], []
-    named = dict(worker.named_parameters())
+    named = {**dict(worker.named_parameters()), **dict(worker.named_buffers())}
     for client, result, loss in zip(clients, trained, losses.tolist(), strict=True):
         with torch.no_grad():
             worker.load_state_dict(global_state)
-            for n, v in result.params.items():
+            for n, v in (*result.params.items(), *result.buffers.items()):
                 named[n].copy_(v)
         client.model = worker
         client.steps = result.steps

@@ -106,7 +106,8 @@ class SequentialTrainer:
             params = {
                 n: p.detach().clone() for n, p in worker.named_parameters() if p.requires_grad
             }
-            results.append(Trained(params, schedule.num_steps, loss))
+            buffers = {n: b.detach().clone() for n, b in worker.named_buffers()}
+            results.append(Trained(params, schedule.num_steps, loss, buffers))
         return results
 
     def _train_one(self, model, client: ClientContext, schedule, global_params) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -18,12 +18,15 @@ class DivergedError(FloatingPointError):
 
 @dataclass
 class Trained:
-    """One client's result from a trainer: its trained parameters (by name, trainable only) and
-    its mean training loss (a device tensor: read once per round, not per client)."""
+    """One client's result from a trainer: its trained parameters (by name, trainable only), its
+    buffers as training left them (BatchNorm's running statistics: part of what a client uploads,
+    as FedAvg averages the whole model) and its mean training loss (a device tensor: read once
+    per round, not per client)."""
 
     params: dict[str, torch.Tensor]
     steps: int
     loss: torch.Tensor
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 class Trainer(Protocol):
