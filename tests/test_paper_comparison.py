@@ -73,22 +73,23 @@ def test_table5_follows_the_paper_a_row_per_method_a_column_group_per_c(tmp_path
 @pytest.fixture
 def sweep(tmp_path):
     """fedgen at two settings, three coefficients. Every run peaks on the test set in round 2 and
-    on validation in round 3; coef0.1 has the best peak everywhere but is never chosen: at alpha 1
-    coef1 and coef10 tie at the validation-selected round (list order: coef1), at alpha 0.1 coef10
-    wins there."""
+    on validation in round 3. coef0.1 is best on the test set everywhere (its peak, and its test
+    accuracy at the round best on validation), so a choice that read the test set would take it;
+    on validation, coef1 and coef10 tie at alpha 1 (list order: coef1) and coef10 wins at 0.1."""
     r = tmp_path / "runs"
     runs = []
-    at_val = {
+    best_val = {
         (1.0, "c0.1"): 0.5, (1.0, "c1"): 0.8, (1.0, "c10"): 0.8,
         (0.1, "c0.1"): 0.2, (0.1, "c1"): 0.3, (0.1, "c10"): 0.6,
     }  # fmt: skip
+    test_then = {"c0.1": 0.7, "c1": 0.6, "c10": 0.5}  # test accuracy in round 3
     for alpha in (1.0, 0.1):
         for v, peak in (("c0.1", 0.95), ("c1", 0.9), ("c10", 0.85)):
             for seed in (0, 1):
-                d = make_run(r, f"{v}-{alpha}-{seed}", [0.1, peak, at_val[(alpha, v)]],
+                d = make_run(r, f"{v}-{alpha}-{seed}", [0.1, peak, test_then[v]],
                              alpha=alpha, seed=seed, strategy="fedgen", variant=f"fedgen-{v}",
                              params={"coef": v})  # fmt: skip
-                runs.append(("fedgen", add_val(d, [0.0, 0.1, 0.9])))
+                runs.append(("fedgen", add_val(d, [0.0, 0.1, best_val[(alpha, v)]])))
     return agg_file(tmp_path, runs)
 
 
@@ -103,7 +104,7 @@ def test_best_of_picks_the_variant_best_on_validation_and_marks_it(tmp_path, swe
     chosen = csv[csv["stat"] == "best"].set_index("alpha")["variant"].to_dict()
     assert chosen == {1.0: "fedgen-c1", 0.1: "fedgen-c10"}
     by = csv.set_index(["alpha", "stat"])["mean"]
-    assert by[(0.1, "best")] == pytest.approx(85.0) and by[(0.1, "val_selected")] == 60.0
+    assert by[(0.1, "best")] == pytest.approx(85.0) and by[(0.1, "val_selected")] == 50.0
     md = out.with_name("t.md").read_text()
     assert "<sup>b</sup>" in md and "<sup>c</sup>" in md and "c: fedgen-c10" in md
     assert "$^{b}$" in out.with_name("t.tex").read_text()
@@ -132,6 +133,27 @@ def test_rounds_to_target_tunes_by_fewest_rounds(tmp_path):
     render("rounds_to_target", out, aggregate=agg_file(tmp_path, runs), options=opts)
     row = csv_of(out).iloc[0]
     assert (row["variant"], row["mean"]) == ("lr2", 1.0)
+
+
+def test_vs_paper_tunes_rounds_to_target_as_its_table_does(tmp_path):
+    """Beside FedDF's Table 1, a tuned column shows the variant its own table shows: the one
+    needing the fewest rounds (lr0.1: round 3), not the one best on validation (lr0.01, which
+    needs 8), and the values are headed as rounds."""
+    r = tmp_path / "runs"
+    fast = [0.5, 0.7, 0.81, 0.82, 0.82, 0.82, 0.82, 0.82]
+    slow = [0.5, 0.6, 0.65, 0.7, 0.74, 0.77, 0.79, 0.85]
+    runs = []
+    for seed in range(3):
+        for name, curve in (("t1-fedavg-lr0.1", fast), ("t1-fedavg-lr0.01", slow)):
+            d = make_run(r, f"{name}-{seed}", curve, seed=seed, alpha=1.0, variant=name)
+            runs.append(("fedavg", add_val(d, curve)))
+    opts = {"paper": "feddf_table1", "best_of": {"fedavg": ["t1-fedavg-lr0.1", "t1-fedavg-lr0.01"]}}
+    out = tmp_path / "t1_vs_paper"
+    render("vs_paper", out, aggregate=agg_file(tmp_path, runs), options=opts)
+    rounds = csv_of(out).query("unit == 'rounds'")
+    assert len(rounds) == 1 and rounds.iloc[0]["mean"] == 3.0
+    md = out.with_name(out.name + ".md").read_text()
+    assert "Rounds to target" in md and "Accuracy (%)" not in md
 
 
 def test_best_of_option_and_config_errors(tmp_path, sweep):
@@ -230,7 +252,7 @@ def test_vs_paper_compares_a_stand_in_through_ranks_and_gaps(tmp_path):
     row = csv.set_index("method").loc["fedavg"]
     assert (row["paper_mean"], row["mean"], row["std"]) == (77.30, pytest.approx(77.0), 1.0)
     # a stand-in's absolute numbers are not compared with the paper's
-    assert csv["difference"].isna().all() and not csv["within_range"].any()
+    assert csv["difference"].isna().all() and csv["within_2sd"].isna().all()
     by = csv.set_index("method")
     assert list(by.loc[["fedavg", "moon", "fedgkd"], "paper_rank"]) == [3, 2, 1]
     assert list(by.loc[["fedavg", "moon", "fedgkd"], "rank"]) == [2, 3, 1]
@@ -257,24 +279,29 @@ def test_vs_paper_compares_a_stand_in_through_ranks_and_gaps(tmp_path):
 
 
 def test_vs_paper_compares_the_papers_own_dataset_by_value(tmp_path):
+    """On CIFAR-10 itself, a mean is judged by its distance to the paper's value in the paper's
+    standard deviations (two is the bar), not by whether the seeds' range holds the paper value:
+    FedAvg's seeds (76.0..76.4) miss the paper's 77.30 but their mean is 1.10 off, within
+    2 × 0.72; FedProx's range (60..80) holds the paper's 76.39 but its mean is 6.39 off, beyond
+    2 × 0.59."""
     r = tmp_path / "runs"
-    # fedavg on CIFAR-10 itself at alpha 1: 76% and 78% -> 77 ± 1, range 76..78 holds the paper's
     runs = [("fedavg", make_run(r, f"a{s}", [0.1, acc], dataset="cifar10", alpha=1.0, seed=s))
-            for s, acc in ((0, 0.76), (1, 0.78))]  # fmt: skip
+            for s, acc in ((0, 0.760), (1, 0.762), (2, 0.764))]  # fmt: skip
+    runs += [("fedprox", make_run(r, f"p{s}", [0.1, acc], dataset="cifar10", alpha=1.0, seed=s,
+                                  strategy="fedprox"))
+             for s, acc in ((0, 0.60), (1, 0.70), (2, 0.80))]  # fmt: skip
     out = tmp_path / "table3_vs_paper"
     opts = {"paper": "fedgkd_table3", "caption": "Beside."}
     render("vs_paper", out, aggregate=agg_file(tmp_path, runs), options=opts)
-    row = csv_of(out).iloc[0]
-    assert row["comparison"] == "absolute" and row["method_name"] == "FedAvg"
-    assert row["difference"] == pytest.approx(-0.3) and bool(row["within_range"])
-    assert (row["min"], row["max"]) == (pytest.approx(76.0), pytest.approx(78.0))
+    by = csv_of(out).set_index("method")
+    assert set(by["comparison"]) == {"absolute"}
+    assert by.loc["fedavg", "difference"] == pytest.approx(-1.1)
+    assert by.loc["fedavg", "within_2sd"] and not by.loc["fedprox", "within_2sd"]
+    assert (by.loc["fedprox", "min"], by.loc["fedprox", "max"]) == (60.0, 80.0)
     md = out.with_name(out.name + ".md").read_text()
-    assert (
-        "| CIFAR-10, α=1 | FedAvg | 77.30 ± 0.72 | 77.00 ± 1.00 | -0.30 | 76.00..78.00 | yes |"
-        in md
-    )
-    assert "Rank" not in md, "one method of a setting: nothing to rank"
-    assert "1 of 1 paper values lie within the reproduced seed range" in md
+    assert "| -1.10 | 76.00..76.40 | yes |" in md and "| -6.39 | 60.00..80.00 | no |" in md
+    assert "Within 2σ" in md
+    assert "1 of 2 reproduced means lie within two of the paper's standard deviations" in md
 
 
 def test_a_stand_ins_dataset_counts_are_not_compared(tmp_path):

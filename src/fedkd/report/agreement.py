@@ -21,7 +21,7 @@ COLUMNS = (
     "Table",
     "Paper cells with runs",
     "Method pairs ordered as in the paper (stand-ins)",
-    "Within the seed range (paper's datasets)",
+    "Within 2σ of the paper (paper's datasets)",
     "Mean abs. difference (paper's datasets)",
 )
 
@@ -31,10 +31,11 @@ def summarise(tables_dir: Path) -> list[dict]:
     out = []
     for path in sorted(Path(tables_dir).glob("*_vs_paper.csv")):
         df = pd.read_csv(path)
-        if not {"status", "comparison"} <= set(df.columns):
+        lacking = sorted({"status", "comparison", "within_2sd"} - set(df.columns))
+        if lacking:
             raise ValueError(
-                f"{path} is from an older fedkd (no 'comparison' column); delete it and "
-                "re-render the table"
+                f"{path} is from an older fedkd (no {', '.join(map(repr, lacking))} column); "
+                "delete it and re-render the table"
             )
         ok = df[df["status"] == "ok"]
         own = ok[ok["comparison"] == ABSOLUTE]
@@ -49,7 +50,9 @@ def summarise(tables_dir: Path) -> list[dict]:
                 "concordant": pairs["concordant"],
                 "pairs": pairs["pairs"],
                 "own": len(own),
-                "within": int(own["within_range"].astype(bool).sum()),
+                # judged: the paper gives the cell's standard deviation
+                "judged": int(own["within_2sd"].notna().sum()),
+                "within": int((own["within_2sd"].astype(str) == "True").sum()),
                 "mean_abs_difference": float(own["difference"].abs().mean())
                 if len(own) and unit
                 else math.nan,
@@ -112,6 +115,7 @@ def summary_rst(records: list[dict], stand_in: bool) -> str:
     concordant = sum(r["concordant"] for r in records)
     pairs = sum(r["pairs"] for r in records)
     own = sum(r["own"] for r in records)
+    judged = sum(r["judged"] for r in records)
     within = sum(r["within"] for r in records)
     parts = []
     if pairs:
@@ -122,8 +126,13 @@ def summary_rst(records: list[dict], stand_in: bool) -> str:
         )
     if own:
         parts.append(
-            f"On the paper's own datasets, the paper value lies within the reproduced seed range "
-            f"(min..max over seeds) for {_share(within, own)} cells."
+            f"On the paper's own datasets, the reproduced mean lies within two of the paper's "
+            f"standard deviations of its value for {_share(within, judged)} cells"
+            + (
+                f" ({own - judged} without a deviation in the paper are not judged)."
+                if own > judged
+                else "."
+            )
         )
     if not parts:
         parts.append("No paper cell has a comparable run yet.")
@@ -136,7 +145,7 @@ def summary_rst(records: list[dict], stand_in: bool) -> str:
             f"``{r['table']}``",
             str(r["with_runs"]),
             _share(r["concordant"], r["pairs"]),
-            _share(r["within"], r["own"]),
+            _share(r["within"], r["judged"]),
             "–" if math.isnan(r["mean_abs_difference"])
             else f"{r['mean_abs_difference']:.2f} {r['unit']}",
         ]

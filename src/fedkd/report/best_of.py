@@ -3,8 +3,9 @@
 The aggregate holds every listed variant's runs under the column's label; per setting (row keys)
 the variant with the highest mean is kept and the others dropped, so a layout then draws the
 label as usual. The paper tunes FedGen's coefficient and "takes the best": the choice is made on
-the test accuracy at the round best on validation where every candidate has it (no choice by the
-test set), else on the table's own statistic; ties go to the earlier variant in the list.
+the validation split where every candidate has it (the mean over seeds of each run's best
+validation accuracy: no choice by the test set), else on the table's own statistic; ties go to
+the earlier variant in the list.
 """
 
 from __future__ import annotations
@@ -54,12 +55,11 @@ def pick_best_of(
 
     Returns the filtered aggregate and {(row, label): chosen variant}. ``fallback`` is the table's
     statistic of a run, used where some candidate has no validation accuracy (always, when not
-    ``by_validation``: rounds to a target rank by rounds)."""
+    ``by_validation``: rounds to a target rank by rounds). With validation accuracy the choice
+    never reads the test set."""
     sweeps = best_of_option(opts)
     if not sweeps or df.empty:
         return df, {}
-    from fedkd.report.tables.common import stat_fn
-
     ddof = opts.ddof()
     drop: set[tuple[str, str]] = set()  # (label, run)
     chosen: dict[tuple[tuple, str], str] = {}
@@ -80,9 +80,7 @@ def pick_best_of(
                 check_same_setting(
                     by_variant[v], f"{opts.target} best_of {label!r} variant {v!r}", "rows"
                 )
-            by_val = {
-                v: make_cell(by_variant[v], stat_fn("val_selected"), ddof) for v in candidates
-            }
+            by_val = {v: make_cell(by_variant[v], _best_validation, ddof) for v in candidates}
             if by_validation and all(c.kind == "value" for c in by_val.values()):
                 scores, better_high = by_val, True
             else:
@@ -96,6 +94,13 @@ def pick_best_of(
             drop |= {(label, run) for v in candidates if v != best for run in by_variant[v]}
     keep = [(lab, run) not in drop for lab, run in zip(df["label"], df["run"], strict=True)]
     return df[keep].reset_index(drop=True), chosen
+
+
+def _best_validation(rows: pd.DataFrame, status: str) -> float:
+    """A run's highest validation accuracy over its rounds (NaN: recorded without one)."""
+    if "val_acc" not in rows.columns or rows["val_acc"].isna().all():
+        return math.nan
+    return float(rows["val_acc"].max())
 
 
 def _best(candidates: list[str], scores: dict[str, Cell], higher_better: bool) -> str:
@@ -128,8 +133,8 @@ def caption_note(opts: Options, how: str) -> str:
         parts.append(f"{label} shows the best of {len(variants)} variants per setting ({keyed})")
     return (
         "; ".join(parts)
-        + f", chosen by the test accuracy at the round best on validation ({how} where a run "
-        "lacks validation accuracy); the mark says which."
+        + f", chosen by the best validation accuracy (mean over seeds; {how} where a run lacks "
+        "validation accuracy); the mark says which."
     )
 
 

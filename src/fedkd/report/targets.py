@@ -21,7 +21,7 @@ INPUTS = ("none", "aggregate", "partitions", "run")
 @dataclass(frozen=True)
 class Layout:
     name: str
-    output: str  # "table" (.tex/.md/.csv) or "figure" (.pdf/.png)
+    output: str  # "table" (.tex/.md/.csv/.html) or "figure" (.pdf/.png)
     # what it is drawn from: nothing, the aggregate of its runs, its partition files, or one run
     # (through that run's features file, `fedkd features`)
     input: str
@@ -119,7 +119,8 @@ LAYOUTS: dict[str, Layout] = {
             "vs_paper", "table", "aggregate", "tables.vs_paper:build",
             ("paper", "stand_ins", "stat", "best_of", "ddof", "decimals"),
             "The paper's values beside the reproduced mean ± std over seeds, like against like: "
-            "on the paper's dataset their difference and seed range, on a stand-in the methods' "
+            "on the paper's dataset their difference, whether it is within two of the paper's "
+            "standard deviations and the seed range, on a stand-in the methods' "
             "ranks and gaps to FedAvg.",
             label_order=False, check="tables.vs_paper:check_entry",
         ),

@@ -7,7 +7,9 @@ paper's CIFAR-10 cells). Cells with no such runs are left out (the caption count
 is compared depends on the data it ran on:
 
 - on the paper's own dataset: the paper's value, the reproduced mean ± std over seeds, their
-  difference, the seed range (min..max) and whether the paper value lies within it;
+  difference, the seed range (min..max), and whether the difference is within two of the paper's
+  standard deviations (the bar of the reproduction; a cell the paper gives without one is not
+  judged);
 - on a stand-in: its accuracy is not the paper's, so the row is compared through the methods of
   its setting (the paper table's row): each method's rank among them (1 = best) and its gap to
   FedAvg (else to the setting's first method), beside the paper's rank and gap; the caption counts
@@ -121,11 +123,17 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         )  # fmt: skip
     absolute = [r for r in recs if r["comparison"] == ABSOLUTE and r["status"] == "ok"]
     if absolute:
-        within = sum(bool(r["within_range"]) for r in absolute)
+        judged = [r for r in absolute if r["within_2sd"] is not None]
+        within = sum(bool(r["within_2sd"]) for r in judged)
+        unjudged = len(absolute) - len(judged)
         about.append(
-            f"On the paper's own datasets, {within} of {len(absolute)} paper values lie within "
-            "the reproduced seed range (min..max over seeds)."
-        )
+            f"On the paper's own datasets, {within} of {len(judged)} reproduced means lie within "
+            "two of the paper's standard deviations of its value (Within 2σ)"
+            + (
+                f"; {unjudged} paper values given without a deviation are not judged."
+                if unjudged else "."
+            )
+        )  # fmt: skip
     contradictions = [
         re.sub(r"^\s*contradiction:\s*", "", n, flags=re.I)
         for n in table["notes"]
@@ -145,7 +153,7 @@ SETTING_KEYS = ("dataset", *MATCH_KEYS, "buffer", "round", "stat", "target_accur
 CSV_COLUMNS = [
     "setting", "cell", "method", "method_name", "paper_dataset", "dataset", "comparison",
     "alpha", "participation", "local_epochs", "round", "stat", "paper_mean", "paper_std",
-    "mean", "std", "min", "max", "difference", "within_range", "reference", "paper_rank",
+    "mean", "std", "min", "max", "difference", "within_2sd", "reference", "paper_rank",
     "rank", "paper_gap", "gap", "same_side", "n_seeds", "seeds", "status", "unit", "collapsed",
 ]  # fmt: skip
 
@@ -192,6 +200,8 @@ def _record(cell: dict, dataset, got: Cell, scale: float, relative: bool) -> dic
     hi = max(got.values) * scale if ok else math.nan
     paper = float(cell["mean"])
     absolute = ok and not relative
+    paper_std = cell.get("std")
+    difference = got.mean * scale - paper if absolute else math.nan
     return {
         "setting": _setting_text(cell, dataset),
         "cell": cell["cell"],
@@ -208,8 +218,11 @@ def _record(cell: dict, dataset, got: Cell, scale: float, relative: bool) -> dic
         "min": lo,
         "max": hi,
         # absolute numbers are compared only on the paper's own dataset
-        "difference": got.mean * scale - paper if absolute else math.nan,
-        "within_range": bool(absolute and lo <= paper <= hi),
+        "difference": difference,
+        # None: not judged (a stand-in's row, or a paper cell given without a deviation)
+        "within_2sd": None
+        if not absolute or paper_std is None
+        else bool(abs(difference) <= 2 * float(paper_std)),
         "reference": "",
         "paper_rank": math.nan,
         "rank": math.nan,
@@ -303,7 +316,11 @@ def _matching_runs(df: pd.DataFrame, cell: dict, dataset: str | None, opts: Opti
     if rows.empty:
         return None
     value, _, partial = _quantity(cell, opts.choice("stat", STATS, "best"))
-    rows, _ = pick_best_of(rows, [], opts, value, partial_ok=partial)
+    # as the paper's table tunes: accuracy on validation, rounds to a target by the fewest rounds
+    accuracy = _unit(cell) == "points"
+    rows, _ = pick_best_of(
+        rows, [], opts, value, higher_better=accuracy, partial_ok=partial, by_validation=accuracy
+    )
     groups = group_runs(rows, [])
     return groups.get((), {}).get(method)
 
@@ -351,8 +368,8 @@ COLUMNS = (
     ("Setting", "key", ""), ("Method", "key", ""),
     ("paper", "rank", "Rank"), ("here", "rank", "Rank"),
     ("paper", "rank", "Gap to {ref}"), ("here", "rank", "Gap to {ref}"),
-    ("Paper", "value", "Accuracy (%)"), ("Reproduced", "value", "Accuracy (%)"),
-    ("Difference", "absolute", ""), ("Seed range", "absolute", ""), ("Within", "absolute", ""),
+    ("Paper", "value", "{value}"), ("Reproduced", "value", "{value}"),
+    ("Difference", "absolute", ""), ("Seed range", "absolute", ""), ("Within 2σ", "absolute", ""),
 )  # fmt: skip
 
 
@@ -367,12 +384,20 @@ def _columns(recs: list[dict]) -> tuple[list[Text], list[int], list[tuple[Text, 
     ref = _reference_text(recs)
     groups: list[tuple[Text, int]] = []
     for i in keep:
-        text = COLUMNS[i][2].format(ref=ref)
+        text = COLUMNS[i][2].format(ref=ref, value=_value_header(recs))
         if groups and groups[-1][0].md == text and text:
             groups[-1] = (groups[-1][0], groups[-1][1] + 1)
         else:
             groups.append((Text.plain(text), 1))
     return [Text.plain(COLUMNS[i][0]) for i in keep], keep, groups
+
+
+def _value_header(recs: list[dict]) -> str:
+    """What the value columns hold: accuracy, rounds to a target, or (mixed) values."""
+    units = {r["unit"] for r in recs}
+    if units == {"points"}:
+        return "Accuracy (%)"
+    return "Rounds to target" if units == {"rounds"} else "Value"
 
 
 def _line(rec: dict, decimals: int) -> list[Text]:
@@ -403,7 +428,7 @@ def _line(rec: dict, decimals: int) -> list[Text]:
         reproduced,
         f"{rec['difference']:+.{decimals}f}" if absolute else DASH,
         f"{num(rec['min'])}..{num(rec['max'])}" if absolute else DASH,
-        ("yes" if rec["within_range"] else "no") if absolute else DASH,
+        DASH if not absolute or rec["within_2sd"] is None else "yes" if rec["within_2sd"] else "no",
     ]
     return [Text.plain(t) for t in texts]
 
