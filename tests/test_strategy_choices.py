@@ -242,24 +242,30 @@ def test_a_caption_names_a_choice_only_where_it_departs_from_the_default():
 
     from fedkd.choices import DEFAULTS
     from fedkd.report.setting import setting_sentence
+    from fedkd.strategies import get_strategy_class
 
-    assert DEFAULTS["moon"]["first_negative"] == MoonParams().first_negative
-    assert DEFAULTS["fedntd"]["tau_squared"] == FedNTDParams().tau_squared
+    for strategy, choices in DEFAULTS.items():
+        defaults = get_strategy_class(strategy).Params()
+        for key, default in choices.items():
+            assert getattr(defaults, key) == default, f"{strategy}.{key}"
 
-    def runs(moon_rule, ntd_squared):
+    def runs(moon_rule, ntd_squared, m1_teacher="current", target="global"):
         rows = [
             ("a", "moon", {"mu": 5.0, "tau": 0.5, "first_negative": moon_rule}),
             ("b", "fedntd", {"beta": 1.0, "tau": 1.0, "tau_squared": ntd_squared}),
             ("c", "fedavg", {}),
+            ("d", "fedgkd", {"buffer": 1, "m1_teacher": m1_teacher}),
+            ("e", "feddistill+", {"coef": 0.1, "target": target}),
         ]
         return pd.DataFrame(
             [{"run": r, "strategy": s, "params": json.dumps(p), "clients": 10} for r, s, p in rows]
         )
 
     default = setting_sentence(runs("none", False))
-    assert "first_negative" not in default and "tau_squared" not in default
-    text = setting_sentence(runs("own-init", True))
+    assert not any(k in default for k in ("first_negative", "tau_squared", "m1_teacher", "target"))
+    text = setting_sentence(runs("own-init", True, "initial", "uniform"))
     assert "fedntd with tau_squared true" in text and "moon with first_negative own-init" in text
+    assert "fedgkd with m1_teacher initial" in text and "feddistill+ with target uniform" in text
 
 
 # ------------------------------------------------------------------------------ in a run

@@ -21,6 +21,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # FedNTD's tau^2 factor on the not-true KL: the paper's equation has none
     # (fedkd.strategies.fedntd)
     "fedntd": {"tau_squared": False},
+    # FedGKD's teacher at M = 1: the paper's received global model; the released worker code
+    # keeps the initial one (fedkd.strategies.fedgkd)
+    "fedgkd": {"m1_teacher": "current"},
+    "fedgkd+": {"m1_teacher": "current"},
+    # FedDistill+'s target: FedGen's code distils toward the global per-label logits; the FedGKD
+    # repository's release toward uniform outputs (fedkd.strategies.feddistill_plus)
+    "feddistill+": {"target": "global"},
 }
 
 

@@ -36,7 +36,7 @@ RUN_KEY_HELP = {
     "grad_clip": "max gradient norm (null disables clipping)",
     "augment": "auto (crop+flip on colour images), none, crop-flip",
     "seed": "run seed: data split, partition, initialisation, client sampling, shuffling",
-    "device": "auto (CUDA when present, else CPU), cpu, cuda",
+    "device": "auto (CUDA when present, else CPU), cpu, cuda, mps",
     "data_root": "directory holding real datasets (default $FEDKD_DATA or ./data)",
     "partition_file": "a partition Parquet written by `fedkd partition` (default: compute it)",
     "eval_local": "also evaluate each client's local model before aggregation",
@@ -365,14 +365,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description, layouts = None, "a layout (`fedkd render --help` lists them)"
     p = sub.add_parser(
         "render",
-        help="render a table (.tex/.md/.csv) or figure (.pdf/.png) of the papers",
+        help="render a table (.tex/.md/.csv/.html) or figure (.pdf/.png) of the papers",
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("target", metavar="LAYOUT", help=layouts)
     p.add_argument(
         "--out", "-o", required=True, metavar="PREFIX",
-        help="output path without suffix (PREFIX.tex/.md/.csv or PREFIX.pdf/.png)",
+        help="output path without suffix (PREFIX.tex/.md/.csv/.html or PREFIX.pdf/.png)",
     )  # fmt: skip
     p.add_argument("--aggregate", metavar="FILE", help="aggregate Parquet from `fedkd aggregate`")
     p.add_argument(

@@ -2,7 +2,8 @@
 
 The dependency set of a run is the static closure of the ``fedkd`` modules imported by the engine
 entry point and by the run's own strategy module (found through the strategy registry); other
-strategies' modules are not in it, so editing one strategy re-runs only that strategy's runs.
+strategies' modules are not in it, so editing one strategy's module re-runs only the runs of the
+strategies that import it (fedgkd.py: fedgkd and fedgkd+).
 """
 
 from __future__ import annotations

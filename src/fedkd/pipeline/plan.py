@@ -2,7 +2,7 @@
 and the command-line arguments of every job. workflow/rules/*.smk call these through thin adapters.
 
 The config is fixed for a process, and Snakemake evaluates a job's params many times while planning
-(666 jobs for config/paper.yaml), so everything derived from it is cached.
+(1,488 jobs for config/paper.yaml), so everything derived from it is cached.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``fedkd render LAYOUT --out PREFIX``: one table or figure from an aggregate (or partition files,
-or a run's features file). Tables write PREFIX.tex/.md/.csv, figures PREFIX.pdf/.png. The layouts
+or a run's features file). Tables write PREFIX.tex/.md/.csv/.html, figures PREFIX.pdf/.png. The layouts
 and what each needs are in fedkd.report.targets."""
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ def render(
 
 # --------------------------------------------------------------------------- `fedkd render --help`
 RENDER_INTRO = """\
-Render one of the papers' tables or figures. Tables write PREFIX.tex (booktabs), PREFIX.md and
-PREFIX.csv (one line per cell: the row keys, label, mean, std, n_seeds, seeds, status,
-collapsed runs); figures write PREFIX.pdf and PREFIX.png. Output bytes depend only on the inputs.
+Render one of the papers' tables or figures. Tables write PREFIX.tex (booktabs), PREFIX.md,
+PREFIX.html and PREFIX.csv (one line per cell: the row keys, label, mean, std, n_seeds, seeds,
+status, collapsed runs); figures write PREFIX.pdf and PREFIX.png. Output bytes depend only on the inputs.
 
 Accuracies are percent, mean ± std over the seeds of a cell (population std, ddof=0, unless
 option ddof is 1). Best in bold, second underlined, among the labels compared for one setting

@@ -46,7 +46,8 @@ class FedAvgM(Strategy):
     name = "fedavgm"
     paper = "Hsu et al., 2019 (as compared in FedDF, NeurIPS 2020)"
     summary = (
-        "Local CE; server heavy-ball momentum on the averaged update: v = beta v + Δx, x -= v."
+        "Local CE; server heavy-ball momentum on the averaged update: v = beta v + Δx, "
+        "x -= server_lr v."
     )
     Params = FedAvgMParams
     traits = Traits(extra_information="none", proxy_data=False, modifies_model=False)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
+from fedkd.choices import DEFAULTS
 from fedkd.losses import kd_kl
 from fedkd.strategies._params import CheckedParams, above, at_least, chosen, ranged
 from fedkd.strategies.base import (
@@ -55,7 +56,7 @@ class FedDistillPlusParams(CheckedParams):
     # "global": softmax(global_logits[y]); "uniform": the FedGKD repository never stores the
     # received logits and so distils toward uniform
     target: str = chosen(
-        "global",
+        DEFAULTS["feddistill+"]["target"],
         {"global": "FedGen's code", "uniform": "the FedGKD repository's released behaviour"},
     )
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from fedkd.choices import DEFAULTS
 from fedkd.losses import kd_kl
 from fedkd.models.base import FedModel
 from fedkd.strategies._buffer import BufferedStrategy
@@ -41,7 +42,10 @@ class FedGKDParams(CheckedParams):
     regularizer: str = chosen("kl", REGULARIZERS)
     temperature: float = ranged(1.0, above(0))  # KL only; the authors' MSE works on raw logits
     # the teacher at M = 1: the global model received, or the round's initial model
-    m1_teacher: str = chosen("current", {"current": "the paper", "initial": "the released code"})
+    m1_teacher: str = chosen(
+        DEFAULTS["fedgkd"]["m1_teacher"],
+        {"current": "the paper", "initial": "the released code"},
+    )
 
     def check(self) -> None:
         if self.m1_teacher == "initial" and self.buffer != 1:
