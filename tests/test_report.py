@@ -262,6 +262,28 @@ def test_table3_mean_std_highlight_and_diverged(tmp_path, grid):
     assert csv[csv["label"] == "fedgen"]["status"].tolist() == ["missing", "missing"]
 
 
+def test_a_cell_short_of_the_tables_seeds_is_marked(tmp_path):
+    """FedGKD has seeds 0, 1 and 2, FedAvg only 0 and 1 (seed 2 never ran): FedAvg's mean is over
+    two seeds, so its cell carries the mark the caption explains, and the CSV names the seed."""
+    r = tmp_path / "runs"
+    runs = [
+        ("fedgkd", make_run(r, f"g{s}", [0.1, acc], seed=s))
+        for s, acc in enumerate((0.7, 0.72, 0.74))
+    ]
+    runs += [
+        ("fedavg", make_run(r, f"a{s}", [0.1, acc], seed=s)) for s, acc in enumerate((0.69, 0.71))
+    ]
+    out = tmp_path / "t"
+    render("grid", out, aggregate=agg_file(tmp_path, runs),
+           options={"columns": ["fedavg", "fedgkd"], "val_selected": False})  # fmt: skip
+    md = read(out, ".md")
+    assert "<u>70.00 ± 1.00‡</u> | **72.00 ± 1.63** |" in md
+    assert "‡: the cell lacks a seed other cells of the table have" in md
+    assert r"70.00$\pm$1.00$^\ddagger$" in read(out, ".tex")
+    csv = pd.read_csv(out.with_suffix(".csv"), dtype={"missing_seeds": str}).set_index("label")
+    assert csv.loc["fedavg", "missing_seeds"] == "2" and pd.isna(csv.loc["fedgkd", "missing_seeds"])
+
+
 def test_grid_final_stat_sample_std_and_across_layout(tmp_path, grid):
     out = tmp_path / "t"
     opts = {"columns": ["fedavg", "fedprox"], "stat": "final", "ddof": 1, "rows": ["alpha"]}
@@ -339,8 +361,8 @@ def test_table6_accuracy_at_rounds(tmp_path):
         in md
     )
     assert "| FedAvg | <u>30.00 ± 10.00</u> | 60.00 ± 10.00 | – |" in md
-    # one seed: its value alone, no "± 0.00"
-    assert "| FedGKD | **60.00** | diverged | – |" in md
+    # one seed: its value alone, no "± 0.00"; FedAvg's seed 1 has no FedGKD run (‡)
+    assert "| FedGKD | **60.00‡** | diverged | – |" in md
     tex = read(out, ".tex")
     assert r"\multicolumn{3}{c}{Test accuracy at round}" in tex
     csv = pd.read_csv(out.with_suffix(".csv"))
@@ -348,7 +370,7 @@ def test_table6_accuracy_at_rounds(tmp_path):
     # sample std (ddof 1) is undefined for a single seed: the cell shows the mean alone
     opts = {"columns": ["fedavg", "fedgkd"], "rounds": [2], "ddof": 1}
     render("table6", out, aggregate=tmp_path / "agg.parquet", options=opts)
-    assert "| FedGKD | **60.00** |" in read(out, ".md")
+    assert "| FedGKD | **60.00‡** |" in read(out, ".md")
     assert "| FedAvg | <u>30.00 ± 14.14</u> |" in read(out, ".md")
 
 
@@ -370,7 +392,8 @@ def test_rounds_to_target_reached_and_not_reached(tmp_path):
     assert "| α | C | E | T | FedAvg | FedProx | FedDF |" in md
     # fedavg: rounds 3 and 5 -> 4 ± 1; feddf: rounds 1 and 2 -> 2 ± 0 (1.5 shown without decimals)
     assert "| 1 | 0.2 | 20 | 80% | <u>4 ± 1</u> | not reached | **2 ± 0** |" in md
-    assert "| 0.1 | 0.2 | 20 | 75% | 2 | – | – |" in md  # one seed: no ±
+    # one seed: no ±; seed 1 has no run there (‡)
+    assert "| 0.1 | 0.2 | 20 | 75% | 2‡ | – | – |" in md
     csv = pd.read_csv(out.with_suffix(".csv"))
     feddf = csv[csv["label"] == "feddf"].iloc[0]
     assert (feddf["mean"], feddf["std"], feddf["target"]) == (1.5, 0.5, 0.8)

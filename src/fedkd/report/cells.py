@@ -1,6 +1,7 @@
 """Table cells: the mean and spread over seeds of one quantity, or why there is none; its text
-(with the collapse mark ``†`` when a run of it collapsed, ``fedkd.collapse``) and its highlight
-among the cells it is compared with."""
+(with the collapse mark ``†`` when a run of it collapsed, ``fedkd.collapse``, and ``‡`` when it
+lacks a seed other cells of its table have) and its highlight among the cells it is compared
+with."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ class Cell:
     runs: list[str] = field(default_factory=list)
     ddof: int = DEFAULT_DDOF
     collapsed: list[str] = field(default_factory=list)  # its runs that stayed at chance
+    # seeds other cells of its table have and it lacks (no run): its mean is over fewer seeds
+    missing_seeds: list[int] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -103,18 +106,42 @@ def cell_text(cell: Cell, scale: float, decimals: int) -> Text:
         text = Text.plain(f"{cell.mean * scale:.{decimals}f}")
     else:
         text = Text(*fmt_mean_std(cell.mean * scale, cell.std * scale, decimals))
-    return collapse_marked(text) if cell.collapsed else text
+    text = collapse_marked(text) if cell.collapsed else text
+    return marked(text, SHORT_MARK) if cell.missing_seeds else text
+
+
+# the mark of a cell with fewer seeds than its table's others, and what the caption says about it
+SHORT_MARK = "‡"
+SHORT_NOTE = (
+    f"{SHORT_MARK}: the cell lacks a seed other cells of the table have (no run of it): its mean "
+    "is over fewer seeds (the CSV's missing_seeds names them)."
+)
+
+
+def marked(text: Text, mark: str) -> Text:
+    return Text(text.tex + tex_escape(mark), text.md + mark, text.style)
 
 
 def collapse_marked(text: Text) -> Text:
     """``text`` with the mark of a cell fed by a collapsed run."""
-    return Text(text.tex + tex_escape(MARK), text.md + MARK, text.style)
+    return marked(text, MARK)
+
+
+def mark_short_cells(cells: list[Cell]) -> None:
+    """Give each valued cell of one table the seeds the table's other valued cells have and it
+    lacks."""
+    valued = [c for c in cells if c.kind == "value"]
+    every = set().union(*(c.seeds for c in valued)) if valued else set()
+    for c in valued:
+        c.missing_seeds = sorted(every - set(c.seeds))
 
 
 def with_collapse_note(caption: str, body: list[list[Text]]) -> str:
-    """The caption, with what the collapse mark means when a cell of ``body`` carries it."""
-    if any(MARK in t.md for line in body for t in line) and CAPTION_NOTE not in caption:
-        return f"{caption} {CAPTION_NOTE}" if caption else CAPTION_NOTE
+    """The caption, with what the collapse and short-cell marks mean when a cell of ``body``
+    carries them."""
+    for mark, note in ((MARK, CAPTION_NOTE), (SHORT_MARK, SHORT_NOTE)):
+        if any(mark in t.md for line in body for t in line) and note not in caption:
+            caption = f"{caption} {note}" if caption else note
     return caption
 
 

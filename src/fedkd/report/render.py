@@ -74,7 +74,9 @@ option ddof is 1). Best in bold, second underlined, among the labels compared fo
 when one of its runs diverged ("incomplete" when one never finished), "–" when it has no runs;
 at_rounds and rounds_to_target only need the rounds up to the one asked for, so a run that
 diverged later still counts there. A value marked † averages a collapsed run (one whose global
-model never got meaningfully above chance, fedkd.collapse); the caption then says so. Runs
+model never got meaningfully above chance, fedkd.collapse), a value marked ‡ lacks a seed other
+cells of the table have (no run of it: its mean is over fewer seeds; the CSV's missing_seeds
+names them); the caption then says so. Runs
 averaged into one cell must differ only in their seed; otherwise rendering stops and names the
 run key to add to option rows.
 

@@ -91,6 +91,8 @@ _TEX_SPECIAL = {
     "✓": r"$\checkmark$",
     "✗": r"$\times$",
     "†": r"$^\dagger$",  # the mark of a table cell fed by a collapsed run (fedkd.collapse)
+    "‡": r"$^\ddagger$",  # the mark of a cell with fewer seeds than its table's others
+    "σ": r"$\sigma$",
 }
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from fedkd.report.cells import Cell, highlight, make_cell
+from fedkd.report.cells import Cell, highlight, make_cell, mark_short_cells
 from fedkd.report.keys import check_same_setting, group_runs, order_rows
 from fedkd.report.options import Options
 from fedkd.report.text import format_key_value, key_value
@@ -53,6 +53,7 @@ def table_cells(
                 where = f"{target} cell ({row_desc(keys, row)}, label {label!r})"
                 check_same_setting(runs, where, keys_option)
             cells.setdefault(row, {})[label] = make(runs)
+    mark_short_cells([c for by_label in cells.values() for c in by_label.values()])
     return cells, list(groups)
 
 
@@ -80,6 +81,7 @@ def csv_record(
         std=cell.std * scale if ok else float("nan"),
         n_seeds=cell.n if ok else 0,
         seeds=";".join(str(s) for s in cell.seeds),
+        missing_seeds=";".join(str(s) for s in cell.missing_seeds),
         status="ok" if ok else cell.kind,
         # runs of the cell whose global model stayed at chance (fedkd.collapse)
         collapsed=len(cell.collapsed),
