@@ -23,8 +23,8 @@ from fedkd.pipeline.validation import semantic_errors
 from fedkd.report import aggregate_runs, render, write_aggregate
 from fedkd.report.claims import Claim, all_claims, sources
 from fedkd.report.claims.claim import METRICS, Trend, stands_for
-from fedkd.report.claims.paper_check import check_on_paper
-from fedkd.report.claims.table import claim_verdict, setting_text
+from fedkd.report.claims.paper_check import PaperGap, check_on_paper
+from fedkd.report.claims.table import Comparison, _row_paper_gap, claim_verdict, setting_text
 from fedkd.report.claims.verdict import (
     MAX_SEEDS,
     Hypothesis,
@@ -198,6 +198,32 @@ def test_the_claims_the_issue_found_wrong_are_gone_or_fixed():
     assert trends == {"alpha", "participation", "dataset"}
 
 
+STATED_GAP_CLAIMS = {
+    "fedgkd-beats-fedavg-alpha0.1-by-stated-gaps",  # "can outperform FedAvg by 5.6% ..."
+    "fedgkd+-beats-moon-alpha0.1-by-stated-gaps",  # "still outperforms MOON by 1.9%, ..."
+    "fedgkd-kl-beats-mse-cifar10",  # "1.6% worse on CIFAR-10"
+    "fedgkd-mse-beats-kl-cifar100",  # "1.6% higher on CIFAR-100"
+}
+
+
+_GOOD_CLAIM = dict(id="x-y", paper="fedgkd", source="Table 3", quote="q", treatment="a",
+                   baseline="b", tables=("table3",))  # fmt: skip
+
+
+def test_a_gap_the_paper_measured_is_a_stated_gap_and_over_is_a_bound():
+    """A sentence that says "by 5.6%" reports the authors' measurement (a stated gap); one that
+    says "over 2.7%" states a bound the gap must clear (superiority)."""
+    assert {c.id for c in CLAIMS if c.test == "stated-gap"} == STATED_GAP_CLAIMS
+    for claim in CLAIMS:
+        if claim.test == "stated-gap":
+            assert "not significantly short of the stated gap" in claim.statement, claim.id
+        elif claim.test == "superiority" and claim.margin:
+            assert re.search(r"\bover\b|more than", claim.quote), claim.id
+    assert Claim(**{**_GOOD_CLAIM, "test": "stated-gap", "margin": 1.0}).test == "stated-gap"
+    with pytest.raises(ValueError, match="needs a margin > 0"):
+        Claim(**{**_GOOD_CLAIM, "test": "stated-gap"})
+
+
 @cache
 def _plan(name: str) -> Plan:
     return Plan(config(name))
@@ -366,6 +392,41 @@ def test_margins_non_inferiority_and_equivalence():
     assert paired_verdict([0.0, 1.5, -0.5], "higher", **eq).verdict == "inconclusive"
     assert Hypothesis("equivalence", "higher", 1.0).on_claimed_side(-0.5)
     assert not Hypothesis("superiority", "lower", 2.0).on_claimed_side(-1.0)
+
+
+def test_a_stated_gap_holds_for_a_faithful_reproduction_and_never_for_a_tie():
+    gap = dict(test="stated-gap", margin=1.6)
+    faithful = [1.2, 1.6, 2.0]  # the stated gap on average
+    assert paired_verdict(faithful, "higher", **gap).verdict == "holds"
+    # as a bound to clear, the paper's own gap could not hold: the mean sits on it
+    assert paired_verdict(faithful, "higher", margin=1.6).verdict == "inconclusive"
+    # it holds by the plain test against 0, so with that test's power
+    assert (
+        paired_verdict(faithful, "higher", **gap).p_holds
+        == paired_verdict(faithful, "higher").p_holds
+    )
+    assert paired_verdict([3.0, 3.2, 3.4], "higher", **gap).verdict == "holds"  # more than stated
+    # a tie never holds; with little spread it is shown short of the gap
+    assert paired_verdict([-0.1, 0.0, 0.1], "higher", **gap).verdict == "contradicted"
+    assert paired_verdict([-1.0, 0.0, 1.0], "higher", **gap).verdict == "inconclusive"
+    # ahead of the baseline, yet shown short of the gap: contradicted, not holds
+    short = paired_verdict([0.5, 0.6, 0.7], "higher", **gap)
+    assert short.p_holds <= 0.025 and short.verdict == "contradicted"
+    assert paired_verdict([-1.2, -1.6, -2.0], "lower", **gap).verdict == "holds"
+    assert paired_verdict(faithful, "lower", **gap).verdict == "contradicted"
+    # every seed alike: the sign test decides each side
+    assert paired_verdict([1.6] * 6, "higher", **gap).verdict == "holds"
+    assert paired_verdict([1.0] * 6, "higher", **gap).verdict == "contradicted"
+    assert paired_verdict([0.0] * 6, "higher", **gap).verdict == "contradicted"
+    three = paired_verdict([1.6] * 3, "higher", **gap)
+    assert three.verdict == "too few seeds" and three.seeds_needed == 6
+    # Holm over the settings of a claim, each side its own family
+    hyp = Hypothesis("stated-gap", "higher", 1.6)
+    alone = family_verdicts([Sample(tuple(faithful))], hyp)[0]
+    pair = family_verdicts([Sample(tuple(faithful))] * 2, hyp)
+    assert [v.p_holds for v in pair] == pytest.approx([2 * alone.p_holds] * 2)
+    # a point (the paper's own gap) bears it out when not below it
+    assert hyp.on_claimed_side(1.61) and hyp.on_claimed_side(1.6) and not hyp.on_claimed_side(1.5)
 
 
 def test_holm_corrects_within_a_claim():
@@ -672,6 +733,139 @@ def test_a_trend_claim_compares_the_gap_between_the_extreme_settings(tmp_path):
     assert (
         row["verdict"] == "holds" and row["claim_summary"] == "the gap grows in 1 of 1 comparison"
     )
+
+
+def test_a_stated_gap_is_shown_beside_ours_and_shares_its_row_once(tmp_path):
+    """Runs that reproduce the paper's stated gaps (KL − MSE 1.6 on CIFAR-10, Table 9; FedGKD −
+    FedAvg 3.0 at α 0.1, Table 3) hold; each row shows the stated gap beside the paper's; the α 0.1
+    row is one comparison of two claims, counted once in the summary."""
+    runs = pair_runs(tmp_path / "runs", "table9", {0.1: [0.012, 0.016, 0.020]}, treatment="KL",
+                     baseline="MSE")  # fmt: skip
+    runs += pair_runs(tmp_path / "runs", "table3", {0.1: [0.029, 0.030, 0.031]})
+    src = {**TABLE3, "table9": {"paper": "fedgkd_table9", "layout": "grid", "options": {},
+                                "best_of": {}}}  # fmt: skip
+    df = render_claims(tmp_path, runs, src)
+    kl = df[df["claim"] == "fedgkd-kl-beats-mse-cifar10"].iloc[0]
+    assert kl["test"] == "stated-gap" and kl["effect"] == pytest.approx(1.6)
+    assert kl["verdict"] == "holds" and kl["claim_verdict"] == "holds"
+    assert kl["stated_gap"] == 1.6 and kl["paper_gap"] == pytest.approx(71.73 - 70.12)
+    assert kl["claim_summary"] == "at or above the stated gap in 1 of 1 setting"
+    gaps = df[df["claim"] == "fedgkd-beats-fedavg-alpha0.1-by-stated-gaps"]
+    assert len(gaps) == 1 and gaps["verdict"].iloc[0] == "holds"
+    assert gaps["stated_gap"].iloc[0] == 3.0
+    assert gaps["shared_with"].iloc[0] == "fedgkd-beats-fedavg"
+    plain = df[(df["claim"] == "fedgkd-beats-fedavg") & (df["row"] == "setting")]
+    assert list(plain["shared_with"]) == ["fedgkd-beats-fedavg-alpha0.1-by-stated-gaps"]
+    md = (tmp_path / "out" / "claims.md").read_text()
+    assert "+1.61 (stated 1.6)" in md and "+3.05 (stated 3.0)" in md
+    assert "stated gap: 1.6 pp" in md
+    assert "; 1 comparison is a row of more than one claim" in md
+    assert df[df["row"] != "average"].duplicated(["claim", "setting", "table"]).sum() == 0
+
+
+ONE_SIDED = "mnist5k (stand-in for CIFAR-10), α={}, C=0.2, E=2, R=2"
+
+
+def fedgkd_only(root: Path, table: str, alpha: float, seeds: int = 4, **kw) -> list:
+    """FedGKD's runs of one setting without FedAvg's."""
+    runs = pair_runs(root, table, {alpha: [0.02] * seeds}, **kw)
+    return [(label, d) for label, d in runs if label.endswith("/fedgkd")]
+
+
+def test_a_setting_where_one_method_has_no_runs_is_not_run_and_blocks_holds(tmp_path):
+    """FedGKD and FedAvg at α 1 and 0.5 (four seeds, FedGKD clearly ahead), FedGKD alone at α 0.1:
+    the α 0.1 row says FedAvg has no runs, and neither the average nor the trend holds on the
+    settings that happen to be there."""
+    root = tmp_path / "runs"
+    runs = pair_runs(root, "table3", {1.0: [0.02, 0.021, 0.019, 0.02],
+                                      0.5: [0.03, 0.031, 0.029, 0.03]})  # fmt: skip
+    runs += fedgkd_only(root, "table3", 0.1)
+    df = render_claims(tmp_path, runs, TABLE3)
+    beats = df[df["claim"] == "fedgkd-beats-fedavg"].set_index("setting")
+    missing = beats.loc[ONE_SIDED.format(0.1)]
+    assert missing["verdict"] == "not run" and missing["n"] == 0
+    assert "no FedAvg runs in this setting (FedGKD has seed(s) 0, 1, 2, 3)" in missing["note"]
+    assert beats.loc[ONE_SIDED.format(1), "verdict"] == "holds"
+    average = beats.loc["average over 2 settings"]
+    assert average["verdict"] == "holds" and "left out of the average" in average["note"]
+    assert (beats["claim_verdict"] == "not run").all()
+    trend = df[df["claim"] == "fedgkd-gap-grows-with-heterogeneity"].iloc[0]
+    assert "α=0.1 against α=1" in trend["setting"] and trend["verdict"] == "not run"
+    assert f"{ONE_SIDED.format(0.1)}: no FedAvg runs in this setting" in trend["note"]
+    assert trend["claim_verdict"] == "not run"
+    # a claim whose other method this table has no runs of at all reads no row from it
+    moon = df[df["claim"] == "fedgkd-beats-moon"]
+    assert list(moon["row"]) == ["none"] and list(moon["verdict"]) == ["not run"]
+
+
+def test_a_trend_names_a_setting_between_its_extremes_that_lacks_a_method(tmp_path):
+    root = tmp_path / "runs"
+    runs = pair_runs(root, "table3", {1.0: [0.01, 0.012, 0.011], 0.1: [0.04, 0.045, 0.043]})
+    runs += fedgkd_only(root, "table3", 0.5, seeds=3)
+    trend = render_claims(tmp_path, runs, TABLE3).query(
+        "claim == 'fedgkd-gap-grows-with-heterogeneity'"
+    )
+    assert len(trend) == 1 and trend["verdict"].iloc[0] == "holds"
+    assert f"{ONE_SIDED.format(0.5)}: no FedAvg runs in this setting" in trend["note"].iloc[0]
+
+
+def test_a_table_listing_both_methods_shows_one_without_runs_as_missing(tmp_path):
+    """A source that lists its labels (the workflow's drawn columns) holds FedAvg even where no
+    FedAvg run came back: each FedGKD setting is a "not run" row. Without the list a table with
+    one method's runs is one the configuration did not give the other."""
+    root = tmp_path / "runs"
+    runs = fedgkd_only(root, "table3", 1.0, seeds=3) + fedgkd_only(root, "table3", 0.1, seeds=3)
+    listed = {"table3": {**TABLE3["table3"], "labels": ["fedavg", "fedgkd"]}}
+    df = render_claims(tmp_path, runs, listed)
+    beats = df[df["claim"] == "fedgkd-beats-fedavg"]
+    assert sorted(beats.loc[beats["row"] == "setting", "setting"]) == sorted(
+        [ONE_SIDED.format(1), ONE_SIDED.format(0.1)]
+    )
+    assert (beats["verdict"] == "not run").all() and (beats["claim_verdict"] == "not run").all()
+    moon = df[df["claim"] == "fedgkd-beats-moon"]
+    assert list(moon["row"]) == ["none"]
+    unlisted = render_claims(tmp_path / "unlisted", runs, TABLE3)
+    assert list(unlisted.loc[unlisted["claim"] == "fedgkd-beats-fedavg", "row"]) == ["none"]
+
+
+def test_a_rows_paper_gap_is_the_most_specific_cell_and_each_cell_counts_once(tmp_path):
+    """Table 3's CIFAR-10 α 0.5 cell names no C, so it matches every Table 5 row too: Table 5's
+    own cell (C 0.1: 75.16 − 73.47; C 0.4: 78.28 − 78.20) is the row's gap. Table 3's cell is
+    Table 5's C 0.2: one cell of the paper's 12, not two."""
+    runs = []
+    for c in (0.1, 0.4):
+        runs += pair_runs(tmp_path / "runs" / str(c), "table5", {0.5: [0.02, 0.03, 0.025]},
+                          treatment="fedgkd+", baseline="moon", participation=c)  # fmt: skip
+    src = {"table5": {"paper": "fedgkd_table5", "layout": "grid_by_stat", "options": {},
+                      "best_of": {}}}  # fmt: skip
+    df = render_claims(tmp_path, runs, src)
+    moon = df[df["claim"] == "fedgkd+-beats-moon"].set_index("setting")
+    row = "mnist5k (stand-in for CIFAR-10), α=0.5, C={}, E=2, R=2"
+    assert moon.loc[row.format(0.1), "paper_gap"] == pytest.approx(75.16 - 73.47)
+    assert moon.loc[row.format(0.4), "paper_gap"] == pytest.approx(78.28 - 78.20)
+    md = (tmp_path / "out" / "claims.md").read_text().splitlines()
+    (head,) = [line for line in md if "[fedgkd+-beats-moon]" in line]
+    assert "(12 settings)" in head
+    cells = check_on_paper(next(c for c in CLAIMS if c.id == "fedgkd+-beats-moon")).gaps
+    settings = [dict(g.setting) for g in cells]
+    assert {"dataset": "cifar10", "alpha": 0.5} not in settings
+    assert {"dataset": "cifar10", "alpha": 0.5, "participation": 0.2} in settings
+
+
+def test_paper_cells_that_disagree_on_a_row_are_named_not_picked():
+    claim = next(c for c in CLAIMS if c.id == "fedgkd-beats-fedavg")
+    stand_ins = {"synthtext": "AG News and SST-5"}
+    row = Comparison("table4", {"dataset": "synthtext", "alpha": 0.1, "sub": ""}, "t", {}, 0, [],
+                     ("k",))  # fmt: skip
+    agnews = PaperGap((("dataset", "agnews"), ("alpha", 0.1)), 90.0, 89.0)
+    sst5 = PaperGap((("dataset", "sst5"), ("alpha", 0.1)), 45.0, 42.0)
+    gap, note = _row_paper_gap(claim, row, stand_ins, [agnews, sst5])
+    assert gap is None and "AG News, α=0.1: +1.00" in note and "SST-5, α=0.1: +3.00" in note
+    same = PaperGap((("dataset", "sst5"), ("alpha", 0.1)), 46.0, 45.0)
+    assert _row_paper_gap(claim, row, stand_ins, [agnews, same]) == (pytest.approx(1.0), "")
+    # the more specific cell wins over one that names fewer keys
+    wider = PaperGap((("dataset", "agnews"),), 80.0, 70.0)
+    assert _row_paper_gap(claim, row, {"synthtext": "AG News"}, [wider, agnews])[0] == 1.0
 
 
 def test_rounds_to_target_counts_a_miss_as_one_round_more(tmp_path):

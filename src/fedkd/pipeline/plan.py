@@ -320,6 +320,9 @@ class Plan:
                     "layout": self.layout(src).name,
                     "options": self.outputs[src].get("options") or {},
                     "best_of": self.best_of(src),
+                    # its columns, so a claim tells a column whose runs are all missing from one
+                    # the table does not have
+                    "labels": list(self.outputs[src].get("columns") or {}),
                 }
                 for src in drawn
             }

@@ -98,8 +98,8 @@ RENDER_OPTION_HELP = {
     "rounds": "rounds whose accuracy is shown (default [10, 20, 50, 100])",
     "targets": '[{"alpha": 1.0, "accuracy": 0.8}, ...] or {"1.0": 0.8}: target accuracy (0-1)',
     "paper": "the paper table's key in fedkd/report/paper_values.yaml, e.g. fedgkd_table3",
-    "sources": "{table: {paper, layout, options, best_of}} of the tables whose runs it compares "
-    "(the workflow fills it in)",
+    "sources": "{table: {paper, layout, options, best_of, labels}} of the tables whose runs it "
+    "compares (the workflow fills it in)",
     "stand_ins": '{dataset: "the paper dataset it stands in for"}, e.g. {"mnist5k": "CIFAR-10"}',
     "titles": "one panel title per partition file",
     "panels": "run keys forming a panel",

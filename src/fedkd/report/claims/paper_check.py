@@ -75,15 +75,30 @@ def paper_gaps(claim: Claim, values: dict | None = None) -> tuple[list[PaperGap]
         for setting, method, value in _values(claim, key, values):
             if method in (claim.treatment, claim.baseline) and claim.accepts(dict(setting), {}):
                 found.setdefault(setting, {})[method] = value
-    gaps = [
+    gaps = _each_cell_once([
         PaperGap(setting, v[claim.treatment], v[claim.baseline])
         for setting, v in found.items()
         if claim.treatment in v and claim.baseline in v
-    ]
+    ])  # fmt: skip
     if not gaps:
         what = f"{claim.metric} of both {claim.treatment!r} and {claim.baseline!r}"
         return [], f"the paper's {', '.join(keys)} print no {what} in the claim's settings"
     return gaps, ""
+
+
+def _each_cell_once(gaps: list[PaperGap]) -> list[PaperGap]:
+    """The gaps less those that another gap repeats in a more specific setting, with the same
+    two means: the paper printing one cell in two tables (Table 3's CIFAR-10, α 0.5 is Table 5's
+    C 0.2), which is one setting, not two."""
+
+    def repeated(g: PaperGap) -> bool:
+        mine = set(g.setting)
+        return any(
+            mine < set(o.setting) and (o.treatment, o.baseline) == (g.treatment, g.baseline)
+            for o in gaps
+        )
+
+    return [g for g in gaps if not repeated(g)]
 
 
 def _values(claim: Claim, key: str, values: dict):

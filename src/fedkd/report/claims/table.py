@@ -23,7 +23,7 @@ from fedkd.collapse import MARK
 from fedkd.report.aggregate import SETTING_KEYS, ReportError
 from fedkd.report.best_of import pick_best_of
 from fedkd.report.claims import all_claims
-from fedkd.report.claims.claim import Claim, stands_for
+from fedkd.report.claims.claim import KEY_SYMBOLS, Claim, stands_for
 from fedkd.report.claims.paper_check import check_on_paper, paper_gaps, trend_ends
 from fedkd.report.claims.verdict import (
     LEVEL,
@@ -56,7 +56,7 @@ CSV_COLUMNS = [
     "claim_verdict", "claim_summary", "paper_check", "paper_effect", "row", "table",
     "also_in", "setting", "dataset", "stand_in_for", "metric", "unit", "direction", "n",
     "failed", "seeds", "effect", "sd", "ci_low", "ci_high", "p_holm", "verdict",
-    "seeds_needed", "paper_gap", "shared_with", "note",
+    "seeds_needed", "paper_gap", "stated_gap", "shared_with", "note",
 ]  # fmt: skip
 # the verdicts' colours in the HTML (text on a light background)
 COLOURS = {
@@ -73,15 +73,21 @@ METHOD_NOTE = (
     "with the same seed share their data partition, so the per-seed difference (first method − "
     "second) removes what the partition does to both. Effect: the mean of those differences; "
     f"{LEVEL:.0%} interval: the paired t-interval, mean ± t(n−1, 0.975)·sd/√n. A claim with a "
-    "margin m (the paper's stated gap, or the gap 'comparable' or 'no more benefit' tolerates) "
+    "margin m (a bound the paper states, 'over 2.7%', or the gap 'comparable' or 'no more "
+    "benefit' tolerates) "
     "states that the effect exceeds +m (superiority), exceeds −m (non-inferiority) or lies within "
     "±m (equivalence); each is two one-sided t-tests at 2.5%, whose p-values are corrected by "
     "Holm's method over the claim's settings. holds: the claimed region is shown (with one "
     "setting: the interval lies inside it); contradicted: its complement is; inconclusive: the "
     f"interval spans the margin; too few seeds: fewer than {MIN_SEEDS} paired seeds (no spread "
     "worth the name), or every seed gives the same difference (no spread to estimate: the exact "
-    f"sign test decides, p = 0.5^n, and needs {sign_test_seeds()} seeds at 2.5%); failed: runs that diverged, collapsed to chance or gave a non-finite value "
-    "left too few seeds; not run: the configuration has no runs for it. A claim holds when every "
+    f"sign test decides, p = 0.5^n, and needs {sign_test_seeds()} seeds at 2.5%); failed: runs "
+    "that diverged, collapsed to chance or gave a non-finite value left too few seeds; not run: "
+    "the configuration has no runs for it, or one method has runs in the setting and the other "
+    "none (named in its note). A gap the paper states as its measurement ('by 5.6%', not "
+    "'over') is tested as that, not as a bound to clear (stated gap, shown in the Paper column): "
+    "holds when the effect is shown above 0 and not shown below the stated gap, contradicted when "
+    "it is shown below it. A claim holds when every "
     "setting holds (or, for a claim on the average over settings, when the average does: the "
     "per-seed mean over the settings, tested over the seeds); it is contradicted when any setting "
     "is. A trend row tests the per-seed change of the gap between the two extreme settings "
@@ -89,7 +95,8 @@ METHOD_NOTE = (
     f"seeds a one-sided t-test at 2.5%/k (k: the claim's settings) needs for {POWER:.0%} power "
     "if the observed effect and spread were the truth (noncentral t), left out where no spread "
     f"is known; above {MAX_SEEDS} it says > {MAX_SEEDS}. Paper: the paper's own gap in the same "
-    "setting, where it prints both cells. Units: pp = percentage points of test accuracy; rounds; "
+    "setting, where it prints both cells (where two of its tables print the setting, the one "
+    "naming more of its keys). Units: pp = percentage points of test accuracy; rounds; "
     "F = forgetting."
 )
 
@@ -175,9 +182,15 @@ class SettingValues:
     def seeds(self) -> list[int]:
         return sorted(set(self.treated.runs) | set(self.base.runs))
 
+    def without_runs(self, claim: Claim) -> list[str]:
+        """The claim's methods that have no run at all in this setting."""
+        sides = ((claim.treatment, self.treated), (claim.baseline, self.base))
+        return [label for label, m in sides if not m.runs]
+
 
 def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand_ins) -> list:
-    """The claim's methods' values in each accepted setting of ``table``."""
+    """The claim's methods' values in each accepted setting of ``table`` where either has runs
+    (a setting where only one has them is missing the other's: it becomes a "not run" row)."""
     options = info.get("options") or {}
     df = _best_of(claim, table, info, df)
     groups = group_runs(df, SETTING)
@@ -185,7 +198,7 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
     for key in order_rows(SETTING, groups, {}):
         setting = dict(zip(SETTING, key, strict=True))
         by_label = groups[key]
-        if not claim.accepts(setting, stand_ins) or len(by_label) < 2:
+        if not claim.accepts(setting, stand_ins):
             continue
         for label, runs in by_label.items():
             # one run per seed and method: the pairing needs it
@@ -377,6 +390,7 @@ class Comparison:
     shared_with: list[str] = field(default_factory=list)  # other claims with the same row
     paper_gap: float | None = None
     verdict: Verdict | None = None
+    lacking: str = ""  # the method with no runs in this setting (a "not run" row)
 
 
 def _value_kind(claim: Claim, sub: str, setting: dict):
@@ -392,6 +406,9 @@ def _value_kind(claim: Claim, sub: str, setting: dict):
 def comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict) -> list[Comparison]:
     out = []
     for sv in values:
+        if sv.without_runs(claim):
+            out.append(_missing_comparison(claim, sv, stand_ins))
+            continue
         for sub in sv.subs():
             diffs, failed, missing = {}, 0, []
             for seed in sv.seeds():
@@ -419,6 +436,29 @@ def comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict) -> l
     return out
 
 
+def _missing_comparison(claim: Claim, sv: SettingValues, stand_ins: dict) -> Comparison:
+    """A setting in which one method has runs and the other none: a row with no pairs ("not
+    run"), naming the method without runs, so the claim's verdict cannot rest on the settings that
+    happen to be there."""
+    (absent,) = sv.without_runs(claim)  # a setting is here because one of them has runs
+    present = sv.treated if absent == claim.baseline else sv.base
+    seeds = ", ".join(map(str, sorted(present.runs)))
+    other = claim.treatment if absent == claim.baseline else claim.baseline
+    notes = [
+        f"no {display_name(absent)} runs in this setting ({display_name(other)} has seed(s) "
+        f"{seeds})", *present.notes,
+    ]  # fmt: skip
+    margin, margin_note = claim.margin_for(sv.setting["dataset"], stand_ins)
+    if margin_note:
+        notes.append(margin_note)
+    runs = frozenset(present.runs.values())
+    # the absent method named in the key: the same runs missing another method are another row
+    key = (runs, ("no runs", absent)) if absent == claim.baseline else (("no runs", absent), runs)
+    text = setting_text(sv.setting, stand_ins)
+    return Comparison(sv.table, {**sv.setting, "sub": ""}, text, {}, 0, notes,
+                      (key, ("missing", claim.metric)), margin, lacking=absent)  # fmt: skip
+
+
 def trend_comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict) -> list:
     """Per group of settings that differ only in the trend's key: the change of the gap from
     the trend's start to its end setting, per seed; or a reason row where there are no two."""
@@ -440,13 +480,19 @@ def trend_comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict
             reasons.append(_no_trend_reason(claim, list(by_value), stand_ins, table))
             continue
         start, end = (by_value[e] for e in ends)
+        # settings where one method has no runs, named by their own setting text in the notes
+        lacking = [c for c in (start, end) if c.lacking]
+        between = [c for v, c in by_value.items() if v not in ends and c.lacking]
         seeds = sorted(set(start.diffs) & set(end.diffs))
         diffs = {s: end.diffs[s] - start.diffs[s] for s in seeds}
         lost = set(start.diffs) ^ set(end.diffs)
         failed = max(start.failed, end.failed)
-        notes = sorted(set(start.notes) | set(end.notes))
-        if lost:
+        notes = sorted((set(start.notes) | set(end.notes)) - {c.notes[0] for c in lacking})
+        if lost and not lacking:
             notes.append(f"seed(s) {', '.join(map(str, sorted(lost)))} in one setting only")
+        notes += [f"{c.text}: {c.notes[0]}" for c in lacking]
+        # not needed for the test, but missing all the same
+        notes += [f"{c.text}: {c.notes[0]} (a setting between the two compared)" for c in between]
         what = _trend_text(claim, start, end, stand_ins)
         out.append(Comparison(
             table, {**end.setting}, what, diffs, failed, notes,
@@ -547,6 +593,7 @@ class ClaimResult:
             "p_holm": p_holm, "verdict": "not run" if v is None else v.verdict,
             "seeds_needed": None if v is None else v.seeds_needed,
             "paper_gap": nan if r is None or r.paper_gap is None else r.paper_gap,
+            "stated_gap": r.margin if r is not None and c.test == "stated-gap" else nan,
             "shared_with": "" if r is None else "; ".join(r.shared_with),
             "note": self.reason if r is None else "; ".join(r.notes),
         }  # fmt: skip
@@ -566,7 +613,7 @@ class ClaimResult:
             v = r.verdict
             out.append([Text.plain(t) for t in (
                 f"  {r.text}" + (f" [{r.table}]" if r.table else ""), v.verdict, str(v.n),
-                self._effect(v.effect), self._interval(v), self._num(r.paper_gap),
+                self._effect(v.effect), self._interval(v), self._paper_cell(r),
                 _seeds_text(v),
             )])  # fmt: skip
         if not rows:
@@ -576,6 +623,14 @@ class ClaimResult:
 
     def _num(self, x, signed=True) -> str:
         return _num(x, self.claim.unit, signed)
+
+    def _paper_cell(self, r: Comparison) -> str:
+        """The paper's gap in the row's setting and, for a stated gap, the gap tested: "+5.62
+        (stated 5.6)"."""
+        text = self._num(r.paper_gap)
+        if self.claim.test != "stated-gap":
+            return text
+        return f"{text} (stated {r.margin})" if text != DASH else f"stated {r.margin}"
 
     def _effect(self, x) -> str:
         text = self._num(x)
@@ -626,7 +681,7 @@ class ClaimResult:
                 out.append(
                     f"<tr><td>{_badge(v.verdict)}</td><td>{v.n}</td>"
                     f"<td>{esc(self._effect(v.effect))}</td><td>{esc(self._interval(v))}</td>"
-                    f"<td>{esc(self._num(r.paper_gap))}</td><td>{_p_text(v.p_holds)}</td>"
+                    f"<td>{esc(self._paper_cell(r))}</td><td>{_p_text(v.p_holds)}</td>"
                     f"<td>{esc(_seeds_text(v))}</td><td class=stub>{where}{mark}</td></tr>"
                 )
             out.append("</tbody></table>")
@@ -673,7 +728,7 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
     for name in tables:
         rows = runs[(runs["table"] == name) & runs["label"].isin([claim.treatment,
                                                                   claim.baseline])]  # fmt: skip
-        if set(rows["label"]) == {claim.treatment, claim.baseline}:
+        if {claim.treatment, claim.baseline} <= held_labels(sources[name], runs, name):
             values += setting_values(claim, name, sources[name], rows, stand_ins)
     if claim.trend is not None:
         rows = trend_comparisons(claim, values, stand_ins)
@@ -690,7 +745,9 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
         return result
     gaps, _ = paper_gaps(claim)
     for r in rows:
-        r.paper_gap = _row_paper_gap(claim, r, stand_ins, gaps)
+        r.paper_gap, disagreement = _row_paper_gap(claim, r, stand_ins, gaps)
+        if disagreement:
+            r.notes.append(disagreement)
     hyps = [Hypothesis(claim.test, claim.direction, r.margin) for r in rows]
     for r, h, v in zip(rows, hyps, family_verdicts([_sample(r) for r in rows], hyps), strict=True):
         r.verdict = v
@@ -707,6 +764,17 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
         result.verdict = claim_verdict([r.verdict.verdict for r in rows])
     result.summary = sign_count(claim, rows, hyps)
     return result
+
+
+def held_labels(info: dict, runs: pd.DataFrame, table: str) -> set[str]:
+    """The column labels a table holds: those its source lists (``labels``: the workflow's
+    drawn labels, so a column whose runs are all missing still counts), else those with runs. A
+    claim reads a table that holds both its methods; one that holds one of them is a table the
+    configuration did not give the other (tiny's Table 3 has no FedProx column)."""
+    listed = info.get("labels")
+    if listed:
+        return {str(label) for label in listed}
+    return set(runs.loc[runs["table"] == table, "label"])
 
 
 def _note_no_spread(r: Comparison, hyp: Hypothesis) -> None:
@@ -780,6 +848,8 @@ def sign_count(claim: Claim, rows: list[Comparison], hyps: list[Hypothesis]) -> 
         return f"the gap grows in {k} of {n} {'comparison' if n == 1 else 'comparisons'}"
     if claim.test == "equivalence":
         return f"within the margin in {k} of {n} {unit}"
+    if claim.test == "stated-gap":
+        return f"at or above the stated gap in {k} of {n} {unit}"
     return f"ahead in {k} of {n} {unit}"
 
 
@@ -833,15 +903,22 @@ def _paper(result: ClaimResult, stand_ins: dict) -> None:
         text = f"from {_num(min(gaps), unit)} to {_num(max(gaps), unit)} {unit} ({n} settings)"
     if stated and claim.test == "superiority":
         text += f"; stated: {stated}"
+    elif claim.test == "stated-gap":
+        text += f"; stated gap: {stated}"
     result.paper = text
 
 
-def _row_paper_gap(claim: Claim, row: Comparison, stand_ins: dict, gaps: list) -> float | None:
-    """The paper's gap (of ``gaps``, the claim's) in the setting a row stands for: the one paper
-    setting whose keys all match the row's (its dataset through the stand-ins); None where there
-    is none or several."""
+def _row_paper_gap(
+    claim: Claim, row: Comparison, stand_ins: dict, gaps: list
+) -> tuple[float | None, str]:
+    """The paper's gap (of ``gaps``, the claim's) in the setting a row stands for, and a note
+    where the paper's cells disagree. A paper setting matches when all its keys match the row's
+    (its dataset through the stand-ins); of several, the most specific (the most keys: Table 5's
+    CIFAR-10, α 0.5, C 0.1 over Table 3's CIFAR-10, α 0.5, which names no C). Equally specific
+    matches with one gap give it; with different gaps (a stand-in for two paper datasets) none,
+    and the note gives them."""
     if claim.trend is not None or not row.setting:
-        return None
+        return None, ""
     sub = row.setting.get("sub", "")
     matches = []
     for g in gaps:
@@ -860,9 +937,26 @@ def _row_paper_gap(claim: Claim, row: Comparison, stand_ins: dict, gaps: list) -
                 break
         if ok:
             matches.append(g)
-    if len(matches) != 1:
-        return None
-    return matches[0].gap
+    if not matches:
+        return None, ""
+    most = max(len(g.setting) for g in matches)
+    best = [g for g in matches if len(g.setting) == most]
+    found = {round(g.gap, 9) for g in best}  # the same cell read through two tables: one gap
+    if len(found) == 1:
+        return best[0].gap, ""
+    cells = "; ".join(f"{_paper_setting_text(g)}: {_num(g.gap, claim.unit)}" for g in best)
+    return None, f"the paper's gap differs between the settings this row stands for ({cells})"
+
+
+def _paper_setting_text(gap) -> str:
+    parts = []
+    for key, value in gap.setting:
+        if key == "dataset":
+            parts.append(paper_dataset_name(value))
+        else:
+            parts.append(f"{KEY_SYMBOLS.get(key, key)}={value:g}" if isinstance(value, (int, float))
+                         else f"{key} {value}")  # fmt: skip
+    return ", ".join(parts)
 
 
 def _equal(a, b) -> bool:

@@ -13,12 +13,21 @@ direction is positive) against a margin m >= 0 in the claim's unit:
     superiority       the effect exceeds +m          ("outperforms", "by more than 2.7%")
     non-inferiority   the effect exceeds −m          ("no more benefit" from the other method)
     equivalence       the effect lies within ±m      ("comparable")
+    stated-gap        above 0 and not below g        ("outperforms FedAvg by 5.6%")
 
 Each is two one-sided t-tests at 2.5% (holds: the claimed region; contradicted: its complement),
 so with one setting a verdict is read off the 95% interval: holds when the interval lies inside
 the claimed region, contradicted when it lies outside, inconclusive when it spans the margin.
 Within a claim the settings' p-values are corrected by Holm's step-down method (each side its
 own family), so a claim tested in nine settings does not hold by chance one time in three.
+
+A stated gap is what the authors measured, not a lower bound: as a superiority margin it would
+hold for a faithful reproduction (true gap g) only when the noise pushes the whole interval
+above g, about one time in forty. So its two one-sided tests are against different bounds:
+holds when the effect is shown above 0 and not shown below g; contradicted when it is shown
+below g (which includes not beating the baseline at all); inconclusive otherwise. A tie cannot
+hold, and a faithful reproduction holds with about the power of the plain test against 0 (less
+the 2.5% at most of being shown below g).
 
 Fewer than ``MIN_SEEDS`` valid pairs give no verdict: "too few seeds", or "failed" where runs
 were lost to divergence, collapse or a non-finite value.
@@ -42,7 +51,7 @@ ALPHA = (1 - LEVEL) / 2  # each one-sided test: the 95% interval's two tails
 MIN_SEEDS = 3  # below this a t-interval rests on one or two spreads: no verdict
 POWER = 0.8  # "seeds to resolve": the n at which the test has this power
 MAX_SEEDS = 100  # beyond this, "seeds to resolve" is written "> 100"
-TESTS = ("superiority", "non-inferiority", "equivalence")
+TESTS = ("superiority", "non-inferiority", "equivalence", "stated-gap")
 VERDICTS = ("holds", "contradicted", "inconclusive", "too few seeds", "failed", "not run")
 _Z = 1.959963984540054  # the standard normal 0.975 quantile
 _EXACT_DF = 2000  # above this the quantile comes from Hill's expansion (error < 1e-9)
@@ -192,7 +201,7 @@ def sign_test_seeds(alpha: float = ALPHA) -> int:
 class Hypothesis:
     """What a claim says about the effect (treatment − baseline): ``test`` against ``margin``
     (>= 0, in the claim's unit), in ``direction`` ("higher": the treatment's values are claimed
-    higher; "lower": lower, e.g. fewer rounds)."""
+    higher; "lower": lower, e.g. fewer rounds). For a stated gap, ``margin`` is the gap g."""
 
     test: str = "superiority"
     direction: str = "higher"
@@ -206,7 +215,9 @@ class Hypothesis:
         if not (math.isfinite(self.margin) and self.margin >= 0):
             raise ValueError(f"margin must be a finite number >= 0, got {self.margin!r}")
         if self.test != "superiority" and self.margin == 0:
-            raise ValueError(f"a {self.test} claim needs a margin > 0 (the gap it tolerates)")
+            raise ValueError(
+                f"a {self.test} claim needs a margin > 0 (the gap it states or tolerates)"
+            )
 
     @property
     def sign(self) -> int:
@@ -219,13 +230,18 @@ class Hypothesis:
             return (self.sign * m,)
         if self.test == "non-inferiority":
             return (-self.sign * m,)
+        if self.test == "stated-gap":
+            return (0.0, self.sign * m)
         return (-m, m)
 
     def on_claimed_side(self, effect: float) -> bool:
-        """Whether an effect (a point, e.g. a paper's mean gap) lies in the claimed region."""
+        """Whether an effect (a point, e.g. a paper's mean gap) lies in the claimed region. A
+        point has no spread, so for a stated gap "not shown below g" is "not below g"."""
         e = self.sign * effect
         if self.test == "superiority":
             return e > self.margin
+        if self.test == "stated-gap":
+            return e >= self.margin
         if self.test == "non-inferiority":
             return e > -self.margin
         return -self.margin < effect < self.margin
@@ -250,13 +266,23 @@ class Hypothesis:
         if self.test == "equivalence":
             lo, hi = -self.margin, self.margin
             return max(above(lo), below(hi)), min(below(lo), above(hi))
+        if self.test == "stated-gap":
+            # holds: beyond 0 in the claimed direction; contradicted: short of the gap
+            zero, gap = self.bounds()
+            if self.sign > 0:
+                return above(zero), below(gap)
+            return below(zero), above(gap)
         (bound,) = self.bounds()
         if self.sign > 0:
             return above(bound), below(bound)
         return below(bound), above(bound)
 
     def distance(self, effect: float) -> float:
-        """How far the effect lies from the nearest bound (what a power computation needs)."""
+        """How far the effect lies from the bound whose test would settle the row (what a power
+        computation needs): the nearest one; for a stated gap the farther one, as either of its
+        two tests gives a verdict and the one against the farther bound gets there first."""
+        if self.test == "stated-gap":
+            return max(abs(effect - b) for b in self.bounds())
         return min(abs(effect - b) for b in self.bounds())
 
 
@@ -302,7 +328,8 @@ def family_verdicts(
     """The verdict of each row of one claim (``hyps``: one hypothesis for all rows, or one per
     row where the margin differs): rows with at least MIN_SEEDS valid seeds are tested (their
     p-values corrected together by Holm, each side its own family); the others are "too few
-    seeds", or "failed" where failed runs took the seeds, or "not run" without any."""
+    seeds", or "failed" where failed runs took the seeds, or "not run" without any. A row shown
+    on both sides (a stated gap's effect above 0 and below g) is contradicted: it fell short."""
     if isinstance(hyps, Hypothesis):
         hyps = [hyps] * len(samples)
     if len(hyps) != len(samples):
@@ -321,7 +348,7 @@ def family_verdicts(
         nan = math.nan
         if i in hold:
             verdict = (
-                "holds" if hold[i] <= ALPHA else "contradicted" if contra[i] <= ALPHA
+                "contradicted" if contra[i] <= ALPHA else "holds" if hold[i] <= ALPHA
                 else "inconclusive"
             )  # fmt: skip
             p_h, p_c = hold[i], contra[i]

@@ -32,6 +32,12 @@ BENEFIT = 0.5
 # "comparable": below the 1.6 points the same sentence calls worse and higher
 COMPARABLE = 1.0
 FEDGKD_DISTILS_FROM = 2  # round 1 trains on FedAvg's loss: the buffer holds no past model yet
+# "by 5.6%" reports the gap the authors measured, not a bound the gap must clear ("over 2.7%",
+# "over 0.5%" are bounds: superiority claims)
+STATED_GAP = (
+    "a stated gap is the paper's measurement, not a lower bound: holds when the gap is shown above "
+    "0 and not shown below the stated one, contradicted when it is shown below it"
+)
 
 
 def _beats(baseline: str) -> Claim:
@@ -60,9 +66,10 @@ CLAIMS = (
         baseline="fedavg",
         tables=MAIN,
         where={"alpha": (0.1,)},
+        test="stated-gap",
         margin={"tinyimagenet": 5.6, "cifar100": 1.9, "cifar10": 3.0, "agnews": 0.4, "sst5": 2.8},
         # the paper's own gaps are 5.62, 1.92, 3.05, 0.41 and 2.85
-        note="the stated gaps are margins: the gap must exceed each",
+        note=STATED_GAP,
     ),
     Claim(
         id="fedgkd-vote-beats-fedavg",
@@ -107,7 +114,10 @@ CLAIMS = (
         baseline="moon",
         tables=TABLE3,
         where={"alpha": (0.1,)},
+        test="stated-gap",
         margin={"cifar10": 1.9, "cifar100": 1.5, "tinyimagenet": 2.1},
+        # the paper's own gaps are 1.94, 1.52 and 2.16
+        note=STATED_GAP,
     ),
     Claim(
         id="fedgkd-beats-fedprox-tinyimagenet-by-2.7",
@@ -277,7 +287,9 @@ CLAIMS = (
         baseline="MSE",
         tables=("fedgkd_table9", "table9"),
         where={"dataset": ("cifar10",)},
-        margin=1.6,
+        test="stated-gap",
+        margin=1.6,  # the paper's own gap is 1.61
+        note=STATED_GAP,
     ),
     Claim(
         id="fedgkd-mse-comparable-to-kl-sst5",
@@ -302,6 +314,8 @@ CLAIMS = (
         baseline="KL",
         tables=("fedgkd_table9", "table9"),
         where={"dataset": ("cifar100",)},
-        margin=1.6,
+        test="stated-gap",
+        margin=1.6,  # the paper's own gap is 1.69
+        note=STATED_GAP,
     ),
 )
