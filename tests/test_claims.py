@@ -988,6 +988,8 @@ def test_the_plan_draws_the_claims_runs_from_the_other_tables():
     assert "results/tables/claims.md" in plan.all_outputs()
     options = plan.render_options("claims")
     assert options["sources"]["table3"]["paper"] == "fedgkd_table3"
+    # the table's columns: a column whose runs are all missing is still one the table has
+    assert set(drawn["table3"]) <= set(options["sources"]["table3"]["labels"])
     assert options["stand_ins"] == {"mnist5k": "CIFAR-10"}
     assert "mnist5k (for CIFAR-10)" in plan.caption("claims")
     # the claims train nothing of their own
