@@ -192,6 +192,23 @@ def test_int_keys_read_every_notation_from_every_source(key, text, tmp_path):
     assert getattr(RunSpec.from_file(f), key) == 10
 
 
+def test_param_sets_one_parameter_and_keeps_the_others(tmp_path):
+    """--param changes the parameter it names; the others keep the values the spec file or
+    --params gave (it replaced the whole mapping: buffer 3 in the file trained as 5)."""
+    spec_file = tmp_path / "gkd.yaml"
+    spec_file.write_text("strategy: fedgkd\nparams: {buffer: 3, gamma: 0.3}\n")
+    spec = spec_of_flags(str(spec_file), "--param", "gamma=0.1")
+    assert spec.params == {"buffer": 3, "gamma": 0.1}
+    flags = ("--strategy", "fedgkd", "--params", "{buffer: 3}", "--param", "gamma=0.1")
+    assert spec_of_flags(*flags).params == {"buffer": 3, "gamma": 0.1}
+    # --params replaces the file's mapping whole, then --param adds to it
+    spec = spec_of_flags(str(spec_file), "--params", "{buffer: 2}", "--param", "gamma=0.1")
+    assert spec.params == {"buffer": 2, "gamma": 0.1}
+    spec_file.write_text("strategy: fedgkd\nparams: [3]\n")
+    with pytest.raises(SpecError, match="params of run spec file .* is \\[3\\], not a mapping"):
+        spec_of_flags(str(spec_file), "--param", "gamma=0.1")
+
+
 def test_weight_decay_1e_minus_5_is_accepted_as_1e_minus_5():
     assert spec_of_flags("--weight-decay", "1e-5").weight_decay == 1e-5
     assert spec_of_flags("--lr", "5E-4").lr == 5e-4

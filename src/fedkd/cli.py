@@ -104,20 +104,21 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _spec_from_args(args) -> object:
-    from fedkd.config import RunSpec, parse_override
+    from fedkd.config import RunSpec, parse_override, with_params
 
     # every spec flag given, null included (absent flags leave no attribute)
     overrides = {k[len("spec_") :]: v for k, v in vars(args).items() if k.startswith("spec_")}
     for text in args.set or []:
         key, value = parse_override(text, "--set")
         overrides[key] = value
+    # --param sets one parameter: the others keep what the spec file or --params gave them
+    param_updates = {}
     for text in args.param or []:
         key, value = parse_override(text, "--param")
-        overrides.setdefault("params", {})
-        overrides["params"] = {**overrides["params"], key: value}
+        param_updates[key] = value
     if args.spec:
-        return RunSpec.from_file(args.spec, overrides)
-    return RunSpec.from_dict(overrides)
+        return RunSpec.from_file(args.spec, overrides, param_updates)
+    return RunSpec.from_dict(with_params(overrides, param_updates, "--params"))
 
 
 def parse_label(text: str) -> tuple[str, str]:
@@ -292,7 +293,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("spec", nargs="?", help="run spec file (YAML or JSON); flags override its keys")
     p.add_argument("--out", "-o", required=True, help="output directory of the run")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any spec key")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="set a strategy parameter")
+    p.add_argument(
+        "--param", action="append", metavar="KEY=VALUE",
+        help="set one strategy parameter (the others keep their values from SPEC or --params)",
+    )  # fmt: skip
     p.add_argument(
         "--label", action="append", metavar="KEY=VALUE",
         help="a tag recorded in run.json as written (e.g. variant=M5); not part of the run's "

@@ -240,7 +240,14 @@ class RunSpec:
         return cls(**data)
 
     @classmethod
-    def from_file(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> RunSpec:
+    def from_file(
+        cls,
+        path: str | Path,
+        overrides: dict[str, Any] | None = None,
+        param_updates: dict[str, Any] | None = None,
+    ) -> RunSpec:
+        """The spec in ``path`` with ``overrides`` (whole keys) and ``param_updates`` (single
+        strategy parameters, merged into the file's or the overrides' ``params``) applied."""
         path = Path(path)
         if not path.exists():
             raise SpecError(f"run spec file {path} does not exist")
@@ -259,7 +266,26 @@ class RunSpec:
         if not isinstance(data, dict):
             raise SpecError(f"{where} must hold a mapping of keys to values")
         data.update(overrides or {})
-        return cls.from_dict(data)
+        where = "--params" if "params" in (overrides or {}) else f"params of {where}"
+        return cls.from_dict(with_params(data, param_updates, where))
+
+
+def with_params(
+    data: dict[str, Any], param_updates: dict[str, Any] | None, where: str
+) -> dict[str, Any]:
+    """``data`` with single strategy parameters merged into its ``params`` (``where`` names
+    where those came from, for the error when they are not a mapping)."""
+    if not param_updates:
+        return data
+    params = data.get("params")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise SpecError(
+            f"{where} is {params!r}, not a mapping of parameters, so --param cannot add to it; "
+            "give params as a mapping, e.g. {gamma: 0.2}"
+        )
+    return {**data, "params": {**params, **param_updates}}
 
 
 def _is_number(v: Any) -> bool:
