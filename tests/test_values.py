@@ -152,9 +152,11 @@ def from_config(key, text, tmp_path, variant_params=""):
     defaults = f"  {key}: {text}\n" if key and key != "seed" else ""
     seeds = text if key == "seed" else "0"  # a configuration's seeds are a list of their own
     path = tmp_path / "config.yaml"
+    base = {"partition": "iid", "alpha": "null", "clients": "4", "rounds": "2"}
+    # the key tested replaces its base value (a key given twice is refused)
+    base_lines = "".join(f"  {k}: {v}\n" for k, v in base.items() if k != key)
     path.write_text(
-        f"name: values\nseeds: [{seeds}]\n"
-        "defaults:\n  partition: iid\n  alpha: null\n  clients: 4\n  rounds: 2\n" + defaults
+        f"name: values\nseeds: [{seeds}]\n" + "defaults:\n" + base_lines + defaults
         + f"variants:\n  v: {{strategy: {variant_params or 'fedavg'}}}\n"
         "tables:\n  t:\n    layout: grid\n    caption: x\n"
         "    grid: {dataset: [mnist5k]}\n    columns: {v: v}\n"
@@ -283,6 +285,41 @@ def test_nan_is_read_as_nan():
 def test_an_explicit_bool_tag_on_yes_is_refused_not_read_as_true():
     with pytest.raises(ValueError, match="'yes' is not a boolean"):
         load_yaml("!!bool yes")
+
+
+@pytest.mark.parametrize(
+    "text,key,first",
+    [
+        ("a: 1\nb: 2\na: 3\n", "'a'", 1),
+        ("{a: 1, a: 2}", "'a'", 1),
+        ("x:\n  1: a\n  1.0: b\n", "1.0", 2),
+    ],
+)
+def test_a_key_given_twice_is_refused_not_read_as_the_last(text, key, first):
+    """YAML requires unique keys; PyYAML keeps the last silently (a second ``defaults:`` block
+    appended to a config replaced the first whole)."""
+    with pytest.raises(
+        ValueError, match=f"key {re.escape(key)} is given twice \\(first on line {first}\\)"
+    ):
+        load_yaml(text)
+
+
+def test_a_merge_keys_override_is_not_a_duplicate():
+    text = "base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  x: 5\n"
+    assert load_yaml(text)["d"] == {"x": 5, "y": 2}
+
+
+def test_a_json_key_given_twice_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="key 'rounds' is given twice"):
+        load_json('{"rounds": 1, "rounds": 7}', "the text")
+    spec = tmp_path / "s.json"
+    spec.write_text('{"strategy": "fedavg", "rounds": 1, "rounds": 7}')
+    with pytest.raises(SpecError, match=f"{re.escape(str(spec))}: key 'rounds' is given twice"):
+        RunSpec.from_file(spec)
+    config = tmp_path / "c.yaml"
+    config.write_text("defaults: {rounds: 3}\nseeds: [0]\ndefaults: {rounds: 2}\n")
+    with pytest.raises(ConfigError, match="key 'defaults' is given twice \\(first on line 1\\)"):
+        read_config_files([config])
 
 
 @pytest.mark.parametrize("deep", [DEEP, "- " * 100_000 + "x", "{a: " * 100_000])

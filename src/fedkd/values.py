@@ -82,7 +82,29 @@ def core_float(text: str) -> float:
 class _Loader(yaml.SafeLoader):
     """SafeLoader reading plain scalars under the YAML 1.2 core schema (null, true/false,
     decimal, octal ``0o`` and hexadecimal ``0x`` integers, floats in every decimal notation),
-    everything else as text, and refusing to nest deeper than ``MAX_DEPTH`` levels."""
+    everything else as text, refusing to nest deeper than ``MAX_DEPTH`` levels, and refusing a
+    key given twice in one mapping (YAML requires unique keys; PyYAML keeps the last silently).
+    A key given by a merge (``<<``) and again in the mapping is the merge's override, not a
+    duplicate."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    seen = key in first_line
+                except TypeError:  # an unhashable key: the base constructor names it
+                    continue
+                if seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice (first on line "
+                        f"{first_line[key]}); keep one", key_node.start_mark,
+                    )  # fmt: skip
+                first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
 
     def compose_node(self, parent, index):
         depth = getattr(self, "_depth", 0) + 1
@@ -191,7 +213,18 @@ def load_json(text: str | bytes, where: str = "the JSON text") -> Any:
         text = bytes(text).decode("utf-8")
     if json_depth(text) > MAX_DEPTH:
         raise ValueTooLarge(f"{where} is nested deeper than {MAX_DEPTH} levels; flatten it")
-    return json.loads(text)
+    return json.loads(text, object_pairs_hook=lambda pairs: _unique_keys(pairs, where))
+
+
+def _unique_keys(pairs: list[tuple[str, Any]], where: str) -> dict[str, Any]:
+    """A JSON object's pairs as a dict, refusing a key given twice (``json.loads`` keeps the
+    last silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"{where}: key {key!r} is given twice in one object; keep one")
+        out[key] = value
+    return out
 
 
 def parse_value(text: str) -> Any:
