@@ -304,6 +304,16 @@ def test_a_key_given_twice_is_refused_not_read_as_the_last(text, key, first):
         load_yaml(text)
 
 
+@pytest.mark.parametrize(
+    "argv", [["--grad-clip", ""], ["--set", "grad_clip="], ["--param", "mu= "]]
+)
+def test_an_empty_value_is_refused_not_read_as_null(argv):
+    """YAML reads an empty text as null: --grad-clip '' disabled clipping without a word."""
+    with pytest.raises(SpecError, match="is empty; give a value \\(write null for none\\)"):
+        parse_train("--strategy", "fedprox", *argv)
+    assert parse_train("--grad-clip", "null").grad_clip is None
+
+
 def test_a_merge_keys_override_is_not_a_duplicate():
     text = "base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  x: 5\n"
     assert load_yaml(text)["d"] == {"x": 5, "y": 2}

@@ -20,6 +20,7 @@ from fedkd.values import (
     check_size,
     is_finite_number,
     load_json,
+    load_value,
     load_yaml,
     positive_zero,
     yaml11_note,
@@ -522,7 +523,7 @@ def parse_override(text: str, flag: str = "--set") -> tuple[str, Any]:
     if not sep or not key:
         raise SpecError(f"{flag} {text!r} must look like key=value, e.g. {flag} rounds=20")
     try:
-        return key, load_yaml(value, f"the value of {flag} {key}")
+        return key, load_value(value, f"the value of {flag} {key}")
     except ValueError as exc:  # not YAML, or too large or deep: the message names the flag
         raise SpecError(str(exc)) from None
 

@@ -233,9 +233,17 @@ def parse_value(text: str) -> Any:
     import argparse
 
     try:
-        return load_yaml(text, f"value {_shown(text)}")
+        return load_value(text, f"value {_shown(text)}")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def load_value(text: str, where: str) -> Any:
+    """One value given on the command line, read as YAML; an empty text is refused (YAML reads
+    it as null, so ``--grad-clip ''`` would silently disable clipping): null is written out."""
+    if not text.strip():
+        raise ValueError(f"{where} is empty; give a value (write null for none)")
+    return load_yaml(text, where)
 
 
 def _shown(text: str, limit: int = 40) -> str:
