@@ -314,6 +314,15 @@ def test_an_empty_value_is_refused_not_read_as_null(argv):
     assert parse_train("--grad-clip", "null").grad_clip is None
 
 
+def test_an_integral_float_beyond_exact_floats_is_refused_not_rounded():
+    """12345678901234567.0 is the float 12345678901234568: as a seed it would train another run
+    than the one written."""
+    assert parse_train("--seed", "9007199254740992.0").seed == 2**53
+    with pytest.raises(SpecError, match="seed=1.2345678901234568e\\+16 must be an integer"):
+        parse_train("--seed", "12345678901234567.0")
+    assert parse_train("--seed", "12345678901234567").seed == 12345678901234567
+
+
 def test_a_merge_keys_override_is_not_a_duplicate():
     text = "base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  x: 5\n"
     assert load_yaml(text)["d"] == {"x": 5, "y": 2}
