@@ -14,6 +14,7 @@ from fedkd.pipeline import ConfigError, Plan, validate_config
 from fedkd.pipeline.paths import (
     cli_value,
     normalise_path_keys,
+    num,
     parse_setting,
     run_dir,
     setting_id,
@@ -285,6 +286,14 @@ tables:
     assert cfg["defaults"]["weight_decay"] == "1e-5"
     cfg["defaults"].update(defaults)
     return cfg
+
+
+@pytest.mark.parametrize("alpha", [0.1, 1e-5, 1.23456789012345e-05, 1e-16, 2.5e-7, 0.3])
+def test_a_path_spells_a_number_that_reads_back_as_the_same_float(alpha):
+    """The spec is read back from the run's path: a number cut to 15 decimals there (alpha
+    1.23456789012345e-05 became 1.2345678901e-05) trained another run than the config's."""
+    text = num(alpha)
+    assert "e" not in text and float(text) == alpha
 
 
 def test_a_config_reads_numbers_in_every_notation_and_passes_null_to_the_runs():

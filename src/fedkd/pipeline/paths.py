@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 
 import yaml
 
@@ -20,12 +21,13 @@ DIRICHLET = ("dirichlet", "dirichlet-equal")
 
 
 def num(x) -> str:
-    """Canonical text of a number in a path: 1.0 → "1", 0.10 → "0.1", never an exponent."""
+    """Canonical text of a number in a path: 1.0 → "1", 0.10 → "0.1", never an exponent, and
+    read back as the same float (the shortest digits that do, written out: 1.23456789e-05 →
+    "0.0000123456789"; a fixed 15 decimals cut them off and the run trained another alpha)."""
     x = float(x)
     if x.is_integer():
         return str(int(x))
-    text = repr(x)
-    return f"{x:.15f}".rstrip("0") if "e" in text else text
+    return format(Decimal(repr(x)), "f")
 
 
 def partition_part(spec: dict) -> str:
