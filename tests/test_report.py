@@ -407,6 +407,9 @@ def test_rounds_to_target_reached_and_not_reached(tmp_path):
             aggregate=agg_file(tmp_path, runs, "b.parquet"),
             options={"targets": {"1": 0.8}},
         )
+    with pytest.raises(ReportError, match="alpha 1 two targets \\(0.5 and 0.99\\)"):
+        render("rounds_to_target", out, aggregate=tmp_path / "b.parquet",
+               options={"targets": {"1.0": 0.5, "1": 0.99}})  # fmt: skip
     with pytest.raises(ReportError, match="80"):
         render(
             "rounds_to_target",

@@ -141,6 +141,11 @@ def _targets(opts: Options) -> dict[float, float]:
                 f"option 'targets' maps alpha {k!r} to {v!r}; targets are accuracies in (0, 1], "
                 f"e.g. 0.8 for 80%"
             )
+        if alpha in out and out[alpha] != float(v):
+            raise ReportError(
+                f"option 'targets' gives alpha {alpha:g} two targets ({out[alpha]:g} and {v!r}); "
+                "keep one"
+            )
         out[alpha] = float(v)
     return out
 
