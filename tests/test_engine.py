@@ -2,6 +2,8 @@
 
 import copy
 import json
+import os
+import re
 
 import numpy as np
 import pytest
@@ -167,6 +169,11 @@ def test_checkpoint_roundtrip_and_corruption_detected(tmp_path):
     path.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointCorruptError):
         load_checkpoint(path)
+    # a FIFO in its place is refused unread (reading it would wait for a writer forever)
+    fifo = tmp_path / "fifo.pt"
+    os.mkfifo(fifo)
+    with pytest.raises(CheckpointCorruptError, match=f"{re.escape(str(fifo))} is a FIFO"):
+        load_checkpoint(fifo)
 
 
 @pytest.mark.parametrize("momentum, weight_decay", [(0.9, 1e-5), (0.0, 0.0), (0.5, 1e-3)])

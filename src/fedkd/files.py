@@ -1,14 +1,83 @@
-"""Files written whole or not at all, and the run record (run.json) read back with a clear error.
-Free of torch, so the report reads runs without importing it."""
+"""Files written whole or not at all, and a run's files (run.json, metrics.parquet) read back with
+a clear error. Free of torch, so the report reads runs without importing it.
+
+Every file here is read by ``read_regular_file``: a FIFO, a device or a directory in a file's
+place is refused unread (reading one would wait for ever, or until memory runs out), and so is a
+file larger than any of its kind."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fedkd.values import MAX_DEPTH, ValueTooLarge, load_json
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+RUN_JSON = "run.json"
+CHECKPOINT = "checkpoint.pt"
+# a run.json is a few kilobytes; a metrics.parquet a few megabytes at the most rounds and classes
+MAX_RUN_JSON_BYTES = 16 << 20
+MAX_METRICS_BYTES = 1 << 30
+
+
+class UnreadableFileError(ValueError):
+    """A path refused unread: not a regular file, or larger than any file of its kind."""
+
+    def __init__(self, message: str, regular: bool):
+        super().__init__(message)
+        self.regular = regular  # a regular file (too large), not a FIFO, device or directory
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_regular_file(path: Path, what: str, max_bytes: int | None = None) -> os.stat_result:
+    """The status of ``path`` (a link followed), or ``UnreadableFileError`` naming it when it is
+    not a regular file or holds more than ``max_bytes``; ``what`` names what it should be ("a run
+    record"). A missing file raises ``FileNotFoundError`` as usual."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise UnreadableFileError(f"{path} is {_kind(info.st_mode)}, not {what}", regular=False)
+    if max_bytes is not None and info.st_size > max_bytes:
+        raise UnreadableFileError(
+            f"{path} is damaged ({info.st_size:,} bytes, more than {what}'s {max_bytes:,})",
+            regular=True,
+        )
+    return info
+
+
+def read_regular_file(path: Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of ``path``, refused unread (``UnreadableFileError``) when it is not a regular
+    file or is larger than ``max_bytes`` (see ``check_regular_file``)."""
+    check_regular_file(path, what, max_bytes)
+    # O_NONBLOCK: a FIFO put in the file's place since the check still opens at once, and is
+    # refused below instead of waiting for a writer
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    with os.fdopen(fd, "rb") as file:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # replaced since the check
+            raise UnreadableFileError(f"{path} is {_kind(mode)}, not {what}", regular=False)
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:  # grown since the check
+        raise UnreadableFileError(
+            f"{path} is damaged (more than {what}'s {max_bytes:,} bytes)", regular=True
+        )
+    return data
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -25,20 +94,26 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
 
 
 class RunRecordError(ValueError):
-    """A run.json that cannot be read as a run's record (damaged, or not a JSON object)."""
+    """A run.json that cannot be read as a run's record (damaged, not a JSON object, or no
+    regular file)."""
 
 
 def read_run_record(path: Path) -> dict:
     """A run.json as a dict; a damaged one (bad JSON, nested deeper than any record, not an
-    object) raises ``RunRecordError`` naming the file and the fix. A missing one raises
-    ``FileNotFoundError`` as usual."""
+    object, too large) or one that is no file (a directory, a FIFO) raises ``RunRecordError``
+    naming the file and the fix. A missing one raises ``FileNotFoundError`` as usual."""
     path = Path(path)
-    fix = (
-        f"delete it and run the same `fedkd train --out {path.parent}` command again (it "
-        f"resumes from checkpoint.pt when there is one)"
+    again = (
+        f"run the same `fedkd train --out {path.parent}` command again (it resumes from "
+        f"checkpoint.pt when there is one)"
     )
+    fix = f"delete it and {again}"
     try:
-        record = load_json(path.read_bytes(), str(path))
+        raw = read_regular_file(path, "a run record", MAX_RUN_JSON_BYTES)
+    except UnreadableFileError as exc:
+        raise RunRecordError(f"{exc}; {fix if exc.regular else 'remove it and ' + again}") from None
+    try:
+        record = load_json(raw, str(path))
     except UnicodeDecodeError as exc:
         raise RunRecordError(f"{path} is damaged (not UTF-8 text: {exc}); {fix}") from exc
     except json.JSONDecodeError as exc:
@@ -54,3 +129,67 @@ def read_run_record(path: Path) -> dict:
             f"records); {fix}"
         )
     return record
+
+
+class MetricsError(ValueError):
+    """A run's metrics.parquet that cannot be read (damaged, or no file: a directory, a FIFO), or
+    that holds fewer rounds than its run.json records as done; the message names the file, what
+    is wrong and the fix."""
+
+    def __init__(self, path: Path, problem: str, rebuildable: bool):
+        super().__init__(f"{problem}; {metrics_fix(path)}")
+        self.problem = problem
+        # a regular file, which training may replace by one rebuilt from the checkpoint
+        self.rebuildable = rebuildable
+
+
+def metrics_fix(path: Path) -> str:
+    """How to replace a run's damaged metrics.parquet at ``path``: training writes it again from
+    the checkpoint's rows (fedkd.engine.run), or trains the run anew without a checkpoint."""
+    run_dir = Path(path).parent
+    again = f"delete it and run the same `fedkd train --out {run_dir}` command again"
+    if (run_dir / CHECKPOINT).exists():
+        return f"{again}: it rebuilds it from {CHECKPOINT}"
+    return f"{again}: with no {CHECKPOINT} to rebuild it from, it trains the run anew"
+
+
+def read_metrics_table(
+    path: Path, columns: list[str] | None = None, rounds_done: object = None
+) -> pa.Table:
+    """A run's metrics.parquet (``columns``: those of them it has), read in one open, so a rename
+    by the writer between pyarrow's metadata and data reads cannot mix two versions. Refused with
+    ``MetricsError``: no regular file, too large, not Parquet, or (given run.json's
+    ``rounds_done``) fewer rows than rounds done. A missing file raises ``FileNotFoundError``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        raw = read_regular_file(path, "a metrics file", MAX_METRICS_BYTES)
+    except UnreadableFileError as exc:
+        raise MetricsError(path, str(exc), rebuildable=exc.regular) from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # no permission, a link loop: left to the user to look at
+        reason = exc.strerror or str(exc)
+        raise MetricsError(path, f"{path} cannot be read ({reason})", rebuildable=False) from None
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(raw))
+        if columns is not None:
+            columns = [c for c in columns if c in parquet.schema_arrow.names]
+        table = parquet.read(columns=columns, use_pandas_metadata=True)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = reason.removeprefix("Could not open Parquet input source '<Buffer>': ")
+        raise MetricsError(
+            path, f"{path} is damaged (not a readable Parquet file: {reason[:200]})", True
+        ) from None
+    held = table.num_rows  # one row a round
+    if isinstance(rounds_done, int) and not isinstance(rounds_done, bool) and held < rounds_done:
+        raise MetricsError(
+            path,
+            f"{path} is damaged (it holds {held} round{'s' if held != 1 else ''}, fewer than "
+            f"the {rounds_done} its {RUN_JSON} records as done)",
+            rebuildable=True,
+        )
+    return table

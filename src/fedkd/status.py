@@ -12,7 +12,9 @@ else every run found. Before any run (no runs folder yet) the planned runs are a
 A run is done (complete), failed (diverged), running, stopped (killed or crashed: its process is
 gone, or on another host no round for a while, or it recorded why it stopped, e.g. a full disk;
 re-running the workflow resumes it from its checkpoint), damaged (its run.json cannot be read or
-holds a field of the wrong type; the line names the file, the reason and the fix) or not started.
+holds a field of the wrong type, or a finished run's metrics.parquet cannot be read or holds
+fewer rounds than run.json records; the line names the file, the reason and the fix) or not
+started. A directory, FIFO or device in a file's place is refused unread (fedkd.files).
 A process counts as the run's only if its start time is the one run.json recorded
 (fedkd.processes), not merely its pid. The ETA adds the rounds left at the measured seconds per
 round, divided over the runs in flight.
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 import statistics
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fedkd.config import UPPER
-from fedkd.files import RunRecordError, read_run_record
+from fedkd.files import MetricsError, RunRecordError, read_run_record
 from fedkd.processes import PROC, is_same_process, is_verified, valid_pid
 
 RUN_JSON = "run.json"
@@ -38,8 +39,6 @@ METRICS = "metrics.parquet"
 # a "running" run that has not finished a round for this long (and for 5 of its own rounds) has
 # been killed or has crashed: run.json says "running" until the process itself ends it
 STALE_SECONDS = 600.0
-# a run.json is a few kilobytes; anything far larger is not one (and is not read whole)
-MAX_RUN_JSON_BYTES = 16 << 20
 
 
 class StatusError(ValueError):
@@ -129,21 +128,7 @@ def load_record(path: Path) -> dict:
     """The run record at ``path``, or ``RunRecordError`` naming the file, what is wrong and the
     fix: not a file, too large, unreadable, not a JSON object, or a field of the wrong type."""
     try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise RunRecordError(f"{path} cannot be read ({exc.strerror}); check it") from None
-    if not stat.S_ISREG(info.st_mode):
-        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise RunRecordError(f"{path} is {kind}, not a run record; remove it")
-    if info.st_size > MAX_RUN_JSON_BYTES:
-        raise RunRecordError(
-            f"{path} is damaged ({info.st_size:,} bytes, more than a run record's "
-            f"{MAX_RUN_JSON_BYTES:,}); {_fix(path)}"
-        )
-    try:
-        record = read_run_record(path)
+        record = read_run_record(path)  # refuses a directory, a FIFO or a device unread
     except (RunRecordError, FileNotFoundError):
         raise
     except OSError as exc:
@@ -183,20 +168,40 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
     except RunRecordError as exc:
         return RunProgress(rel, "damaged", 0, _rounds_from_path(rel), None, problem=str(exc))
     rounds = (record.get("spec") or {}).get("rounds") or 0
+    status = record.get("status")
+    # a finished run's metrics are what the report reads: damaged, the run is not done (a run
+    # still training writes them again every round, and once more at its end)
+    finished = status in ("complete", "diverged")
     seconds, best = [], None
-    if (run / METRICS).exists():
+    if (run / METRICS).exists() or (run / METRICS).is_symlink():
         from fedkd.engine.run_outputs import read_metrics
 
         try:
-            metrics = read_metrics(run / METRICS, columns=["round", "test_acc", "seconds"])
-            played = metrics[metrics["round"] >= 1]
-            seconds = [float(s) for s in played["seconds"] if s == s and 0 < s < math.inf]
-            best = float(played["test_acc"].max()) if len(played) else None
-        except Exception:  # noqa: BLE001 - a file in the middle of being replaced
+            metrics = read_metrics(
+                run / METRICS,
+                columns=["round", "test_acc", "seconds"],
+                rounds_done=record.get("rounds_done") if finished else None,
+            )
+        except FileNotFoundError:  # removed since the check
             pass
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the metrics cannot be read
+            if finished:
+                problem = (
+                    str(exc)
+                    if isinstance(exc, MetricsError)  # names the file, the reason and the fix
+                    else f"{run / METRICS} cannot be read ({type(exc).__name__}: {exc}); check it"
+                )
+                done = record.get("rounds_done") or 0
+                return RunProgress(rel, "damaged", done, rounds, None, problem=problem)
+        else:
+            try:
+                played = metrics[metrics["round"] >= 1]
+                seconds = [float(s) for s in played["seconds"] if s == s and 0 < s < math.inf]
+                best = float(played["test_acc"].max()) if len(played) else None
+            except (KeyError, TypeError, ValueError):  # columns of another type or name
+                pass
     done = record.get("rounds_done") or len(seconds)
     per_round = statistics.fmean(seconds) if seconds else None
-    status = record.get("status")
     process = record.get("process")
     alive = is_same_process(process) if process else None
     if status == "complete":

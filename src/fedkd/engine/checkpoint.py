@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from fedkd.files import atomic_write
+from fedkd.files import UnreadableFileError, atomic_write, check_regular_file
 
 MAGIC = b"FEDKDCK1"
 _PLAIN_SCALARS = (str, int, float, bool, type(None), bytes)
@@ -85,6 +85,12 @@ def load_checkpoint(path: str | Path) -> Any:
     """Read a checkpoint onto the CPU. Always the CPU: RNG states must stay CPU byte tensors,
     and model and strategy state are moved to the run's device by their owners on restore."""
     path = Path(path)
+    try:  # a FIFO or device in its place would block the read or never end it
+        check_regular_file(path, "a checkpoint")
+    except UnreadableFileError as exc:
+        raise CheckpointCorruptError(
+            f"{exc}; it was not used. Delete it to restart this run from round 0."
+        ) from None
     raw = path.read_bytes()
     head, digest, data = (
         raw[: len(MAGIC)],

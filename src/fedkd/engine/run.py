@@ -36,7 +36,7 @@ from fedkd.engine.run_setup import (
     platform_cpu,
     resolve_device,
 )
-from fedkd.files import read_run_record
+from fedkd.files import MetricsError, read_metrics_table, read_run_record
 from fedkd.runtime.evaluate import evaluate
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies.base import tensor_bytes
@@ -52,6 +52,9 @@ __all__ = [
 class Run(RunSetup):
     """One federated run: set up data, partition, model and strategy (``prepare``); then loop
     over rounds (``run``)."""
+
+    _metrics_damage: str | None = None  # a finished run's damaged metrics, once logged
+    _rounds_checkpointed: int | None = None  # the rounds the checkpoint holds, once known
 
     # ------------------------------------------------------------------ checkpoint
     def _checkpoint_state(self, round_done: int, rows: list[dict]) -> dict:
@@ -94,10 +97,22 @@ class Run(RunSetup):
                 f"{prev.get('spec_hash')} there, {spec.hash()} now); choose another output "
                 "directory, or run with the values recorded in its run.json"
             )
-        if prev.get("status") in ("complete", "diverged") and (self.out / METRICS).exists():
-            self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")
-            return prev
-        return None
+        if prev.get("status") not in ("complete", "diverged"):
+            return None
+        metrics = self.out / METRICS
+        if not (metrics.exists() or metrics.is_symlink()):
+            return None  # deleted (as the workflow does): written again from the checkpoint
+        try:
+            read_metrics_table(metrics, rounds_done=prev.get("rounds_done"))
+        except MetricsError as exc:
+            if not exc.rebuildable or not (self.out / CHECKPOINT).exists():
+                raise  # a directory or FIFO in its place, or nothing to rebuild it from
+            if self._metrics_damage != exc.problem:  # said once, not again under the lock
+                self._metrics_damage = exc.problem
+                self.log(f"[fedkd] {exc.problem}; rebuilding it from {CHECKPOINT}")
+            return None
+        self.log(f"[fedkd] {self.out}: already {prev['status']}, nothing to do")
+        return prev
 
     def run(self, stop_after_round: int | None = None) -> dict:
         """Train to the last round (or stop after ``stop_after_round`` rounds, for tests).
@@ -105,7 +120,11 @@ class Run(RunSetup):
         locked (``RunLock``) while this process writes it."""
         if (prev := self._finished_record()) is not None:
             return prev
-        self.prepare()
+        try:
+            self.prepare()
+        except KeyboardInterrupt:
+            self.log(f"[fedkd] {self.out}: stopped while setting up; run the same command again")
+            raise
         # only now, with the data, partition, model and strategy checked: a run that fails its
         # checks leaves no output folder behind
         self.out.mkdir(parents=True, exist_ok=True)
@@ -122,26 +141,35 @@ class Run(RunSetup):
                 return self._train(stop_after_round)
             except OSError as exc:
                 if exc.errno == errno.ENOSPC:
-                    self._record_stopped(exc)
+                    self._record_stopped(f"no space left on device ({exc})")
+                raise
+            except KeyboardInterrupt:  # Ctrl-C: a stop the user asked for, not a crash
+                done = self._record_stopped("interrupted (SIGINT, e.g. Ctrl-C)")
+                when = f"after round {done}" if done else "before round 1"
+                self.log(
+                    f"[fedkd] {self.out}: stopped {when} of {self.spec.rounds}; run the same "
+                    f"command again to resume"
+                )
                 raise
 
-    def _record_stopped(self, exc: OSError) -> None:
-        """run.json says why the run stopped (not "running" for ever), if the disk takes it: the
-        failed write has removed its temporary file, which may be room enough."""
-        try:
-            rows = load_checkpoint(self.out / CHECKPOINT)["rows"]
-        except (OSError, CheckpointCorruptError):
-            rows = []
+    def _record_stopped(self, error: str) -> int:
+        """run.json says the run stopped, why, and the rounds done (those the checkpoint holds),
+        not "running" for ever, if the disk takes it (after a full disk the failed write has
+        removed its temporary file, which may be room enough). Returns the rounds done."""
+        done = self._rounds_checkpointed
+        if done is None:  # stopped before the checkpoint was read
+            try:
+                done = len(load_checkpoint(self.out / CHECKPOINT)["rows"])
+            except (OSError, CheckpointCorruptError, KeyError, TypeError):
+                done = 0
         try:
             write_json(
                 self.out / RUN_JSON,
-                self._run_record(
-                    "stopped",
-                    {"rounds_done": len(rows), "error": f"no space left on device ({exc})"},
-                ),
+                self._run_record("stopped", {"rounds_done": done, "error": error}),
             )
         except OSError:
             pass
+        return done
 
     def _train(self, stop_after_round: int | None) -> dict:
         spec = self.spec
@@ -151,6 +179,7 @@ class Run(RunSetup):
         if ckpt_path.exists():
             start, rows = self._restore(load_checkpoint(ckpt_path))
             self.log(f"[fedkd] resuming {self.out} after round {start}/{spec.rounds}")
+        self._rounds_checkpointed = start
         write_json(run_json, self._run_record("running", {"rounds_done": start}))
         self.log(
             f"[fedkd] {spec.strategy} on {spec.dataset} ({self.model_name}, {len(self.dataset.train)} "
@@ -175,6 +204,7 @@ class Run(RunSetup):
             rows.append(row)
             write_metrics(self.out / METRICS, rows)
             save_checkpoint(ckpt_path, self._checkpoint_state(r + 1, rows))
+            self._rounds_checkpointed = r + 1
             reached = target_reached(spec, rows)
             done = r + 1 - start
             eta = (time.perf_counter() - t_run) / done * (spec.rounds - r - 1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import io
 import json
 import os
 import socket
@@ -22,7 +21,7 @@ import numpy as np
 
 from fedkd.collapse import chance_accuracy, is_collapsed
 from fedkd.config import RunSpec
-from fedkd.files import atomic_write
+from fedkd.files import atomic_write, read_metrics_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -96,12 +95,12 @@ METRIC_COLUMNS = [
 ]  # fmt: skip
 
 
-def read_metrics(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
-    """A run's metrics, safe to call while the run writes them: the file is read in one open, so a
-    rename by the writer between pyarrow's metadata and data reads cannot mix two versions."""
-    import pandas as pd
-
-    return pd.read_parquet(io.BytesIO(Path(path).read_bytes()), columns=columns)
+def read_metrics(
+    path: Path, columns: list[str] | None = None, rounds_done: object = None
+) -> pd.DataFrame:
+    """A run's metrics (``columns``: those of them it has), safe to call while the run writes
+    them; ``MetricsError`` names a damaged file and the fix (``fedkd.files.read_metrics_table``)."""
+    return read_metrics_table(path, columns, rounds_done).to_pandas()
 
 
 def write_metrics(path: Path, rows: list[dict]) -> None:

@@ -20,7 +20,16 @@ import numpy as np
 import pandas as pd
 
 from fedkd.collapse import is_collapsed
-from fedkd.files import atomic_write, read_run_record
+from fedkd.files import (
+    MAX_RUN_JSON_BYTES,
+    MetricsError,
+    UnreadableFileError,
+    atomic_write,
+    check_regular_file,
+    read_metrics_table,
+    read_regular_file,
+    read_run_record,
+)
 
 RUN_JSON = "run.json"
 METRICS = "metrics.parquet"
@@ -125,8 +134,9 @@ def read_runs_file(path: str | Path) -> list[tuple[str, str]]:
     """One ``LABEL=RUN_DIR`` per line; blank lines and lines starting with ``#`` are skipped."""
     path = Path(path)
     try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
+        # at most as large as a run record: a line per run, a few hundred thousand runs
+        lines = read_regular_file(path, "a runs file", MAX_RUN_JSON_BYTES).decode().splitlines()
+    except (OSError, UnreadableFileError, UnicodeDecodeError) as exc:
         raise ReportError(f"runs file {path} cannot be read: {exc}") from exc
     return [parse_run_arg(line) for line in lines if line.strip() and not line.startswith("#")]
 
@@ -198,10 +208,14 @@ def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
         raise ReportError(f"run {run_dir} (label {label!r}): {exc}") from exc
     keys = _run_keys(label, run_dir, rec, rec_path)
     metrics_path = path / METRICS
-    if metrics_path.exists():
+    if metrics_path.exists() or metrics_path.is_symlink():
         try:
-            metrics = pd.read_parquet(metrics_path)
-        except Exception as exc:  # pyarrow raises several types for a damaged file
+            # fewer rows than rounds done: a damaged file, which would pass for a shorter run
+            table = read_metrics_table(metrics_path, rounds_done=rec.get("rounds_done"))
+            metrics = table.to_pandas()
+        except MetricsError as exc:  # names the file, what is wrong and the fix
+            raise ReportError(f"run {run_dir} (label {label!r}): {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for odd columns
             raise ReportError(f"{metrics_path} cannot be read: {exc}") from exc
     elif keys["status"] == "complete":
         raise ReportError(f"run {run_dir} is marked complete but has no {METRICS}")
@@ -361,6 +375,7 @@ def read_aggregate(path: str | Path | None) -> pd.DataFrame:
     if not path.exists():
         raise ReportError(f"aggregate file {path} does not exist; write it with `fedkd aggregate`")
     try:
+        check_regular_file(path, "an aggregate file")  # a FIFO would be waited on for ever
         df = pd.read_parquet(path)
     except Exception as exc:
         raise ReportError(f"aggregate file {path} cannot be read: {exc}") from exc
