@@ -155,6 +155,23 @@ def test_aggregate_keeps_run_without_rounds_and_names_missing_dirs(tmp_path):
         aggregate_runs([("fedavg", str(d)), ("fedavg", str(d))])
 
 
+@pytest.mark.parametrize(
+    "column,value", [("test_acc", 55.0), ("val_acc", -0.1), ("test_acc", np.inf)]
+)
+def test_render_refuses_an_aggregate_whose_accuracies_are_not_fractions(tmp_path, column, value):
+    """`fedkd aggregate` checks every accuracy; an aggregate written or edited otherwise (percent
+    instead of a fraction) would render 5500.00, so render checks it too."""
+    r = tmp_path / "runs"
+    agg = agg_file(tmp_path, [("fedavg", make_run(r, "a", [0.5, 0.6]))])
+    df = pd.read_parquet(agg)
+    df.loc[df["round"] == 1, column] = value
+    df.to_parquet(agg)
+    with pytest.raises(
+        ReportError, match=f"{column} .* of run .* \\(round 1\\) is not an accuracy in \\[0, 1\\]"
+    ):
+        render("grid", tmp_path / "t", aggregate=agg, options={"columns": ["fedavg"]})
+
+
 def test_run_argument_labels_may_contain_equals(tmp_path):
     d = tmp_path / "runs" / "alpha=0.1"
     d.mkdir(parents=True)

@@ -384,4 +384,21 @@ def read_aggregate(path: str | Path | None) -> pd.DataFrame:
         raise ReportError(
             f"aggregate file {path} lacks column(s) {missing}; re-create it with `fedkd aggregate`"
         )
+    # `fedkd aggregate` checked every accuracy; a file written or edited otherwise is checked here
+    # too (an accuracy in percent would render as 5500.00)
+    for col in (c for c in ACCURACY_COLUMNS if c in df.columns):
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = (
+            (values.isna() & df[col].notna())
+            | (values < 0)
+            | (values > 1)
+            | values.isin([np.inf, -np.inf])
+        )
+        if bad.any():
+            first = df[bad].iloc[0]
+            raise ReportError(
+                f"aggregate file {path}: {col} {first[col]!r} of run {first.get('run', '?')} "
+                f"(round {first['round']}) is not an accuracy in [0, 1]; re-create the file with "
+                "`fedkd aggregate`"
+            )
     return df
