@@ -156,11 +156,12 @@ def test_aggregate_keeps_run_without_rounds_and_names_missing_dirs(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "column,value", [("test_acc", 55.0), ("val_acc", -0.1), ("test_acc", np.inf)]
+    "column,value", [("test_acc", 55.0), ("val_acc", -0.1), ("local_acc", 1.5)]
 )
 def test_render_refuses_an_aggregate_whose_accuracies_are_not_fractions(tmp_path, column, value):
     """`fedkd aggregate` checks every accuracy; an aggregate written or edited otherwise (percent
-    instead of a fraction) would render 5500.00, so render checks it too."""
+    instead of a fraction) would render 5500.00, so render checks it too (a non-finite value is
+    named and left out by the layouts)."""
     r = tmp_path / "runs"
     agg = agg_file(tmp_path, [("fedavg", make_run(r, "a", [0.5, 0.6]))])
     df = pd.read_parquet(agg)

@@ -385,15 +385,12 @@ def read_aggregate(path: str | Path | None) -> pd.DataFrame:
             f"aggregate file {path} lacks column(s) {missing}; re-create it with `fedkd aggregate`"
         )
     # `fedkd aggregate` checked every accuracy; a file written or edited otherwise is checked here
-    # too (an accuracy in percent would render as 5500.00)
+    # too (an accuracy in percent would render as 5500.00). A non-finite one is left to the
+    # layouts, which name its run and leave it out
     for col in (c for c in ACCURACY_COLUMNS if c in df.columns):
         values = pd.to_numeric(df[col], errors="coerce")
-        bad = (
-            (values.isna() & df[col].notna())
-            | (values < 0)
-            | (values > 1)
-            | values.isin([np.inf, -np.inf])
-        )
+        out_of_range = ~np.isinf(values) & ((values < 0) | (values > 1))
+        bad = (values.isna() & df[col].notna()) | out_of_range
         if bad.any():
             first = df[bad].iloc[0]
             raise ReportError(
