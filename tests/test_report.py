@@ -182,6 +182,19 @@ def test_run_argument_labels_may_contain_equals(tmp_path):
         parse_run_arg("just-a-dir")
 
 
+def test_a_runs_file_skips_indented_comments_and_names_its_bad_line(tmp_path):
+    from fedkd.report.aggregate import read_runs_file
+
+    run = make_run(tmp_path / "runs", "a", [0.5])
+    path = tmp_path / "runs.txt"
+    path.write_text(f"  # an indented comment\n\nfedavg={run}\nno-equals-sign\n")
+    with pytest.raises(ReportError, match=f"runs file {re.escape(str(path))}, line 4: "
+                                          "'no-equals-sign' is not LABEL=RUN_DIR"):  # fmt: skip
+        read_runs_file(path)
+    path.write_text(f"  # an indented comment\nfedavg={run}\n")
+    assert read_runs_file(path) == [("fedavg", str(run))]
+
+
 def test_cli_aggregate_with_runs_file(tmp_path, capsys):
     a = make_run(tmp_path, "a", [0.1, 0.2])
     b = make_run(tmp_path, "b", [0.3, 0.4], seed=1)

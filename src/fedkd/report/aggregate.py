@@ -138,7 +138,18 @@ def read_runs_file(path: str | Path) -> list[tuple[str, str]]:
         lines = read_regular_file(path, "a runs file", MAX_RUN_JSON_BYTES).decode().splitlines()
     except (OSError, UnreadableFileError, UnicodeDecodeError) as exc:
         raise ReportError(f"runs file {path} cannot be read: {exc}") from exc
-    return [parse_run_arg(line) for line in lines if line.strip() and not line.startswith("#")]
+    runs = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            runs.append(parse_run_arg(line))
+        except ReportError as exc:  # name the file and line, not a --run flag never given
+            problem = str(exc).replace(f"--run {line.strip()!r} ", "", 1)
+            raise ReportError(
+                f"runs file {path}, line {number}: {line.strip()!r} {problem}"
+            ) from None
+    return runs
 
 
 # --------------------------------------------------------------------------- reading one run
