@@ -293,11 +293,6 @@ def test_a_run_stopped_by_ctrl_c_resumes_after_its_last_round(tmp_path, fake_rou
     assert read_metrics(out / METRICS)["round"].tolist() == [1, 2, 3]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fedkd.cli.main lets KeyboardInterrupt through (a traceback, not exit code 130) "
-    "until it catches it",
-)
 def test_ctrl_c_through_the_command_exits_130_with_one_line(tmp_path, ctrl_c_in_round_2, capsys):
     from fedkd.cli import main
 

@@ -56,16 +56,17 @@ import torch
 import torch.nn.functional as F
 
 import fedkd.engine.run as run_module
-from fedkd.config import RunSpec
+from fedkd.config import DEVICES, UPPER, RunSpec
 from fedkd.data.synthetic import synthetic_cifar
 from fedkd.engine.client import TrainEnv, train_clients
 from fedkd.engine.cuda_graphs import GRAPHS_ENV
 from fedkd.engine.run import Run, resolve_device
-from fedkd.models import build_model
+from fedkd.models import MODELS, build_model
 from fedkd.runtime.preprocess import Preprocessor, TrainInputs
 from fedkd.runtime.schedule import ClientSchedule
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies.fedavg import FedAvg
+from fedkd.values import integer_from, positive_number
 
 # the local-training engines a benchmark can ask for: "graphs" is the K-client trainer with CUDA
 # graphs (FEDKD_CUDA_GRAPHS=1); "auto" is what a run gets by default (engine: auto, the caller's
@@ -79,6 +80,8 @@ TABLE3 = dict(
     batch_size=64, local_epochs=20, rounds=100,
 )  # fmt: skip
 TABLE3_TRAIN_IMAGES = 45_000  # CIFAR-10's training split less its 5,000 validation images
+# the models of the local-training comparison, which trains on CIFAR-10-shaped images
+IMAGE_MODELS = tuple(m for m in MODELS if m != "distilbert")
 STRATEGY_PARAMS = {"fedgkd": {"buffer": 5}}  # table 3's M
 # the log line Run writes once a round's metrics and checkpoint are on disk
 ROUND_LINE = re.compile(r"\[fedkd\] round (\d+)/")
@@ -539,7 +542,8 @@ def _names(text: str) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    count, count_or_zero = integer_from(1), integer_from(0)
+    p.add_argument("--device", default="auto", choices=DEVICES, help="auto, cpu, cuda or mps")
     p.add_argument("--out", help="folder for bench-results.jsonl and profiles (none: print only)")
     p.add_argument(
         "--ops", action="store_true",
@@ -548,10 +552,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument("--ops-strategies", default="", help="with --ops: comma-separated strategies")
     p.add_argument("--ops-detail", action="store_true", help="with --ops: the count per operator")
-    p.add_argument("--model", default="resnet8")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--steps", type=int, default=100, help="SGD steps per measured repetition")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--model", default="resnet8", choices=IMAGE_MODELS,
+        help="model of the local-training comparison [resnet8]",
+    )  # fmt: skip
+    p.add_argument(
+        "--batch-size", type=integer_from(1, UPPER["batch_size"]), default=64,
+        help="batch size of the local-training comparison [64]",
+    )  # fmt: skip
+    p.add_argument("--steps", type=count, default=100, help="SGD steps per measured repetition")
+    p.add_argument("--repeats", type=count, default=3, help="measured repetitions (median) [3]")
     p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"))
     p.add_argument("--compile", default="none", choices=("none", "default", "reduce-overhead"))
     p.add_argument(
@@ -563,15 +573,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="engines of the table-3 runs, comma-separated: auto (the run's default), "
         "sequential, batched (K-client), graphs (K-client + CUDA graphs) [auto]",
     )  # fmt: skip
-    p.add_argument("--warmup-rounds", type=int, default=2, help="untimed rounds before timing [2]")
-    p.add_argument("--run-rounds", type=int, default=2, help="timed rounds of a table-3 run [2]")
-    p.add_argument("--run-epochs", type=int, default=20, help="local epochs of a table-3 run")
     p.add_argument(
-        "--train-images", type=int, default=TABLE3_TRAIN_IMAGES,
+        "--warmup-rounds", type=count_or_zero, default=2, help="untimed rounds before timing [2]"
+    )
+    p.add_argument("--run-rounds", type=count, default=2, help="timed rounds of a table-3 run [2]")
+    p.add_argument("--run-epochs", type=count, default=20, help="local epochs of a table-3 run")
+    p.add_argument(
+        "--train-images", type=count, default=TABLE3_TRAIN_IMAGES,
         help="training images of the synthetic CIFAR-10-shaped data (fewer: a smaller round)",
     )  # fmt: skip
     p.add_argument(
-        "--eval-images", type=int, default=10_000,
+        "--eval-images", type=count, default=10_000,
         help="test images of the synthetic data (the validation split gets half as many)",
     )  # fmt: skip
     p.add_argument(
@@ -582,9 +594,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--rounds-bench", default="default,table3",
         help="shapes of the per-engine round benchmark (comma-separated: default, table3), or none",
     )  # fmt: skip
-    p.add_argument("--round-epochs", type=int, default=1, help="local epochs of the table3 round")
+    p.add_argument("--round-epochs", type=count, default=1, help="local epochs of the table3 round")
     p.add_argument(
-        "--client-samples", type=int, default=0,
+        "--client-samples", type=count_or_zero, default=0,
         help="train each client on its first N samples only in the round benchmark (0: all)",
     )  # fmt: skip
     p.add_argument("--skip-run", action="store_true", help="no table-3 runs")
@@ -597,21 +609,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(the first of --strategies and of --engine)",
     )  # fmt: skip
     p.add_argument(
-        "--pack-timeout", type=float, default=600.0,
+        "--pack-timeout", type=positive_number, default=600.0,
         help="seconds a packed run waits for the others at the barrier [600]",
     )  # fmt: skip
     p.add_argument(
         "--profile", action="store_true",
         help="write a torch.profiler trace of one round per strategy and engine to --out",
     )  # fmt: skip
-    p.add_argument("--profile-epochs", type=int, default=1, help="local epochs of the profiled run")
-    p.add_argument("--profile-rows", type=int, default=25, help="operators printed per profile")
+    p.add_argument(
+        "--profile-epochs", type=count, default=1, help="local epochs of the profiled run"
+    )
+    p.add_argument("--profile-rows", type=count, default=25, help="operators printed per profile")
     p.add_argument(
         "--precision-check", action="store_true",
         help="also compare best accuracy of fp32 and bf16 runs on mnist5k over seeds",
     )  # fmt: skip
-    p.add_argument("--check-seeds", type=int, default=3)
-    p.add_argument("--check-rounds", type=int, default=10)
+    p.add_argument("--check-seeds", type=count, default=3, help="seeds per precision [3]")
+    p.add_argument("--check-rounds", type=count, default=10, help="rounds of each run [10]")
 
 
 class Results:
@@ -639,12 +653,6 @@ def check_arguments(args) -> None:
     for name in _names(args.engine):
         if name not in ENGINES:
             raise SystemExit(f"fedkd bench: --engine {name!r} is not one of {', '.join(ENGINES)}")
-    for flag in ("warmup_rounds", "run_rounds", "run_epochs", "train_images", "eval_images"):
-        floor = 0 if flag == "warmup_rounds" else 1
-        if getattr(args, flag) < floor:
-            raise SystemExit(
-                f"fedkd bench: --{flag.replace('_', '-')}={getattr(args, flag)} must be >= {floor}"
-            )
     if args.profile and not args.out:
         raise SystemExit("fedkd bench: --profile writes a trace: give --out DIR")
     if args.pack:

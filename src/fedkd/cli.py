@@ -16,6 +16,7 @@ from pathlib import Path
 
 # the commands a fork server runs (those that import the heavy libraries); it refuses others
 from fedkd.forkserver import SERVED
+from fedkd.values import integer, integer_from, number, positive_number
 
 RUN_KEY_HELP = {
     "model": "auto (the paper's model for the dataset), resnet8, resnet50, cnn or distilbert",
@@ -54,28 +55,43 @@ RUN_KEY_HELP = {
 
 
 # --------------------------------------------------------------------------- typed flags
-def integer(text: str) -> int:
-    """An integer flag read like every other value (YAML 1.2: ``010`` is 10, ``1e3`` is 1000,
-    ``1:30`` and ``true`` are refused); for argparse's ``type=``."""
-    from fedkd.values import is_finite_number, parse_value
+# integer, number, integer_from and positive_number are fedkd.values' (fedkd.bench's too)
+def seed(text: str) -> int:
+    """A seed flag, within RunSpec's bounds (those of `fedkd train --seed`)."""
+    from fedkd.config import SEED_LIMIT
 
-    value = parse_value(text)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not (is_finite_number(value) and isinstance(value, int)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer, e.g. 10")
-    return value
+    return integer_from(0, SEED_LIMIT - 1, "2^63 - 1")(text)
 
 
-def number(text: str) -> float:
-    """A finite number flag read like every other value (YAML 1.2: ``1e-5``, ``.5``; ``nan``,
-    ``.inf`` and ``1:30`` are refused); for argparse's ``type=``."""
-    from fedkd.values import is_finite_number, parse_value
+# --------------------------------------------------------------------------- output paths
+class OutputPathError(ValueError):
+    """An output path that cannot be written as asked: a file where a folder goes, or a folder
+    where a file goes."""
 
-    value = parse_value(text)
-    if not is_finite_number(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number, e.g. 0.5 or 1e-3")
-    return float(value)
+
+def check_output_path(path: str | Path, kind: str, example: str = "") -> None:
+    """Refuse, before any work, an ``--out`` path that cannot become a ``kind``: "directory" (a
+    run), "file" (``example``: a file name to suggest), or "prefix" (files PATH.suffix); the
+    nearest existing path above it must be a directory."""
+    path = Path(path)
+    if kind == "directory" and path.exists() and not path.is_dir():
+        raise OutputPathError(
+            f"--out {path} is a file, and a run writes a directory there; give a new path or "
+            "a run's directory"
+        )
+    if kind == "file" and path.is_dir():
+        raise OutputPathError(
+            f"--out {path} is a directory, and this command writes a file there; give the "
+            f"file's path, e.g. {path / example}"
+        )
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputPathError(
+                    f"--out {path}: {parent} is a file, not a directory; give a path whose "
+                    "folders are directories or do not exist yet"
+                )
+            break
 
 
 # --------------------------------------------------------------------------- runs
@@ -135,6 +151,7 @@ def parse_label(text: str) -> tuple[str, str]:
 def cmd_train(args) -> int:
     from fedkd.engine.run import Run
 
+    check_output_path(args.out, "directory")
     spec = _spec_from_args(args)
     labels = dict(parse_label(t) for t in args.label or [])
     record = Run(spec, args.out, labels=labels).run()
@@ -154,6 +171,8 @@ def cmd_partition(args) -> int:
     from fedkd.data.partition import partition_labels, write_partition
 
     out = Path(args.out)
+    # before the check below, which would keep a directory there as if it were the partition
+    check_output_path(out, "file", "partition.parquet")
     if out.exists() and not args.force:
         print(f"{out} exists; keeping it (use --force to overwrite)", file=sys.stderr)
         return 0
@@ -201,6 +220,7 @@ def cmd_strategies(args) -> int:
 def cmd_features(args) -> int:
     from fedkd.engine.features import tsne_features
 
+    check_output_path(args.out, "file", "features.npz")
     path = tsne_features(
         args.run, args.out, samples=args.samples, client=args.client, device=args.device,
         local_objective=args.local_objective,
@@ -225,6 +245,7 @@ Rows are sorted by (label, dataset, alpha, participation, local_epochs, seed, ro
 def cmd_aggregate(args) -> int:
     from fedkd.report import aggregate_runs, parse_run_arg, read_runs_file, write_aggregate
 
+    check_output_path(args.out, "file", "aggregate.parquet")
     runs = [parse_run_arg(text) for text in args.run or []]
     for path in args.runs_file or []:
         runs += read_runs_file(path)
@@ -244,6 +265,7 @@ def cmd_aggregate(args) -> int:
 def cmd_render(args) -> int:
     from fedkd.report import render
 
+    check_output_path(args.out, "prefix")
     paths = render(
         args.target,
         args.out,
@@ -313,7 +335,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=number, help="Dirichlet concentration (dirichlet schemes)")
     p.add_argument("--shards", type=integer, help="shards per client (shards scheme)")
     p.add_argument("--clients", type=integer, required=True)
-    p.add_argument("--seed", type=integer, default=0)
+    p.add_argument("--seed", type=seed, default=0, help="0 to 2^63 - 1, as a run's seed [0]")
     p.add_argument("--data-root", help="directory of real datasets (default $FEDKD_DATA or ./data)")
     p.add_argument("--out", "-o", required=True, help="output Parquet file")
     p.add_argument("--force", action="store_true", help="overwrite an existing output file")
@@ -437,7 +459,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--socket", required=True, help="the Unix socket path to listen on")
     p.add_argument("--parent", type=int, help="exit once this process is gone")
-    p.add_argument("--idle-exit", type=float, metavar="SECONDS", help="exit after idle seconds")
+    p.add_argument(
+        "--idle-exit", type=positive_number, metavar="SECONDS",
+        help="exit after this many idle seconds (above 0) [never]",
+    )  # fmt: skip
     p.add_argument(
         "--own-dir", action="store_true", help="remove the socket's directory on exit (it is ours)"
     )
@@ -458,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bench"]:
         from fedkd.bench import main as bench_main
 
-        return bench_main(argv[1:])
+        return _reporting_user_errors("bench", lambda: bench_main(argv[1:]))
     if argv[:1] and argv[0] in SERVED:
         from fedkd.forkserver import run_remote  # None unless FEDKD_FORKSERVER names a server
 
@@ -467,10 +492,17 @@ def main(argv: list[str] | None = None) -> int:
             return code
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
+    return _reporting_user_errors(args.command, lambda: args.func(args))
+
+
+def _reporting_user_errors(command: str, run) -> int:
+    """``run()``'s exit code; an error the user can fix is its one-line message and code 2."""
     try:
-        return args.func(args)
+        return run()
+    except KeyboardInterrupt:  # Ctrl-C: the run has said after which round it stopped
+        return 130
     except Exception as exc:  # noqa: BLE001 (re-raised unless it is one the user can fix)
-        message = _user_error_message(exc, args.command)
+        message = _user_error_message(exc, command)
         if message is None:
             raise
         print(message, file=sys.stderr)
@@ -489,8 +521,16 @@ def _user_error_message(exc: Exception, command: str) -> str | None:
             f"{exc.filename or 'its output'}; nothing half-written was left. Free some space and "
             f"run the same command again (a run resumes from its last checkpoint)"
         )
-    if isinstance(exc, ValueError):  # SpecError, DatasetCorruptError and bad values among them
+    if isinstance(exc, ValueError):  # SpecError, DatasetCorruptError, an absent device, ...
         return f"fedkd {command}: error: {exc}"
+    if isinstance(exc, (FileExistsError, IsADirectoryError, NotADirectoryError)):
+        # a path of the wrong kind that check_output_path could not foresee (an input, a
+        # file's temporary neighbour)
+        path = exc.filename2 or exc.filename or "a path"
+        return (
+            f"fedkd {command}: error: {path}: {exc.strerror}; a file stands where a directory "
+            "is needed or a directory where a file is: give another path or move it"
+        )
     from fedkd.data.base import DatasetNotFoundError
     from fedkd.engine.checkpoint import CheckpointCorruptError
     from fedkd.engine.run import RunConflictError

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import json
+import math
 import os
 import runpy
 import select
@@ -209,6 +210,9 @@ def serve(
     a sender this server cannot stand in for (another Python environment, interpreter flags,
     CPU affinity or load-time variable) is answered with a "refused: ..." line and closed; the
     server and its running commands go on."""
+    # nan would never be exceeded (a server that never exits), 0 or less ends it at once
+    if idle_exit is not None and not (math.isfinite(idle_exit) and idle_exit > 0):
+        raise ValueError(f"idle_exit={idle_exit!r} must be a number of seconds above 0")
     _check_socket_path(path)  # before the imports: a taken path is said at once
     # stopped with SIGTERM: end the running commands and remove the socket on the way out
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))

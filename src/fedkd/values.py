@@ -238,6 +238,58 @@ def parse_value(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+# ------------------------------------------------------------------ argparse types of flags
+def integer(text: str) -> int:
+    """An integer flag read like every other value (YAML 1.2: ``010`` is 10, ``1e3`` is 1000,
+    ``1:30`` and ``true`` are refused; an integral float beyond 2^53 is not exact and refused);
+    for argparse's ``type=``."""
+    import argparse
+
+    value = parse_value(text)
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        value = int(value)
+    if not (is_finite_number(value) and isinstance(value, int)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer, e.g. 10")
+    return value
+
+
+def number(text: str) -> float:
+    """A finite number flag read like every other value (YAML 1.2: ``1e-5``, ``.5``; ``nan``,
+    ``.inf`` and ``1:30`` are refused); for argparse's ``type=``."""
+    import argparse
+
+    value = parse_value(text)
+    if not is_finite_number(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number, e.g. 0.5 or 1e-3")
+    return float(value)
+
+
+def integer_from(low: int, high: int | None = None, high_text: str | None = None):
+    """An ``integer`` flag from ``low`` to ``high`` (None: no upper bound; ``high_text``: how the
+    message spells it); for argparse's ``type=``, which names the flag in the message."""
+    import argparse
+
+    span = f"from {low} to {high_text or high}" if high is not None else f"of at least {low}"
+
+    def bounded(text: str) -> int:
+        value = integer(text)
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{text!r} must be an integer {span}")
+        return value
+
+    return bounded
+
+
+def positive_number(text: str) -> float:
+    """A finite ``number`` flag above 0 (a duration, a timeout); for argparse's ``type=``."""
+    import argparse
+
+    value = number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number above 0, e.g. 600")
+    return value
+
+
 def load_value(text: str, where: str) -> Any:
     """One value given on the command line, read as YAML; an empty text is refused (YAML reads
     it as null, so ``--grad-clip ''`` would silently disable clipping): null is written out."""

@@ -98,7 +98,11 @@ def report_section(name):
 # ----------------------------------------------------------------------------- rule all
 # Each table also as HTML, the form the report shows (asked for by rule all, so that tables built
 # before the HTML existed get it on the next run).
-TABLE_HTML = [f"results/tables/{name}.html" for name in plan.names(output="table")]
+def table_html() -> list[str]:
+    # read when targets are planned, after validate_config: a bad tables entry is named there
+    return [f"results/tables/{name}.html" for name in plan.names(output="table")]
+
+
 # `snakemake --report` reports the outputs built so far: after a partial build (one table) the
 # default target would name every output, and the report would stop at the first missing one.
 # A table counts once its HTML exists. (The Snakefile sees the command line only through sys.argv;
@@ -124,7 +128,7 @@ def front_page():
 
 
 def default_targets():
-    wanted = plan.all_outputs() + TABLE_HTML
+    wanted = plan.all_outputs() + table_html()
     if not REPORTING:
         return wanted
     return [
@@ -178,7 +182,7 @@ def check_output_targets() -> None:
         return
     try:
         vs_paper = [f"results/tables/{n}_vs_paper.html" for n in plan.paper_tables()]
-        valid = set(plan.all_outputs() + TABLE_HTML + vs_paper)
+        valid = set(plan.all_outputs() + table_html() + vs_paper)
     except Exception:
         # a configuration the plan cannot read: its validation names the problem
         return

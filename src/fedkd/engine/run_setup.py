@@ -40,17 +40,31 @@ def check_client_capacity(n_train: int, clients: int, batch_size: int) -> None:
         )
 
 
+class DeviceUnavailableError(ValueError):
+    """The device asked for is not on this machine (a ValueError: the command line reports it as
+    the user's to fix, without a traceback)."""
+
+
+def _unavailable(name: str, what: str) -> DeviceUnavailableError:
+    return DeviceUnavailableError(
+        f"device {name!r} was asked for but {what} is not available on this machine; use "
+        f"--device cpu, or --device auto (CUDA when present, else CPU); in a spec or workflow "
+        f"config, device: cpu or auto"
+    )
+
+
 def resolve_device(name: str) -> torch.device:
     """auto: CUDA when present, else CPU. A process that sees several GPUs takes a free one
-    (``fedkd.engine.gpu``), so parallel jobs on one machine spread over its GPUs."""
+    (``fedkd.engine.gpu``), so parallel jobs on one machine spread over its GPUs. A device this
+    machine lacks is a DeviceUnavailableError, raised before a run writes anything."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise _unavailable(name, "MPS (an Apple GPU)")
     if name != "cuda":
         return torch.device(name)
     if not torch.cuda.is_available():
-        raise RuntimeError(
-            "device='cuda' was asked for but CUDA is not available; use device=auto or cpu"
-        )
+        raise _unavailable(name, "CUDA")
     count = torch.cuda.device_count()
     device = torch.device("cuda", claim_gpu(count) if count > 1 else 0)
     # streams, graphs and caches made without a device argument land on the current device

@@ -1,0 +1,280 @@
+"""Bad command-line input and bad workflow configurations end in one clear message naming the value
+and its fix, with exit code 2 (argparse's own errors included), never a traceback, and write
+nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from fedkd import bench
+from fedkd.cli import _user_error_message, build_parser, main
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "config" / "tiny.yaml"
+SEED_BOUNDS = "must be an integer from 0 to 2^63 - 1"
+
+
+@pytest.fixture(autouse=True)
+def in_this_process(monkeypatch):
+    """Commands run here, not in a fork server a workflow may have left in the environment."""
+    monkeypatch.delenv("FEDKD_FORKSERVER", raising=False)
+
+
+def refused_by_argparse(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def refused(argv: list[str], capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+# ----------------------------------------------------------------------------- the workflow config
+def dry_run(tmp_path: Path, config: dict) -> str:
+    tmp_path.mkdir()
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    cmd = [
+        sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile",
+        str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile", str(path),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    return proc.stdout + proc.stderr
+
+
+def test_bad_table_and_figure_entries_are_named_by_the_validation(tmp_path):
+    """The entries were read (for the tables' HTML) before the validation, which a misspelt
+    layout ended in a KeyError and an entry of the wrong type in an AttributeError."""
+    config = yaml.safe_load(TINY.read_text())
+    config["tables"]["table3"]["layout"] = "gird"
+    config["figures"] = ["curves"]
+    out = dry_run(tmp_path / "a", config)
+    assert "the configuration has 2 error(s)" in out, out[-3000:]
+    assert "tables.table3.layout: 'gird' is not one of" in out
+    assert "figures: ['curves'] is not of type 'object'" in out
+    config = yaml.safe_load(TINY.read_text())
+    config["tables"], config["figures"] = 5, {"curves": 5}
+    out += dry_run(tmp_path / "b", config)
+    assert "tables: 5 is not of type 'object'" in out, out[-3000:]
+    assert "figures.curves: 5 is not of type 'object'" in out
+    for crash in ("Traceback", "KeyError", "AttributeError"):
+        assert crash not in out
+
+
+# ----------------------------------------------------------------------------- devices
+TRAIN = ["train", "--dataset", "mnist5k", "--rounds", "1"]
+
+
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_a_device_the_machine_lacks_is_named_with_the_fix_before_any_output(
+    device, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    out = tmp_path / "run"
+    err = refused([*TRAIN, "--out", str(out), "--device", device], capsys)
+    assert f"fedkd train: error: device {device!r} was asked for but" in err
+    assert "not available on this machine; use --device cpu, or --device auto" in err
+    assert not out.exists()
+
+
+def test_features_on_a_device_the_machine_lacks_is_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    run = tmp_path / "run"
+    run.mkdir()
+    spec = {"dataset": "mnist5k", "clients": 2, "device": "cpu"}
+    (run / "run.json").write_text(json.dumps({"status": "complete", "spec": spec}))
+    (run / "checkpoint.pt").write_bytes(b"")
+    out = tmp_path / "features" / "f.npz"
+    err = refused(["features", "--run", str(run), "-o", str(out), "--device", "cuda"], capsys)
+    assert "fedkd features: error: device 'cuda' was asked for but CUDA is not available" in err
+    assert "--device cpu" in err and not out.parent.exists()
+
+
+# ----------------------------------------------------------------------------- output paths
+@pytest.fixture
+def paths(tmp_path):
+    """A regular file and a directory, where commands are told to write."""
+    a_file, a_dir = tmp_path / "a_file", tmp_path / "a_dir"
+    a_file.write_text("kept")
+    a_dir.mkdir()
+    (a_dir / "inside").write_text("kept")
+    yield a_file, a_dir
+    assert a_file.read_text() == "kept" and (a_dir / "inside").read_text() == "kept"
+
+
+PARTITION = ["partition", "--dataset", "mnist5k", "--clients", "2", "--alpha", "1"]
+
+
+def test_train_refuses_an_output_that_is_a_file(paths, capsys):
+    a_file, _ = paths
+    err = refused([*TRAIN, "--device", "cpu", "--out", str(a_file)], capsys)
+    assert f"fedkd train: error: --out {a_file} is a file, and a run writes a directory" in err
+    err = refused([*TRAIN, "--device", "cpu", "--out", str(a_file / "run")], capsys)
+    assert f"--out {a_file / 'run'}: {a_file} is a file, not a directory" in err
+
+
+@pytest.mark.parametrize(
+    "argv, example",
+    [
+        ([*PARTITION, "--force", "--out"], "partition.parquet"),
+        ([*PARTITION, "--out"], "partition.parquet"),  # was kept as if it were the partition
+        (["aggregate", "--run", "x=nowhere", "-o"], "aggregate.parquet"),
+        (["features", "--run", "nowhere", "-o"], "features.npz"),
+    ],
+)
+def test_a_file_output_that_is_a_directory_is_refused(argv, example, paths, capsys):
+    _, a_dir = paths
+    err = refused([*argv, str(a_dir)], capsys)
+    command = argv[0]
+    assert (
+        f"fedkd {command}: error: --out {a_dir} is a directory, and this command writes a " in err
+    )
+    assert f"e.g. {a_dir / example}" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[*PARTITION, "--out"], ["aggregate", "--run", "x=nowhere", "-o"], ["render", "grid", "-o"]],
+)
+def test_an_output_below_a_file_is_refused(argv, paths, capsys):
+    a_file, _ = paths
+    err = refused([*argv, str(a_file / "out")], capsys)
+    assert f"error: --out {a_file / 'out'}: {a_file} is a file, not a directory" in err
+
+
+def test_a_path_of_the_wrong_kind_met_while_writing_is_named():
+    exc = IsADirectoryError(21, "Is a directory", "t.parquet.tmp", None, "t.parquet")
+    message = _user_error_message(exc, "aggregate")
+    assert message.startswith("fedkd aggregate: error: t.parquet: Is a directory; a file stands")
+    exc = FileExistsError(17, "File exists", "results")
+    assert "error: results: File exists;" in _user_error_message(exc, "render")
+
+
+# ----------------------------------------------------------------------------- bench
+BENCH = ["bench", "--device", "cpu", "--skip-run", "--skip-throughput", "--rounds-bench", "none"]
+
+
+@pytest.mark.parametrize(
+    "flag, value, fragment",
+    [
+        ("--steps", "0", "argument --steps: '0' must be an integer of at least 1"),
+        ("--repeats", "0", "argument --repeats: '0' must be an integer of at least 1"),
+        ("--batch-size", "-4", "argument --batch-size: '-4' must be an integer from 1 to"),
+        ("--batch-size", "0", "argument --batch-size: '0' must be an integer from 1 to"),
+        ("--model", "bogus", "argument --model: invalid choice: 'bogus'"),
+        ("--pack-timeout", "nan", "argument --pack-timeout: 'nan' is not a finite number"),
+        ("--pack-timeout", "0", "argument --pack-timeout: '0' must be a number above 0"),
+        (
+            "--warmup-rounds",
+            "-1",
+            "argument --warmup-rounds: '-1' must be an integer of at least 0",
+        ),
+    ],
+)
+def test_bench_refuses_bad_flags_naming_flag_and_value(flag, value, fragment, capsys):
+    err = refused_by_argparse([*BENCH, flag, value], capsys)
+    assert f"fedkd bench: error: {fragment}" in err
+
+
+def test_bench_reads_integers_as_train_does():
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    args = parser.parse_args(["--steps", "1e3", "--batch-size", "010", "--pack-timeout", "1.5"])
+    assert (args.steps, args.batch_size, args.pack_timeout) == (1000, 10, 1.5)
+
+
+def test_bench_on_a_device_the_machine_lacks_is_named(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    argv = [a if a != "cpu" else "cuda" for a in BENCH]
+    err = refused(argv, capsys)
+    assert "fedkd bench: error: device 'cuda' was asked for but CUDA is not available" in err
+
+
+# ----------------------------------------------------------------------------- render tsne
+def test_a_features_file_without_its_arrays_is_named(tmp_path, capsys):
+    features = tmp_path / "w.npz"
+    np.savez(features, labels=np.zeros(3))
+    err = refused(
+        ["render", "tsne", "--features", str(features), "-o", str(tmp_path / "t")], capsys
+    )
+    assert f"fedkd render: error: features file {features} has no meta, global_features, " in err
+    assert "written by `fedkd features" in err
+
+
+@pytest.mark.parametrize("content", [b"not an archive", b"\x93NUMPY"])
+def test_a_features_file_that_is_no_npz_is_named(content, tmp_path, capsys):
+    features = tmp_path / "f.npz"
+    features.write_bytes(content)
+    err = refused(
+        ["render", "tsne", "--features", str(features), "-o", str(tmp_path / "t")], capsys
+    )
+    assert f"fedkd render: error: features file {features} is not an .npz archive" in err
+    assert "allow_pickle" not in err
+
+
+def test_a_features_file_of_pickled_objects_is_named_without_numpys_advice(tmp_path, capsys):
+    features = tmp_path / "f.npz"
+    arrays = {k: np.zeros(3) for k in ("labels", "global_features", "local_features")}
+    np.savez(features, meta=np.array({"models": []}, dtype=object), **arrays)
+    err = refused(
+        ["render", "tsne", "--features", str(features), "-o", str(tmp_path / "t")], capsys
+    )
+    assert f"features file {features} does not hold what `fedkd features` writes" in err
+    assert "allow_pickle" not in err
+
+
+# ----------------------------------------------------------------------------- fork server
+@pytest.mark.parametrize(
+    "value, fragment",
+    [("nan", "'nan' is not a finite number"), ("-1", "'-1' must be a number above 0"),
+     ("0", "'0' must be a number above 0")],
+)  # fmt: skip
+def test_forkserver_idle_exit_must_be_a_positive_number(value, fragment, capsys):
+    with pytest.raises(SystemExit):
+        build_parser("forkserver").parse_args(["forkserver", "--socket", "s", "--idle-exit", value])
+    assert f"argument --idle-exit: {fragment}" in capsys.readouterr().err
+
+
+def test_forkserver_serve_refuses_an_idle_exit_it_would_never_or_at_once_reach(tmp_path):
+    from fedkd.forkserver import serve
+
+    not_our_parent = os.getpid()  # a server given it would end at its first look
+    for idle_exit in (math.nan, -1.0, 0.0):
+        with pytest.raises(ValueError, match="idle_exit=.* must be a number of seconds above 0"):
+            serve(str(tmp_path / "s"), parent=not_our_parent, idle_exit=idle_exit)
+    assert not (tmp_path / "s").exists()
+
+
+# ----------------------------------------------------------------------------- partition --seed
+@pytest.mark.parametrize("value", ["-1", str(2**63), str(2**64)])
+def test_partition_seed_has_the_bounds_and_words_of_train(value, tmp_path, capsys):
+    out = tmp_path / "p.parquet"
+    err = refused_by_argparse([*PARTITION, "--seed", value, "--out", str(out)], capsys)
+    assert f"fedkd partition: error: argument --seed: '{value}' {SEED_BOUNDS}" in err
+    assert not out.exists()
+    err = refused([*TRAIN, "--seed", value, "--out", str(tmp_path / "run")], capsys)
+    assert SEED_BOUNDS in err
+
+
+def test_partition_takes_the_largest_seed_train_takes():
+    args = build_parser("partition").parse_args([*PARTITION, "--seed", str(2**63 - 1), "-o", "p"])
+    assert args.seed == 2**63 - 1
