@@ -1,5 +1,6 @@
-"""What every test shares: the threads of a test worker, the order of the test files, and the
-device of the GPU tests.
+"""What every test shares: the threads of a test worker, the order of the test files, the
+device of the GPU tests, and rounds that train nothing (``fake_rounds``, for tests of the round
+loop's records and checkpoints).
 
 The ``device`` fixture of the GPU tests (tests/gpu and the files marked gpu) is CUDA, or the CPU
 where ``FEDKD_TEST_DEVICE=cpu`` (set by ``bash scripts/gpu-tests.sh --device cpu``), so that a
@@ -50,3 +51,20 @@ def device() -> str:
             f"needs a CUDA GPU (bash scripts/gpu-tests.sh); {TEST_DEVICE_ENV}=cpu runs it on the CPU"
         )
     return name
+
+
+@pytest.fixture
+def fake_rounds(monkeypatch):
+    """Rounds that take no training: the round loop, checkpoints and records are what is tested."""
+
+    def fake_round(self, r: int) -> dict:
+        acc = 0.5 + 0.1 * r
+        return {
+            "round": r + 1, "test_acc": acc, "test_loss": 1.0 - acc, "val_acc": acc,
+            "val_loss": 1.0 - acc, "class_acc": [acc] * 10, "train_loss": 0.5,
+            "local_acc": float("nan"), "bytes_sent": 1, "bytes_received": 1, "clients": [r],
+        }  # fmt: skip
+
+    from fedkd.engine.run import Run
+
+    monkeypatch.setattr(Run, "_round", fake_round)

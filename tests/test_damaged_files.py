@@ -22,18 +22,8 @@ from fedkd.engine.run_outputs import CHECKPOINT, METRICS, RUN_JSON, read_metrics
 from fedkd.files import MetricsError
 from fedkd.report import ReportError, aggregate_runs
 from fedkd.status import collect, report
+from small_runs import ENV, TINY, TINY_ARGS
 
-# a small run: one client of 180 images a round, a narrowed CNN (as tests/test_hostile.py)
-TINY = dict(
-    dataset="mnist5k", clients=20, participation=0.05, local_epochs=1, device="cpu",
-    model_options={"channels": [4, 8], "hidden": 16},
-)  # fmt: skip
-TINY_ARGS = [
-    "--dataset", "mnist5k", "--clients", "20", "--participation", "0.05", "--local-epochs", "1",
-    "--device", "cpu", "--model-options", "{channels: [4, 8], hidden: 16}",
-]  # fmt: skip
-ENV = {**os.environ, "PYTHONHASHSEED": "0"}
-ENV.pop("FEDKD_FORKSERVER", None)
 TIMEOUT = 30  # seconds: a command that reads a FIFO would wait for ever
 
 
@@ -42,21 +32,6 @@ def fedkd(*args: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "fedkd", *args], env=ENV, capture_output=True, text=True,
         timeout=TIMEOUT,
     )  # fmt: skip
-
-
-@pytest.fixture
-def fake_rounds(monkeypatch):
-    """Rounds that take no training: the round loop, checkpoints and records are what is tested."""
-
-    def fake_round(self, r: int) -> dict:
-        acc = 0.5 + 0.1 * r
-        return {
-            "round": r + 1, "test_acc": acc, "test_loss": 1.0 - acc, "val_acc": acc,
-            "val_loss": 1.0 - acc, "class_acc": [acc] * 10, "train_loss": 0.5,
-            "local_acc": float("nan"), "bytes_sent": 1, "bytes_received": 1, "clients": [r],
-        }  # fmt: skip
-
-    monkeypatch.setattr(Run, "_round", fake_round)
 
 
 def cut_short(path: Path) -> None:

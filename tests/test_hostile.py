@@ -51,18 +51,7 @@ from fedkd.engine.run_outputs import (
 from fedkd.files import RunRecordError
 from fedkd.report import ReportError, aggregate_runs, render, write_aggregate
 from fedkd.status import collect, report
-
-# a small run: one client of 180 images a round, a narrowed CNN
-TINY = dict(
-    dataset="mnist5k", clients=20, participation=0.05, local_epochs=1, device="cpu",
-    model_options={"channels": [4, 8], "hidden": 16},
-)  # fmt: skip
-TINY_ARGS = [
-    "--dataset", "mnist5k", "--clients", "20", "--participation", "0.05", "--local-epochs", "1",
-    "--device", "cpu", "--model-options", "{channels: [4, 8], hidden: 16}",
-]  # fmt: skip
-ENV = {**os.environ, "PYTHONHASHSEED": "0"}
-ENV.pop("FEDKD_FORKSERVER", None)
+from small_runs import ENV, TINY, TINY_ARGS
 
 
 def quiet(msg: str) -> None:
@@ -73,21 +62,6 @@ def fedkd(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "fedkd", *args], env=ENV, capture_output=True, text=True, **kwargs
     )
-
-
-@pytest.fixture
-def fake_rounds(monkeypatch):
-    """Rounds that take no training: the round loop, checkpoints and records are what is tested."""
-
-    def fake_round(self, r: int) -> dict:
-        acc = 0.5 + 0.1 * r
-        return {
-            "round": r + 1, "test_acc": acc, "test_loss": 1.0 - acc, "val_acc": acc,
-            "val_loss": 1.0 - acc, "class_acc": [acc] * 10, "train_loss": 0.5,
-            "local_acc": float("nan"), "bytes_sent": 1, "bytes_received": 1, "clients": [r],
-        }  # fmt: skip
-
-    monkeypatch.setattr(Run, "_round", fake_round)
 
 
 # --------------------------------------------------------------------------- 1. resume at the end

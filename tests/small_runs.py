@@ -1,0 +1,16 @@
+"""The small run the hostile-input and damaged-file tests train: one client of 180 images a round
+and a narrowed CNN, as a RunSpec's keys and as `fedkd train` flags, and the environment their
+commands run in (no fork server, a fixed hash seed)."""
+
+import os
+
+TINY = dict(
+    dataset="mnist5k", clients=20, participation=0.05, local_epochs=1, device="cpu",
+    model_options={"channels": [4, 8], "hidden": 16},
+)  # fmt: skip
+TINY_ARGS = [
+    "--dataset", "mnist5k", "--clients", "20", "--participation", "0.05", "--local-epochs", "1",
+    "--device", "cpu", "--model-options", "{channels: [4, 8], hidden: 16}",
+]  # fmt: skip
+ENV = {**os.environ, "PYTHONHASHSEED": "0"}
+ENV.pop("FEDKD_FORKSERVER", None)
