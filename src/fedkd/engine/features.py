@@ -50,15 +50,61 @@ def tsne_features(
     return out
 
 
+# what a features file holds: the arrays of its .npz, and the keys of its JSON metadata
+FEATURES_ARRAYS = ("meta", "labels", "global_features", "local_features")
+FEATURES_META = ("num_classes", "class_names", "strategy", "models")
+
+
 def read_features(path: str | Path) -> dict:
     """The contents of a features file: labels, class_names, num_classes, client, strategy,
-    objective and models, a list of (title, features, test accuracy)."""
-    with np.load(Path(path), allow_pickle=False) as z:
-        meta = load_json(z["meta"].item(), f"features file {path}'s metadata")
-        feats = [z["global_features"], z["local_features"]]
-        labels = z["labels"]
-    meta["labels"] = labels
-    meta["models"] = [(m["title"], f, m["acc"]) for m, f in zip(meta["models"], feats, strict=True)]
+    objective and models, a list of (title, features, test accuracy). A file that does not hold
+    what ``tsne_features`` writes is a FeaturesError naming the file and what it lacks."""
+    path = Path(path)
+    rewrite = "it is written by `fedkd features --run DIR -o FILE`; write it again"
+    try:
+        with zipfile.ZipFile(path) as z:
+            arrays = {name.removesuffix(".npy") for name in z.namelist()}
+    except zipfile.BadZipFile:
+        raise FeaturesError(f"features file {path} is not an .npz archive; {rewrite}") from None
+    except OSError as exc:
+        raise FeaturesError(
+            f"cannot read features file {path}: {exc.strerror}; give the .npz file that "
+            "`fedkd features` wrote"
+        ) from None
+    missing = [a for a in FEATURES_ARRAYS if a not in arrays]
+    if missing:
+        raise FeaturesError(
+            f"features file {path} has no {', '.join(missing)} (a features file holds "
+            f"{', '.join(FEATURES_ARRAYS)}); {rewrite}"
+        )
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = load_json(z["meta"].item(), f"features file {path}'s metadata")
+            feats = [z["global_features"], z["local_features"]]
+            labels = z["labels"]
+        missing = [k for k in FEATURES_META if k not in meta]
+        if missing:
+            raise FeaturesError(
+                f"features file {path}'s metadata has no {', '.join(missing)}; {rewrite}"
+            )
+        meta["labels"] = labels
+        meta["models"] = [
+            (m["title"], f, m["acc"]) for m, f in zip(meta["models"], feats, strict=True)
+        ]
+    except json.JSONDecodeError as exc:
+        raise FeaturesError(
+            f"features file {path}'s metadata is not JSON ({exc}); {rewrite}"
+        ) from None
+    except FeaturesError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, ValueError) and str(path) in str(exc):  # named by load_json
+            raise FeaturesError(str(exc)) from None
+        # numpy's advice for an array of objects (allow_pickle=True) is not the user's to take
+        raise FeaturesError(
+            f"features file {path} does not hold what `fedkd features` writes (an array of "
+            f"pickled objects, metadata of another shape, or damage); {rewrite}"
+        ) from None
     return meta
 
 

@@ -3,7 +3,6 @@ the features come from ``fedkd features`` (fedkd.engine.features), a rule of the
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -23,57 +22,11 @@ def _tsne(feats: np.ndarray, perplexity: float) -> np.ndarray:
     ).fit_transform(feats.astype(np.float64))  # fmt: skip
 
 
-# what `fedkd features` writes: the arrays of an .npz, and the keys of its JSON metadata
-FEATURES_ARRAYS = ("meta", "labels", "global_features", "local_features")
-FEATURES_META = ("num_classes", "class_names", "strategy", "models")
-
-
-def _read(path: Path) -> dict:
-    """``read_features(path)``, or a ReportError naming the file and what it lacks."""
-    import zipfile
-
-    from fedkd.engine.features import read_features
-
-    rewrite = "it is written by `fedkd features --run DIR -o FILE`; write it again"
-    try:
-        with zipfile.ZipFile(path) as z:
-            arrays = {name.removesuffix(".npy") for name in z.namelist()}
-    except zipfile.BadZipFile:
-        raise ReportError(f"features file {path} is not an .npz archive; {rewrite}") from None
-    except OSError as exc:
-        raise ReportError(
-            f"cannot read features file {path}: {exc.strerror}; give the .npz file that "
-            "`fedkd features` wrote"
-        ) from None
-    missing = [a for a in FEATURES_ARRAYS if a not in arrays]
-    if missing:
-        raise ReportError(
-            f"features file {path} has no {', '.join(missing)} (a features file holds "
-            f"{', '.join(FEATURES_ARRAYS)}); {rewrite}"
-        )
-    try:
-        data = read_features(path)
-    except json.JSONDecodeError as exc:
-        raise ReportError(
-            f"features file {path}'s metadata is not JSON ({exc}); {rewrite}"
-        ) from None
-    except (ValueError, KeyError, TypeError) as exc:
-        if isinstance(exc, ValueError) and str(path) in str(exc):  # named by read_features
-            raise ReportError(str(exc)) from None
-        # numpy's advice for an array of objects (allow_pickle=True) is not the user's to take
-        raise ReportError(
-            f"features file {path} does not hold what `fedkd features` writes (an array of "
-            f"pickled objects, metadata of another shape, or damage); {rewrite}"
-        ) from None
-    missing = [k for k in FEATURES_META if k not in data]
-    if missing:
-        raise ReportError(f"features file {path}'s metadata has no {', '.join(missing)}; {rewrite}")
-    return data
-
-
 def build(features: str | Path, opts: Options):
     """Draw the t-SNE embedding of a features file from ``fedkd features``."""
     from threadpoolctl import threadpool_limits
+
+    from fedkd.engine.features import FeaturesError, read_features
 
     if features is None:
         raise ReportError(f"target {opts.target!r} needs --features FILE (from `fedkd features`)")
@@ -82,7 +35,10 @@ def build(features: str | Path, opts: Options):
             f"features file {features} does not exist; write it with `fedkd features`"
         )
     perplexity = opts.number("perplexity", 30.0)
-    data = _read(Path(features))
+    try:
+        data = read_features(features)
+    except FeaturesError as exc:  # names the file and what it lacks
+        raise ReportError(str(exc)) from None
     labels = data["labels"]
     k = data["num_classes"]
     with style():
