@@ -18,6 +18,7 @@ from fedkd.values import (
     ValueTooLarge,
     as_number,
     check_size,
+    exact_int,
     is_finite_number,
     load_json,
     load_value,
@@ -307,16 +308,10 @@ def _as_float(v: Any) -> Any:
     return v + 0.0 if isinstance(v, float) else v
 
 
-# beyond 2^53 a float no longer holds every integer: 12345678901234567.0 is ...568
-EXACT_FLOAT_INTS = 2**53
-
-
 def _as_int(v: Any) -> Any:
     """An int value as meant: text spelling a number read, an integral float as an int where
     the float holds it exactly (a larger one stays a float, so the check refuses it)."""
-    v = as_number(v)
-    exact = isinstance(v, float) and v.is_integer() and abs(v) <= EXACT_FLOAT_INTS
-    return int(v) if exact else v
+    return exact_int(as_number(v))
 
 
 def spec_errors(s: RunSpec) -> list[str]:

@@ -31,6 +31,7 @@ elsewhere.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -204,6 +205,18 @@ def json_depth(text: str) -> int:
     return deepest
 
 
+# beyond 2^53 a float no longer holds every integer: 12345678901234567.0 is ...568
+EXACT_FLOAT_INTS = 2**53
+
+
+def exact_int(value: Any) -> Any:
+    """An integral float as the int it holds exactly (5.0 → 5); a larger one, or anything else,
+    unchanged, so that an integer check refuses it rather than rounding to a neighbour."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= EXACT_FLOAT_INTS:
+        return int(value)
+    return value
+
+
 def load_json(text: str | bytes, where: str = "the JSON text") -> Any:
     """``json.loads`` of ``text`` once its nesting is known to be at most ``MAX_DEPTH`` levels
     (``json.loads`` recurses per level: 100,000 ``[`` raise RecursionError). Raises
@@ -230,8 +243,6 @@ def _unique_keys(pairs: list[tuple[str, Any]], where: str) -> dict[str, Any]:
 def parse_value(text: str) -> Any:
     """A command-line value read as YAML (numbers, true/false, null, lists, mappings); for
     argparse's ``type=``, so a value that cannot be read is a usage error naming the flag."""
-    import argparse
-
     try:
         return load_value(text, f"value {_shown(text)}")
     except ValueError as exc:
@@ -243,11 +254,7 @@ def integer(text: str) -> int:
     """An integer flag read like every other value (YAML 1.2: ``010`` is 10, ``1e3`` is 1000,
     ``1:30`` and ``true`` are refused; an integral float beyond 2^53 is not exact and refused);
     for argparse's ``type=``."""
-    import argparse
-
-    value = parse_value(text)
-    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
-        value = int(value)
+    value = exact_int(parse_value(text))
     if not (is_finite_number(value) and isinstance(value, int)):
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer, e.g. 10")
     return value
@@ -256,8 +263,6 @@ def integer(text: str) -> int:
 def number(text: str) -> float:
     """A finite number flag read like every other value (YAML 1.2: ``1e-5``, ``.5``; ``nan``,
     ``.inf`` and ``1:30`` are refused); for argparse's ``type=``."""
-    import argparse
-
     value = parse_value(text)
     if not is_finite_number(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number, e.g. 0.5 or 1e-3")
@@ -267,8 +272,6 @@ def number(text: str) -> float:
 def integer_from(low: int, high: int | None = None, high_text: str | None = None):
     """An ``integer`` flag from ``low`` to ``high`` (None: no upper bound; ``high_text``: how the
     message spells it); for argparse's ``type=``, which names the flag in the message."""
-    import argparse
-
     span = f"from {low} to {high_text or high}" if high is not None else f"of at least {low}"
 
     def bounded(text: str) -> int:
@@ -282,8 +285,6 @@ def integer_from(low: int, high: int | None = None, high_text: str | None = None
 
 def positive_number(text: str) -> float:
     """A finite ``number`` flag above 0 (a duration, a timeout); for argparse's ``type=``."""
-    import argparse
-
     value = number(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a number above 0, e.g. 600")
