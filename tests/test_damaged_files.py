@@ -18,8 +18,8 @@ import pytest
 
 from fedkd.config import RunSpec
 from fedkd.engine.run import Run
-from fedkd.engine.run_outputs import CHECKPOINT, METRICS, RUN_JSON, read_metrics
-from fedkd.files import MetricsError
+from fedkd.engine.run_outputs import read_metrics
+from fedkd.files import CHECKPOINT, METRICS, RUN_JSON, MetricsError
 from fedkd.report import ReportError, aggregate_runs
 from fedkd.status import collect, report
 from small_runs import ENV, TINY, TINY_ARGS

@@ -41,14 +41,12 @@ from fedkd.engine.reproducibility import capture_rng, restore_rng
 from fedkd.engine.run import Run
 from fedkd.engine.run_outputs import (
     LOCK,
-    METRICS,
-    RUN_JSON,
     RunConflictError,
     RunLock,
     read_metrics,
     summarize,
 )
-from fedkd.files import RunRecordError
+from fedkd.files import METRICS, RUN_JSON, RunRecordError
 from fedkd.report import ReportError, aggregate_runs, render, write_aggregate
 from fedkd.status import collect, report
 from small_runs import ENV, TINY, TINY_ARGS

@@ -19,7 +19,9 @@ from fedkd.values import MAX_DEPTH, ValueTooLarge, load_json
 if TYPE_CHECKING:
     import pyarrow as pa
 
+# a run directory's files, named here for every reader and writer of them
 RUN_JSON = "run.json"
+METRICS = "metrics.parquet"
 CHECKPOINT = "checkpoint.pt"
 # a run.json is a few kilobytes; a metrics.parquet a few megabytes at the most rounds and classes
 MAX_RUN_JSON_BYTES = 16 << 20
@@ -105,7 +107,7 @@ def read_run_record(path: Path) -> dict:
     path = Path(path)
     again = (
         f"run the same `fedkd train --out {path.parent}` command again (it resumes from "
-        f"checkpoint.pt when there is one)"
+        f"{CHECKPOINT} when there is one)"
     )
     fix = f"delete it and {again}"
     try:

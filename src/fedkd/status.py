@@ -31,11 +31,9 @@ from datetime import datetime
 from pathlib import Path
 
 from fedkd.config import UPPER
-from fedkd.files import MetricsError, RunRecordError, read_run_record
+from fedkd.files import METRICS, RUN_JSON, MetricsError, RunRecordError, read_run_record
 from fedkd.processes import PROC, is_same_process, is_verified, valid_pid
 
-RUN_JSON = "run.json"
-METRICS = "metrics.parquet"
 # a "running" run that has not finished a round for this long (and for 5 of its own rounds) has
 # been killed or has crashed: run.json says "running" until the process itself ends it
 STALE_SECONDS = 600.0

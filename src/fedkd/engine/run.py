@@ -18,10 +18,7 @@ from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, sav
 from fedkd.engine.client import DivergedError, train_clients
 from fedkd.engine.reproducibility import capture_rng, restore_rng
 from fedkd.engine.run_outputs import (
-    CHECKPOINT,
     METRIC_COLUMNS,
-    METRICS,
-    RUN_JSON,
     RunConflictError,
     RunLock,
     fmt_seconds,
@@ -36,7 +33,14 @@ from fedkd.engine.run_setup import (
     platform_cpu,
     resolve_device,
 )
-from fedkd.files import MetricsError, read_metrics_table, read_run_record
+from fedkd.files import (
+    CHECKPOINT,
+    METRICS,
+    RUN_JSON,
+    MetricsError,
+    read_metrics_table,
+    read_run_record,
+)
 from fedkd.runtime.evaluate import evaluate
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies.base import tensor_bytes

@@ -26,9 +26,6 @@ from fedkd.files import atomic_write, read_metrics_table
 if TYPE_CHECKING:
     import pandas as pd
 
-METRICS = "metrics.parquet"
-RUN_JSON = "run.json"
-CHECKPOINT = "checkpoint.pt"
 LOCK = "run.lock"
 
 

@@ -22,6 +22,8 @@ import pandas as pd
 from fedkd.collapse import is_collapsed
 from fedkd.files import (
     MAX_RUN_JSON_BYTES,
+    METRICS,
+    RUN_JSON,
     MetricsError,
     UnreadableFileError,
     atomic_write,
@@ -30,9 +32,6 @@ from fedkd.files import (
     read_regular_file,
     read_run_record,
 )
-
-RUN_JSON = "run.json"
-METRICS = "metrics.parquet"
 
 # the run keys, one value per run, repeated on each of its rows
 RUN_KEY_COLUMNS = [
