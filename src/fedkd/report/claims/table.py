@@ -23,7 +23,7 @@ from fedkd.collapse import MARK
 from fedkd.report.aggregate import SETTING_KEYS, ReportError
 from fedkd.report.best_of import pick_best_of
 from fedkd.report.claims import all_claims
-from fedkd.report.claims.claim import KEY_SYMBOLS, Claim, stands_for
+from fedkd.report.claims.claim import Claim, stands_for
 from fedkd.report.claims.paper_check import check_on_paper, paper_gaps, trend_ends
 from fedkd.report.claims.verdict import (
     LEVEL,
@@ -42,6 +42,7 @@ from fedkd.report.names import display_name, paper_dataset_name
 from fedkd.report.options import Options
 from fedkd.report.tables.at_rounds import DEFAULT_ROUNDS
 from fedkd.report.tables.common import caption_and_label
+from fedkd.report.tables.vs_paper import paper_setting_text
 from fedkd.report.text import DASH, Text, key_value
 from fedkd.report.writers import TableDoc
 
@@ -945,19 +946,10 @@ def _row_paper_gap(
     found = {round(g.gap, 9) for g in best}  # the same cell read through two tables: one gap
     if len(found) == 1:
         return best[0].gap, ""
-    cells = "; ".join(f"{_paper_setting_text(g)}: {_num(g.gap, claim.unit)}" for g in best)
+    cells = "; ".join(
+        f"{paper_setting_text(dict(g.setting))}: {_num(g.gap, claim.unit)}" for g in best
+    )
     return None, f"the paper's gap differs between the settings this row stands for ({cells})"
-
-
-def _paper_setting_text(gap) -> str:
-    parts = []
-    for key, value in gap.setting:
-        if key == "dataset":
-            parts.append(paper_dataset_name(value))
-        else:
-            parts.append(f"{KEY_SYMBOLS.get(key, key)}={value:g}" if isinstance(value, (int, float))
-                         else f"{key} {value}")  # fmt: skip
-    return ", ".join(parts)
 
 
 def _equal(a, b) -> bool:

@@ -158,7 +158,7 @@ CSV_COLUMNS = [
 ]  # fmt: skip
 
 
-def _setting_text(cell: dict, dataset) -> str:
+def paper_setting_text(cell: dict, dataset: str | None = None) -> str:
     """The paper table's row of a cell, in the paper's words: "CIFAR-10, α=1 (run on mnist5k)"."""
     parts = []
     if cell.get("dataset") is not None:
@@ -203,7 +203,7 @@ def _record(cell: dict, dataset, got: Cell, scale: float, relative: bool) -> dic
     paper_std = cell.get("std")
     difference = got.mean * scale - paper if absolute else math.nan
     return {
-        "setting": _setting_text(cell, dataset),
+        "setting": paper_setting_text(cell, dataset),
         "cell": cell["cell"],
         "method": cell.get("method", ""),
         "method_name": display_name(str(cell.get("method", ""))) if cell.get("method") else "",
