@@ -98,9 +98,9 @@ def pick_best_of(
 
 def _best_validation(rows: pd.DataFrame, status: str) -> float:
     """A run's highest validation accuracy over its rounds (NaN: recorded without one)."""
-    if "val_acc" not in rows.columns or rows["val_acc"].isna().all():
-        return math.nan
-    return float(rows["val_acc"].max())
+    from fedkd import metrics
+
+    return metrics.best_accuracy(rows, "val_acc") if "val_acc" in rows.columns else math.nan
 
 
 def _best(candidates: list[str], scores: dict[str, Cell], higher_better: bool) -> str:
