@@ -302,6 +302,10 @@ def test_vs_paper_compares_the_papers_own_dataset_by_value(tmp_path):
     assert "| -1.10 | 76.00..76.40 | yes |" in md and "| -6.39 | 60.00..80.00 | no |" in md
     assert "Within 2σ" in md
     assert "1 of 2 reproduced means lie within two of the paper's standard deviations" in md
+    # one method of a setting: nothing to rank
+    alone = tmp_path / "fedavg_vs_paper"
+    render("vs_paper", alone, aggregate=agg_file(tmp_path, runs[:3], "alone.parquet"), options=opts)
+    assert "Rank" not in alone.with_name(alone.name + ".md").read_text()
 
 
 def test_a_stand_ins_dataset_counts_are_not_compared(tmp_path):
