@@ -563,3 +563,55 @@ def test_a_commands_end_reaches_its_sender_at_once_not_at_the_servers_next_look(
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_variable_a_preloaded_library_sets_on_import_is_the_childs_too_and_refuses_nothing(
+    tmp_path,
+):
+    """On a GPU machine a library the server preloads set KMP_DUPLICATE_LIB_OK as it was
+    imported: every sender (which had not imported it yet) was refused as if its own value
+    differed. The server now compares with its environment as it started, and the child gets
+    what the import set, as a fresh process importing it would."""
+    modules, fake, work = tmp_path / "modules", tmp_path / "fake", tmp_path / "work"
+    for folder in (modules, fake / "fedkd", work):
+        folder.mkdir(parents=True)
+    (modules / "sets_variables_on_import.py").write_text(
+        "import os\nos.environ['KMP_DUPLICATE_LIB_OK'] = 'TRUE'\n"
+        "os.environ['SET_ON_IMPORT'] = '1'\n"
+    )
+    # the command the child runs: fedkd as found on the sender's path, here one that writes
+    # its environment down
+    (fake / "fedkd" / "__init__.py").write_text("")
+    (fake / "fedkd" / "__main__.py").write_text(
+        "import json, os\nopen('env.json', 'w').write(json.dumps(dict(os.environ)))\n"
+    )
+    path, log = tmp_path / "s.sock", tmp_path / "server.log"
+    code = (
+        f"import sys; sys.path.insert(0, {str(modules)!r}); import fedkd.forkserver as f; "
+        f"f.PRELOAD += ('sets_variables_on_import',); f.serve({str(path)!r})"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in (ENV, "KMP_DUPLICATE_LIB_OK")}
+    with open(log, "w") as err:
+        server = subprocess.Popen([sys.executable, "-c", code], stderr=err, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not path.exists() and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.1)
+        assert path.exists(), log.read_text()
+        send = (
+            f"import sys; from fedkd.forkserver import run_remote; "
+            f"sys.path.insert(0, {str(fake)!r}); print(run_remote(['train']))"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", send], env={**env, ENV: str(path)}, cwd=work,
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "refused" not in log.read_text(), log.read_text()
+        assert proc.stdout.strip() == "0"  # served: the child's exit code
+        child_env = json.loads((work / "env.json").read_text())
+        assert child_env["KMP_DUPLICATE_LIB_OK"] == "TRUE"
+        assert child_env["SET_ON_IMPORT"] == "1"
+    finally:
+        server.terminate()
+        server.wait(30)

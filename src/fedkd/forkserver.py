@@ -216,6 +216,10 @@ def serve(
     _check_socket_path(path)  # before the imports: a taken path is said at once
     # stopped with SIGTERM: end the running commands and remove the socket on the way out
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    # the environment as Python and the libraries read it at start: a library may set a
+    # variable as it is imported (KMP_DUPLICATE_LIB_OK, seen on a GPU machine), which a sender
+    # that has not imported it yet lacks, and which a fresh process would set the same way
+    launch_env = dict(os.environ)
     for name in PRELOAD:
         __import__(name)
     for name in PRELOAD_OPTIONAL:
@@ -223,7 +227,7 @@ def serve(
             __import__(name)
         except ImportError:
             pass
-    server = _Server(path, request_timeout)
+    server = _Server(path, request_timeout, launch_env)
     _log(f"ready on {path} (pid {os.getpid()})")
     try:
         server.loop(parent, idle_exit)
@@ -315,13 +319,15 @@ class _Refused(Exception):
 
 
 class _Server:
-    def __init__(self, path: str, request_timeout: float):
+    def __init__(self, path: str, request_timeout: float, launch_env: dict[str, str]):
         self.path, self.request_timeout = path, request_timeout
         self.listener, self.identity = _listen(path)
         self.pid = os.getpid()
         # the parent-death signal: set by each child right after fork (Linux)
         self.libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
-        self.env = dict(os.environ)  # as Python and the libraries read it at start
+        self.env = launch_env  # as Python and the libraries read it at start
+        # what the preloaded imports set or removed: a fresh process would do the same
+        self.import_effects = _changes(launch_env, dict(os.environ))
         self.cpus, self.interpreter = _cpus(), _interpreter()
         self.children: dict[int, socket.socket] = {}  # pid → its sender's connection
         # pid → a descriptor readable once that command has exited: its end wakes the loop at
@@ -522,7 +528,7 @@ class _Server:
                 conn.close()
             except BaseException:
                 os._exit(1)
-            _run_child(body, fds, threads)
+            _run_child(body, fds, threads, self.env, self.import_effects)
         for fd in fds:
             os.close(fd)
         _log(f"pid {pid}: fedkd {' '.join(body['argv'][:3])}")
@@ -640,7 +646,18 @@ def _refuse_started(conn: socket.socket, fds: list[int], why: str) -> None:
     _refuse(conn, request, why)
 
 
-def _run_child(request: dict, fds: list[int], threads: int | None) -> None:
+def _changes(before: dict[str, str], after: dict[str, str]) -> dict[str, str | None]:
+    """The variables whose value differs from ``before`` to ``after`` (None: removed)."""
+    return {k: after.get(k) for k in {*before, *after} if before.get(k) != after.get(k)}
+
+
+def _run_child(
+    request: dict,
+    fds: list[int],
+    threads: int | None,
+    launch_env: dict[str, str],
+    import_effects: dict[str, str | None],
+) -> None:
     code = 1
     try:
         for target, fd in enumerate(fds):
@@ -653,6 +670,14 @@ def _run_child(request: dict, fds: list[int], threads: int | None) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        # the preloaded imports' own settings, as the sender's imports would make them from the
+        # same starting value (from another one they might decide otherwise: left alone)
+        for name, value in import_effects.items():
+            if request["env"].get(name) == launch_env.get(name):
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         os.environ.pop(ENV, None)  # the command runs here, not in yet another child
         # modules found as the sender finds them (its sys.path: its directory, not the server's)
         sys.path[:] = request["path"]
