@@ -4,8 +4,9 @@ Per local step, for all K clients at once (``KClientTrainer._step``):
 - the step's rows of the round's step tables (sample starts, flips, labels, sample weights, the
   active mask and the optimizer's per-step coefficients) by one index on a device step counter;
 - one gather with the crops and flips, one normalisation (``TrainInputs``): (B, K*C, H, W);
-- the declared frozen models (teachers, the global model, per-client models) run folded on it,
-  a model shared by all clients once for the K batches together;
+- the declared frozen models: a model shared by all clients (a teacher, the global model) runs
+  unfolded, once on the K batches stacked along the batch, (K*B, C, H, W); per-client models
+  run folded;
 - the student's folded forward (``fedkd.engine.folding``), then the strategy's ``local_loss``
   vmapped over the K clients, one gradient call for the sum of their losses;
 - per-client clipping and the optimizer on flat (K, P) buffers (``fedkd.engine.flat_optim``).
@@ -110,13 +111,40 @@ class FlatParams:
 
 
 class FrozenSlot:
-    """A declared frozen model, folded, over K copies of its weights: a shared model's repeated,
-    per-client models' own."""
+    """A declared per-client frozen model, folded, over the K clients' own weights."""
 
     def __init__(self, student_folded, named, k, kinds, dtype, device):
         self.params = FlatParams(named, k, kinds, dtype, device)
         self.model = copy.deepcopy(student_folded).eval()
         bind(self.model, self.params.folded, requires_grad=False)
+
+    def outputs(self, x_folded: torch.Tensor, k: int):
+        """(features, logits) per client, (K, B, ...), of the folded images (B, K*C, H, W)."""
+        return _per_client(*self.model.features_and_logits(x_folded), k)
+
+
+class SharedSlot:
+    """A declared frozen model shared by all clients, unfolded: one copy of its weights run once
+    on the K clients' batches stacked along the batch. Folded, its weights would be repeated K
+    times in grouped layers, and cuDNN ran each grouped convolution of the folded network as K
+    kernels, one per client (a profile on an H200: 208 us for one of ResNet-8's folded
+    convolutions over 4 x 64 images, 366 us for the same convolution over 1,000 images
+    unfolded)."""
+
+    def __init__(self, worker: torch.nn.Module):
+        self.model = copy.deepcopy(worker).eval().requires_grad_(False)
+        self.params = dict(self.model.named_parameters())
+
+    def fill(self, named: dict[str, torch.Tensor]) -> None:
+        """Copy the shared model's weights in place (a captured graph reads these tensors)."""
+        with torch.no_grad():
+            for n, p in self.params.items():
+                p.copy_(named[n])
+
+    def outputs(self, stacked: torch.Tensor, k: int):
+        """(features, logits) per client, (K, B, ...), of the stacked images (K*B, C, H, W)."""
+        features, logits = self.model.features_and_logits(stacked)
+        return features.view(k, -1, *features.shape[1:]), logits.view(k, -1, *logits.shape[1:])
 
 
 class KClientTrainer:
@@ -149,7 +177,7 @@ class KClientTrainer:
         self.t = torch.zeros(1, dtype=torch.long, device=device)
         self.loss_sum = torch.zeros(k, dtype=torch.float32, device=device)
         self.global_params = {n: torch.zeros_like(p) for n, p in named.items()}
-        self.slots: dict[str, FrozenSlot] = {}
+        self.slots: dict[tuple[str, bool], FrozenSlot | SharedSlot] = {}  # by (name, shared)
         self.values: dict[str, dict[str, object]] = {"shared": {}, "own": {}, "step": {}}
         # every declared value's buffer, kept for the run: a captured graph reads it there, even
         # in a round that does not declare it
@@ -238,10 +266,9 @@ class KClientTrainer:
                     f"strategy {self.strategy.name!r}: share_model({name!r}) got different models "
                     "for different clients; declare a per-client model with own_model"
                 )
-            slot = self._slot(name)
-            slot.params.fill(dict(model.named_parameters()))
+            self._slot(name, shared=True).fill(dict(model.named_parameters()))
         for name in first.own_models:
-            slot = self._slot(name)
+            slot = self._slot(name, shared=False)
             slot.params.fill_rows(
                 [{n: t.to(self.device) for n, t in d.own_models[name].items()} for d in decls]
             )
@@ -274,7 +301,9 @@ class KClientTrainer:
                 for n, v in sorted(self.values[kind].items())
             ),
         )
-        self.active_slots = sorted({*first.shared_models, *first.own_models})
+        self.active_slots = sorted(
+            [(n, True) for n in first.shared_models] + [(n, False) for n in first.own_models]
+        )
 
     def _kept(self, kind: str, name: str):
         return self._store.get((kind, name))
@@ -292,12 +321,17 @@ class KClientTrainer:
         for key in [k for k in self.graphs if any(e[:2] == (kind, name) for e in k[1])]:
             del self.graphs[key]
 
-    def _slot(self, name: str) -> FrozenSlot:
-        if name not in self.slots:
-            self.slots[name] = FrozenSlot(
-                self.student, self.global_params, self.k, self.kinds, self.dtype, self.device
+    def _slot(self, name: str, shared: bool) -> FrozenSlot | SharedSlot:
+        key = (name, shared)
+        if key not in self.slots:
+            self.slots[key] = (
+                SharedSlot(self.worker)
+                if shared
+                else FrozenSlot(
+                    self.student, self.global_params, self.k, self.kinds, self.dtype, self.device
+                )
             )
-        return self.slots[name]
+        return self.slots[key]
 
     # ---------------------------------------------------------------- per step
     def _run_step(self) -> None:
@@ -330,9 +364,13 @@ class KClientTrainer:
         )  # fmt: skip
         with autocast:
             with torch.no_grad():
+                # the clients' batches one after another, for the shared models (made once)
+                stacked = None
+                if any(shared for _, shared in self.active_slots):
+                    stacked = x.transpose(0, 1).reshape(-1, *x.shape[2:])  # (K*B, C, H, W)
                 outputs = {
-                    n: _per_client(*self.slots[n].model.features_and_logits(x_folded), k)
-                    for n in self.active_slots
+                    n: self.slots[n, shared].outputs(stacked if shared else x_folded, k)
+                    for n, shared in self.active_slots
                 }
             features, logits = _per_client(*self.student.features_and_logits(x_folded), k)
             # each client's parameters as views of the folded ones: the gradient reaches them
