@@ -752,7 +752,8 @@ class ForkServer:
         if wanted == "off":
             return False
         # Forking after CUDA is initialised breaks CUDA in the child; the server runs no CUDA
-        # code, but this path has not been run on a GPU machine yet: there, only on request
+        # code, and a CUDA run served equals one alone (tests/gpu, one H200), but on a GPU a run
+        # lasts minutes against the seconds saved, and several GPUs are untested: on request
         if wanted != "on" and os.path.exists("/dev/nvidiactl"):
             return False
         self.path = os.path.join(tempfile.mkdtemp(prefix="fedkd-"), "forkserver.sock")
