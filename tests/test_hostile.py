@@ -462,7 +462,8 @@ def test_a_partition_with_empty_clients_is_refused(tmp_path):
 @pytest.mark.parametrize("clients", [4.0, "4", True, 1e18])
 def test_partition_metadata_is_read_by_its_types(tmp_path, clients):
     """A client count written as 4.0 (by another tool) is 4, and the empty-client check runs;
-    one of another type is refused naming the key, where it used to skip the check."""
+    one of another type is refused naming the key, where it used to skip the check, and so is a
+    float beyond 2^53 (1e18), which no longer holds every integer (it was read as one)."""
     from fedkd.data.partition import read_partition, write_partition
 
     labels = np.arange(40) % 4
@@ -471,10 +472,8 @@ def test_partition_metadata_is_read_by_its_types(tmp_path, clients):
     write_partition(path, assignment, labels, {"clients": clients, "num_samples": 40})
     if clients == 4.0 and not isinstance(clients, bool):
         match = r"1 of its 4 clients hold no training sample \(client 3\)"
-    elif clients == 1e18:
-        match = r"1000000000000000000 clients share 40 training samples"
     else:
-        match = rf"its metadata holds clients={clients!r} \(must be a positive integer\)"
+        match = re.escape(f"its metadata holds clients={clients!r} (must be a positive integer)")
     with pytest.raises(ValueError, match=match) as err:
         read_partition(path)
     assert str(path) in str(err.value)

@@ -183,3 +183,8 @@ def test_an_integer_parameter_holds_an_int_and_refuses_a_fraction():
     assert type(params.batch_size) is int and type(FedGKDParams(buffer=3.0).buffer) is int
     with pytest.raises(ValueError, match=r"params\.buffer=2\.5 must be an integer"):
         FedGKDParams(buffer=2.5)
+    # beyond 2^53 a float no longer holds every integer: it is refused, not rounded to another
+    with pytest.raises(
+        ValueError, match=r"params\.max_steps=9007199254740994\.0 must be an integer \(a float"
+    ):
+        FedDFParams(max_steps=2.0**53 + 2)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from fedkd.files import atomic_write
-from fedkd.values import load_json
+from fedkd.values import exact_int, load_json
 
 SCHEMES = ("dirichlet-equal", "dirichlet", "shards", "iid")
 _MAX_ATTEMPTS = 10_000  # Dirichlet resampling limit before giving up with advice
@@ -251,8 +251,7 @@ def checked_meta(meta, path) -> dict:
         if key not in meta or (meta[key] is None and key in _META_OPTIONAL_COUNTS):
             continue
         value = meta[key]
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
+        value = exact_int(value)  # beyond 2^53 a float is refused below, not rounded
         least = 0 if key in _META_INTS else 1
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             kind = "an integer >= 0" if least == 0 else "a positive integer"

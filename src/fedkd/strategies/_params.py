@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from fedkd.values import exact_int
+
 
 @dataclass(frozen=True)
 class Range:
@@ -94,9 +96,13 @@ class CheckedParams:
                 continue
             integer = f.type in (int, "int")
             if integer and isinstance(value, float):
-                if not value.is_integer():
-                    raise ValueError(f"params.{f.name}={value!r} must be an integer")
-                value = int(value)
+                exact = exact_int(value)
+                if not isinstance(exact, int):  # a fraction, or beyond what a float holds exactly
+                    raise ValueError(
+                        f"params.{f.name}={value!r} must be an integer (a float holds integers "
+                        f"exactly only up to 2^53; write it without a decimal point)"
+                    )
+                value = exact
                 setattr(self, f.name, value)
             if allowed is not None and not allowed.holds(value):
                 kind = "an integer " if integer else ""
