@@ -281,3 +281,29 @@ def test_ctrl_c_through_the_command_exits_130_with_one_line(tmp_path, ctrl_c_in_
         f"[fedkd] {out}: stopped after round 1 of 3; run the same command again to resume"
     )
     assert code == 130
+
+
+# --------------------------------------------------------------------------- render's inputs
+def test_an_options_file_or_a_partition_that_is_a_fifo_is_refused_unread(tmp_path):
+    """`fedkd render --options @FILE` and the partition reader opened a FIFO and waited for a
+    writer forever; each now refuses it by name (a subprocess, so a regression times out)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code = (
+        "import sys\n"
+        "from fedkd.data.partition import read_partition\n"
+        "from fedkd.report.options import load_options\n"
+        "for read in (lambda: load_options('@' + sys.argv[1]), lambda: read_partition(sys.argv[1])):\n"
+        "    try:\n"
+        "        read()\n"
+        "    except ValueError as exc:\n"
+        "        print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    options, partition = done.stdout.splitlines()
+    assert options == f"options file {fifo} cannot be read: {fifo} is a FIFO, not an options file"
+    assert partition.startswith(f"partition file {fifo} cannot be read as a partition: ")
+    assert partition.endswith(f"{fifo} is a FIFO, not a partition file")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedkd.files import atomic_write
+from fedkd.files import atomic_write, check_regular_file
 from fedkd.values import exact_int, load_json
 
 SCHEMES = ("dirichlet-equal", "dirichlet", "shards", "iid")
@@ -213,6 +213,7 @@ def read_partition(path) -> tuple[np.ndarray, dict]:
             f"partition file {path} does not exist; write it with `fedkd partition`"
         )
     try:
+        check_regular_file(path, "a partition file")  # a FIFO would block the reader
         table = pq.read_table(path)
         raw = (table.schema.metadata or {}).get(b"fedkd")
         meta = load_json(raw, "its metadata") if raw else {}

@@ -7,8 +7,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from fedkd.files import UnreadableFileError, read_regular_file
 from fedkd.report.aggregate import ReportError
 from fedkd.values import load_json
+
+# an options file holds one target's options: a few kB
+MAX_OPTIONS_BYTES = 1 << 20
 
 # Standard deviation over seeds: population (ddof=0), as numpy's default, which is what the FL
 # codebases these papers come from print; option "ddof": 1 gives the sample standard deviation.
@@ -22,11 +26,12 @@ def load_options(text: str | None) -> dict:
     source = "--options"
     if text.startswith("@"):
         path = Path(text[1:])
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ReportError(f"options file {path} cannot be read: {exc}") from exc
         source = f"options file {path}"
+        try:
+            # a FIFO or a device in its place is refused unread (reading one never ends)
+            text = read_regular_file(path, "an options file", MAX_OPTIONS_BYTES).decode("utf-8")
+        except (OSError, UnreadableFileError, UnicodeDecodeError) as exc:
+            raise ReportError(f"{source} cannot be read: {exc}") from exc
     try:
         value = load_json(text, source)
     except ValueError as exc:  # malformed, not UTF-8, or nested deeper than values.MAX_DEPTH
