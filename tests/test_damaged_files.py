@@ -84,6 +84,30 @@ def test_status_names_a_finished_runs_damaged_metrics_and_the_fix(tmp_path, dama
         assert "holds 1 round, fewer than the 5 its run.json records as done" in line
 
 
+def test_status_and_aggregate_name_a_finished_run_without_metrics_and_the_fix(tmp_path):
+    """status counted a complete run with no metrics.parquet as done, though the report cannot
+    use it; aggregate refused it without the fix. Training writes it again from the checkpoint."""
+    root = tmp_path / "runs"
+    status_run(root, "fedavg", "complete", 5)
+    bad = status_run(root, "moon", "complete", 5)
+    (bad / METRICS).unlink()
+    still = status_run(root, "scaffold", "running", 2)
+    (still / METRICS).unlink()  # a run still training has not written it yet: running
+    progress = collect(root)
+    assert [p.state for p in progress] == ["done", "damaged", "running"]
+    text = report(progress, root)
+    fix = f"{bad / METRICS} is missing; run the same `fedkd train --out {bad}` command again"
+    assert f"damaged  {fix}: it rebuilds it from checkpoint.pt" in text, text
+    run = aggregate_run(tmp_path, "gone")
+    (run / METRICS).unlink()
+    with pytest.raises(ReportError) as err:
+        aggregate_runs([("fedavg", str(run))])
+    assert str(err.value) == (
+        f"run {run} (label 'fedavg'): {run / METRICS} is missing; run the same "
+        f"`fedkd train --out {run}` command again: it rebuilds it from checkpoint.pt"
+    )
+
+
 def test_status_keeps_a_running_runs_damaged_metrics_running(tmp_path):
     """A run still training writes its metrics again after every round and at its end."""
     root = tmp_path / "runs"

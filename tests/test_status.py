@@ -362,6 +362,9 @@ def test_targets_count_the_runs_that_target_needs(tmp_path, capsys, monkeypatch)
     done = Path("results/runs") / table3[0]
     done.mkdir(parents=True)
     (done / "run.json").write_text(json.dumps({"status": "complete", "spec": {"rounds": 5}}))
+    pd.DataFrame({"round": [1], "test_acc": [0.1], "seconds": [2.0]}).to_parquet(
+        done / "metrics.parquet"
+    )
     args = ["status", "results/tables/table3.tex", "--configfile", str(config)]
     assert main(args) == 0
     out = capsys.readouterr().out

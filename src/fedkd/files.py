@@ -148,8 +148,16 @@ class MetricsError(ValueError):
 def metrics_fix(path: Path) -> str:
     """How to replace a run's damaged metrics.parquet at ``path``: training writes it again from
     the checkpoint's rows (fedkd.engine.run), or trains the run anew without a checkpoint."""
-    run_dir = Path(path).parent
-    again = f"delete it and run the same `fedkd train --out {run_dir}` command again"
+    return f"delete it and {_train_again(Path(path).parent)}"
+
+
+def missing_metrics(run_dir: Path) -> str:
+    """A finished run whose metrics.parquet is missing, and how to get it back."""
+    return f"{Path(run_dir) / METRICS} is missing; {_train_again(Path(run_dir))}"
+
+
+def _train_again(run_dir: Path) -> str:
+    again = f"run the same `fedkd train --out {run_dir}` command again"
     if (run_dir / CHECKPOINT).exists():
         return f"{again}: it rebuilds it from {CHECKPOINT}"
     return f"{again}: with no {CHECKPOINT} to rebuild it from, it trains the run anew"

@@ -12,8 +12,8 @@ else every run found. Before any run (no runs folder yet) the planned runs are a
 A run is done (complete), failed (diverged), running, stopped (killed or crashed: its process is
 gone, or on another host no round for a while, or it recorded why it stopped, e.g. a full disk;
 re-running the workflow resumes it from its checkpoint), damaged (its run.json cannot be read or
-holds a field of the wrong type, or a finished run's metrics.parquet cannot be read or holds
-fewer rounds than run.json records; the line names the file, the reason and the fix) or not
+holds a field of the wrong type, or a finished run's metrics.parquet is missing, cannot be read
+or holds fewer rounds than run.json records; the line names the file, the reason and the fix) or not
 started. A directory, FIFO or device in a file's place is refused unread (fedkd.files).
 A process counts as the run's only if its start time is the one run.json recorded
 (fedkd.processes), not merely its pid. The ETA adds the rounds left at the measured seconds per
@@ -31,7 +31,14 @@ from datetime import datetime
 from pathlib import Path
 
 from fedkd.config import UPPER
-from fedkd.files import METRICS, RUN_JSON, MetricsError, RunRecordError, read_run_record
+from fedkd.files import (
+    METRICS,
+    RUN_JSON,
+    MetricsError,
+    RunRecordError,
+    missing_metrics,
+    read_run_record,
+)
 from fedkd.processes import PROC, is_same_process, is_verified, valid_pid
 
 # a "running" run that has not finished a round for this long (and for 5 of its own rounds) has
@@ -198,6 +205,9 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
                 best = float(played["test_acc"].max()) if len(played) else None
             except (KeyError, TypeError, ValueError):  # columns of another type or name
                 pass
+    elif finished:  # what the report reads is gone
+        done = record.get("rounds_done") or 0
+        return RunProgress(rel, "damaged", done, rounds, None, problem=missing_metrics(run))
     done = record.get("rounds_done") or len(seconds)
     per_round = statistics.fmean(seconds) if seconds else None
     process = record.get("process")

@@ -28,6 +28,7 @@ from fedkd.files import (
     UnreadableFileError,
     atomic_write,
     check_regular_file,
+    missing_metrics,
     read_metrics_table,
     read_regular_file,
     read_run_record,
@@ -228,7 +229,7 @@ def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for odd columns
             raise ReportError(f"{metrics_path} cannot be read: {exc}") from exc
     elif keys["status"] == "complete":
-        raise ReportError(f"run {run_dir} is marked complete but has no {METRICS}")
+        raise ReportError(f"run {run_dir} (label {label!r}): {missing_metrics(path)}")
     else:
         metrics = pd.DataFrame()
     if len(metrics) and "round" not in metrics.columns:
