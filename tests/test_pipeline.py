@@ -441,3 +441,15 @@ def test_the_target_message_names_every_output():
         assert name in text
     for name in plan.names(output="figure"):
         assert name in text
+
+
+def test_a_number_where_text_is_expected_says_how_to_quote_it():
+    """`snakemake --config name=2024` reaches the configuration as the number 2024: the error
+    says how to write it as text, in YAML and on the command line."""
+    cfg = small_config()
+    cfg["name"] = 2024
+    assert errors_of(cfg) == (
+        "the configuration has 1 error(s):\n"
+        "  - name: 2024 is not of type 'string' (to mean the text 2024, quote it: '2024' in YAML, "
+        "--config KEY='\"2024\"' on the command line)"
+    )

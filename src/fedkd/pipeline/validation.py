@@ -243,8 +243,20 @@ def _schema_message(e) -> str:
     if e.validator == "type" and e.validator_value == "boolean":
         return f"{e.instance!r} must be true or false{yaml11_note(e.instance)}"
     if e.validator == "type":
-        return f"{e.message}{yaml11_note(e.instance)}"
+        return f"{e.message}{yaml11_note(e.instance)}{_quote_note(e)}"
     return e.message
+
+
+def _quote_note(e) -> str:
+    """For a number where text is expected (``--config name=2024``): how to write it as text."""
+    wanted = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
+    number = isinstance(e.instance, (int, float)) and not isinstance(e.instance, bool)
+    if "string" not in wanted or not number:
+        return ""
+    return (
+        f" (to mean the text {e.instance!r}, quote it: '{e.instance!r}' in YAML, "
+        f"--config KEY='\"{e.instance!r}\"' on the command line)"
+    )
 
 
 def _matches_pattern(schema: dict, key: str) -> bool:
