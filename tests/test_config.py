@@ -289,8 +289,11 @@ def test_model_options_are_checked_against_the_model():
     cases = [
         ("resnet8", {"channels": [1, 2]}, "model_options.channels is not an option of model 'resnet8'"),
         ("resnet8", {"norm": "bn"}, "model_options.norm='bn' is unknown; choose one of: group, batch"),
-        ("cnn", {"hidden": -3}, "model_options.hidden=-3 must be a positive integer"),
-        ("cnn", {"channels": [16]}, "model_options.channels=[16] must be two positive integers"),
+        ("cnn", {"hidden": -3}, "model_options.hidden=-3 must be an integer from 1 to 4,096"),
+        ("cnn", {"channels": [16]}, "model_options.channels=[16] must be two integers from 1 to 4,096"),
+        # a width no machine holds: refused here, not by torch after the run has started
+        ("cnn", {"channels": [10**6, 10**6]}, "model_options.channels=[1000000, 1000000] must be two integers from 1 to 4,096"),
+        ("cnn", {"hidden": 4097}, "model_options.hidden=4097 must be an integer from 1 to 4,096"),
         ("auto", {"nrom": "batch"}, "model_options.nrom is not an option of model 'cnn'"),
     ]  # fmt: skip
     for model, options, fragment in cases:

@@ -74,6 +74,9 @@ UPPER = {
 }  # fmt: skip
 SEED_LIMIT = 2**63  # seeds are stored as signed 64-bit integers (run.json → Parquet aggregate)
 MAX_OPTION_VALUES = 1_000  # values in one params, model_options or dataset_options mapping
+# the stand-in CNN's widest layer (channels, hidden): the papers' widest is ResNet-50's 2,048;
+# [1e6, 1e6] channels asked torch for about 100 TB and failed there, far from the spec
+MAX_CNN_WIDTH = 4_096
 
 
 def _model_option_checks() -> dict[str, dict[str, Any]]:
@@ -86,15 +89,13 @@ def _model_option_checks() -> dict[str, dict[str, Any]]:
             None if v in options else f"is unknown; choose one of: {', '.join(options)}"
         )
 
-    def positive_int(v):
-        ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
-        return None if ok else "must be a positive integer"
+    def width(v):
+        ok = isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_CNN_WIDTH
+        return None if ok else f"must be an integer from 1 to {MAX_CNN_WIDTH:,}"
 
-    def two_positive_ints(v):
-        ok = (
-            isinstance(v, (list, tuple)) and len(v) == 2 and all(positive_int(c) is None for c in v)
-        )
-        return None if ok else "must be two positive integers, e.g. [16, 32]"
+    def two_widths(v):
+        ok = isinstance(v, (list, tuple)) and len(v) == 2 and all(width(c) is None for c in v)
+        return None if ok else f"must be two integers from 1 to {MAX_CNN_WIDTH:,}, e.g. [16, 32]"
 
     def text_or_null(v):
         return None if v is None or isinstance(v, str) else "must be a name or path, or null"
@@ -107,7 +108,7 @@ def _model_option_checks() -> dict[str, dict[str, Any]]:
     return {
         "resnet8": resnet,
         "resnet50": resnet,
-        "cnn": {"channels": two_positive_ints, "hidden": positive_int, **head},
+        "cnn": {"channels": two_widths, "hidden": width, **head},
         "distilbert": {"pretrained": text_or_null, "text_config": mapping, **head},
     }
 
