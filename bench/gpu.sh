@@ -22,8 +22,8 @@
 # figure, the columns of docs/performance.md's GPU table) and trace goes to the one folder
 # --out (default $FEDKD_GPU_OUT, else results/gpu): bench-<part>.log, profile-*.json.gz, and
 # summary-bench.txt, which lists every step as ok, FAILED or skipped. A failed step does not
-# stop the others; the exit status is 1 if any failed. Expected times on an H100, estimated
-# from step and operation counts (not measured): docs/performance.md, "The GPU kit".
+# stop the others; the exit status is 1 if any failed. Each part's time, estimated and as
+# measured on an H200 (parts 2 and 4): docs/performance.md, "The GPU kit".
 #
 # On the GPU machine (PyTorch, numpy, pandas, pyarrow, PyYAML, pytest; nothing downloadable),
 # from a checkout plus the wheel folder that scripts/fetch-gpu-wheels.sh fills here:

@@ -4,8 +4,9 @@
 #   bash scripts/gpu-tests.sh [--device cuda|cpu] [--out DIR] [-k EXPR] PART...
 #
 #   1 suite     tests/gpu: train and kill-resume on CUDA for fedavg, fedgkd, scaffold and feddf
-#               (deterministic: true), bit-identical repeats, bf16, a CUDA checkpoint resumed on
-#               the CPU, a bench smoke run, the fork server with CUDA
+#               (deterministic: true), and with CUDA graphs for fedgkd and moon, bit-identical
+#               repeats, bf16, a CUDA checkpoint resumed on the CPU, a bench smoke run, the fork
+#               server with CUDA
 #   2 kclient   every other test file marked gpu (tests/test_batched_gpu.py: the K-client trainer
 #               with and without CUDA graphs against the sequential one)
 #   all         1 and 2 (the default)
@@ -18,8 +19,8 @@
 # a test that still needs CUDA is skipped, and the summary names it with its reason.
 # Logs (tests-<part>.log), JUnit reports (tests-<part>.xml) and summary-tests.txt go to the one
 # folder --out (default $FEDKD_GPU_OUT, else results/gpu). A failed part does not stop the
-# others; the exit status is 1 if any step failed. Expected times on an H100, estimated (not
-# measured): docs/performance.md, "The GPU kit".
+# others; the exit status is 1 if any step failed. Each part's time, estimated and as measured
+# on an H200: docs/performance.md, "The GPU kit".
 #
 # On the GPU machine, from a checkout plus the wheel folder of scripts/fetch-gpu-wheels.sh:
 #   bash scripts/gpu-tests.sh 1 --out "$OUT"

@@ -425,12 +425,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "status",
-        help="progress of the training runs: done / running / stopped / failed, and an ETA",
+        help="progress of the training runs: done / running / stopped / failed / damaged, and an "
+        "ETA",
         description="Read run.json and metrics.parquet of the runs that TARGETs need (the same "
         "targets and --configfile as snakemake; --configfile alone: every run of that "
         "configuration; neither: the runs of the workflow running in this folder, else every "
         "run under --runs) and print how many are done, running, stopped (their process is gone: "
-        "a re-run resumes them), failed (diverged) or not started; each running run's round and "
+        "a re-run resumes them), failed (diverged), damaged (a file that cannot be read, named with "
+        "its fix) or not started; each running run's round and "
         "speed; and an ETA from the measured seconds per round.",
     )
     p.add_argument(

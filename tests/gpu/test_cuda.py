@@ -77,6 +77,28 @@ def test_killed_cuda_run_resumes_bit_identical_with_deterministic(tmp_path, stra
     assert rec["determinism"]["deterministic"] is True
 
 
+@pytest.mark.parametrize("strategy", ["fedgkd", "moon"])
+def test_killed_graphed_cuda_run_resumes_bit_identical(tmp_path, strategy, device, monkeypatch):
+    """With CUDA graphs (FEDKD_CUDA_GRAPHS=1) a killed run resumes bit for bit, its graphs
+    captured again in the new process. fedgkd's teacher and moon's global model are shared
+    models (run unfolded), moon's previous models per-client ones (folded). Graphed against
+    sequential: tests/test_batched_gpu.py."""
+    if device != "cuda":
+        pytest.skip("CUDA graphs need a CUDA device")
+    monkeypatch.setenv("FEDKD_CUDA_GRAPHS", "1")
+    det = ["--deterministic", "true"]
+    full = tmp_path / "full"
+    _run(_train_cmd(strategy, full, device, *det))
+    assert json.loads((full / "run.json").read_text())["engine"]["cuda_graphs"] is True
+    killed = tmp_path / "killed"
+    _kill_after(_train_cmd(strategy, killed, device, *det), killed, 2)
+    assert len(_metrics(killed)) < ROUNDS, "the run ended before it could be killed"
+    assert "resuming" in _run(_train_cmd(strategy, killed, device, *det)).stderr
+    pd.testing.assert_frame_equal(
+        _metrics(full)[COLUMNS], _metrics(killed)[COLUMNS], check_exact=True
+    )
+
+
 def test_two_deterministic_cuda_runs_are_bit_identical(tmp_path, device):
     for name in ("a", "b"):
         _run(_train_cmd("fedgkd", tmp_path / name, device, "--deterministic", "true"))
