@@ -222,3 +222,26 @@ def check_kit_outputs(out: Path) -> None:
 def test_the_bench_refuses_an_unknown_engine_with_the_choices():
     with pytest.raises(SystemExit, match="--engine 'fast' is not one of auto, sequential"):
         bench.check_arguments(bench_args("--engine", "fast"))
+
+
+@pytest.mark.parametrize(
+    ("warmup", "engine", "said"),
+    [
+        (2, "K-client + CUDA graphs",
+         "(autotuning, graph capture, a first round without a teacher)"),
+        (1, "K-client + CUDA graphs",
+         "(autotuning, graph capture, a first round without a teacher; round 2, timed, is the "
+         "teacher's first: its step's graph capture and its convolutions' autotuning are in it)"),
+        (1, "sequential", "(autotuning, a first round without a teacher)"),
+        (0, "K-client", "(none: the timed rounds include autotuning)"),
+    ],
+)  # fmt: skip
+def test_a_table3_line_says_what_its_warm_up_left_out_and_no_more(warmup, engine, said):
+    """The line said the warm-up had taken autotuning, capture and the teacherless round
+    whatever --warmup-rounds was; with 1, fedgkd's teacher (a new graph, new shapes) arrives in
+    the first timed round."""
+    args = bench_args("--warmup-rounds", str(warmup))
+    r = {"timed_rounds": [warmup + 1], "engine": engine, "strategy": "fedgkd",
+         "images_per_round": 1.0, "local_img_s": 1.0, "local_s": 1.0, "round_img_s": 1.0,
+         "round_s": 1.0, "fixed_s": 0.0, "projected_min_100": 1.0}  # fmt: skip
+    assert f"timed after {warmup} warm-up round(s) {said}, " in bench.describe_table3_run(r, args)

@@ -77,8 +77,8 @@ class StandInGraph:
 
     made: list["StandInGraph"] = []
 
-    def __init__(self, device, pool):
-        self.pool, self.buffers = pool, None
+    def __init__(self, device, pool, stream):
+        self.pool, self.stream, self.buffers = pool, stream, None
         StandInGraph.made.append(self)
 
     def step(self, step_fn) -> None:
@@ -101,10 +101,14 @@ def test_graphs_go_with_replaced_buffers_and_share_one_pool(tmp_path, monkeypatc
     """A declared value whose shape changes (2, then 3, then 2 again) gets a new buffer each
     time; the graph captured on the old one is dropped, so the first shape's graph, captured
     in round 1, is not replayed in round 3 on a freed buffer. Every graph gets the run's one
-    pool."""
-    pools = []
+    pool and one capture stream (each graph had a stream of its own: the allocator reuses a
+    block only on the stream that freed it, so the pool was not shared)."""
+    pools, streams = [], []
     monkeypatch.setattr(kclient, "graphs_requested", lambda device: True)
     monkeypatch.setattr(kclient, "graph_pool", lambda: pools.append(object()) or pools[-1])
+    monkeypatch.setattr(
+        kclient, "capture_stream", lambda device: streams.append(object()) or streams[-1]
+    )
     monkeypatch.setattr(kclient, "GraphedStep", StandInGraph)
     StandInGraph.made = []
     local_loss = FEDAVG.local_loss
@@ -120,6 +124,7 @@ def test_graphs_go_with_replaced_buffers_and_share_one_pool(tmp_path, monkeypatc
     run = train(RunSpec(**dict(CNN, rounds=3)), tmp_path / "r", data_for("cnn-mnist5k"))
     assert len(StandInGraph.made) == 3  # one per round: each round replaced the buffer
     assert len(pools) == 1 and all(g.pool is pools[0] for g in StandInGraph.made)
+    assert len(streams) == 1 and all(g.stream is streams[0] for g in StandInGraph.made)
     assert list(trainer_of(run).graphs.values()) == [StandInGraph.made[-1]]
 
 

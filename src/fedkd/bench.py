@@ -60,6 +60,7 @@ from fedkd.config import DEVICES, UPPER, RunSpec
 from fedkd.data.synthetic import synthetic_cifar
 from fedkd.engine.client import TrainEnv, train_clients
 from fedkd.engine.cuda_graphs import GRAPHS_ENV
+from fedkd.engine.gpu import use_gpu
 from fedkd.engine.run import Run, resolve_device
 from fedkd.models import MODELS, build_model
 from fedkd.runtime.preprocess import Preprocessor, TrainInputs
@@ -386,17 +387,24 @@ def bench_table3_run(args, device: torch.device, strategy: str, engine: str) -> 
 
 def describe_table3_run(r: dict, args) -> str:
     timed = r["timed_rounds"]
-    warm = ["autotuning"]
-    if "CUDA graphs" in r["engine"]:
-        warm.append("graph capture")
-    if r["strategy"] == "fedgkd":
-        warm.append("a first round without a teacher")
+    graphs, teacher = "CUDA graphs" in r["engine"], r["strategy"] == "fedgkd"
+    warm = ["autotuning", *(["graph capture"] if graphs else [])]
+    if args.warmup_rounds == 0:
+        excluded = f"none: the timed rounds include {' and '.join(warm)}"
+    else:
+        excluded = ", ".join(warm + (["a first round without a teacher"] if teacher else []))
+        if teacher and args.warmup_rounds == 1 and r["engine"] != "sequential":
+            # the teacher first runs in round 2: a new step (its graph) and new shapes
+            excluded += (
+                "; round 2, timed, is the teacher's first: its step's graph capture and its "
+                "convolutions' autotuning are in it"
+            )
     line = (
         f"table-3 run {r['strategy']}, {r['engine']}, {args.precision}"
         f"{', deterministic' if args.deterministic else ''}"
         f"{f', compile {args.compile}' if args.compile != 'none' else ''}: "
         f"round{f's {timed[0]}-{timed[-1]}' if len(timed) > 1 else f' {timed[0]}'} timed after {args.warmup_rounds} warm-up round(s) "
-        f"({', '.join(warm)}), "
+        f"({excluded}), "
         f"{r['images_per_round']:,.0f} images a round; local training {r['local_img_s']:,.0f} "
         f"img/s ({r['local_s']:.2f} s a round); whole rounds {r['round_img_s']:,.0f} img/s "
         f"({r['round_s']:.2f} s a round); fixed cost {r['fixed_s']:.2f} s a round (payload, "
@@ -412,28 +420,35 @@ def describe_table3_run(r: dict, args) -> str:
 
 
 # ---------------------------------------------------------------- 4. packed runs
-def _packed_child(index, strategy, engine, args, device_type, barrier, results) -> None:
+def _packed_child(index, strategy, engine, args, device_name, barrier, results) -> None:
     """One of K packed runs: set up and warm up, wait for the others, then time its rounds."""
     try:
-        device = resolve_device(device_type)
-        started = {}
+        parent = torch.device(device_name)
+        if parent.type == "cuda":
+            # the parent's GPU, which the K runs share by design (on a machine with several,
+            # a process would otherwise claim a free one of its own)
+            use_gpu(parent.index or 0)
+        device = resolve_device(parent.type)
+        started, ended = {}, {}
+        last = args.warmup_rounds + args.run_rounds
 
         def at_round_end(done: int) -> None:
             if done == args.warmup_rounds:
                 barrier.wait(timeout=args.pack_timeout)
                 started["t"] = time.time()  # the shared start: all processes leave together
+            if done == last:  # its timed rounds end here, before the end-of-run writes
+                ended["t"] = time.time()
 
         clock = RoundClock(device, at_round_end)
         with engine_environment(engine):
             clock.run_rounds(
                 table3_spec(strategy, engine, args, device), synthetic_table3_data(args),
-                args.warmup_rounds + args.run_rounds,
+                last,
             )  # fmt: skip
-        ended = time.time()
-        timed = range(args.warmup_rounds + 1, args.warmup_rounds + args.run_rounds + 1)
+        timed = range(args.warmup_rounds + 1, last + 1)
         results.put(
             {
-                "index": index, "start": started["t"], "end": ended,
+                "index": index, "start": started["t"], "end": ended["t"],
                 "images": sum(clock.images[r] for r in timed),
                 "local_s": sum(clock.local[r] for r in timed),
                 "engine": engine_label(clock.run.env.engine(clock.run.strategy)),
@@ -454,7 +469,7 @@ def bench_packed(args, device: torch.device, k: int, strategy: str, engine: str)
     procs = [
         ctx.Process(
             target=_packed_child,
-            args=(i, strategy, engine, args, device.type, barrier, results),
+            args=(i, strategy, engine, args, str(device), barrier, results),
         )
         for i in range(k)
     ]

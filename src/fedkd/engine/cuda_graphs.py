@@ -8,9 +8,12 @@ runs nothing), then replays. The capture happens on the run's device (``torch.cu
 called when the run starts).
 
 All of a run's graphs (one per set of declared names: fedgkd-vote has up to M + 1) allocate from
-one memory pool (``graph_pool``): they never replay at once, and a step leaves nothing allocated
-in the pool past its end (it writes only into the trainer's own buffers), so one pool's memory
-serves every graph where private pools would each hold a step's activations.
+one memory pool (``graph_pool``), captured on one stream (``capture_stream``): they never replay
+at once, and a step leaves nothing allocated in the pool past its end (it writes only into the
+trainer's own buffers), so one pool's memory serves every graph where private pools would each
+hold a step's activations. The allocator reuses a freed block only on the stream that freed it,
+so the captures must share a stream for the pool to be shared (``torch.cuda.graph``'s own note),
+not only the pool handle.
 """
 
 from __future__ import annotations
@@ -32,17 +35,22 @@ def graph_pool():
     return torch.cuda.graph_pool_handle()
 
 
+def capture_stream(device: torch.device):
+    """The side stream every graph of one run is warmed up and captured on."""
+    return torch.cuda.Stream(device=device)
+
+
 class GraphedStep:
     """A step function run eagerly for its first ``WARMUP_STEPS`` calls, then captured and
     replayed. The step must advance its own device step counter (the capture does not run). The
     function is passed at each call, not kept: the graph holds no reference to its trainer.
-    ``pool``: the run's shared memory pool (``graph_pool``)."""
+    ``pool`` and ``stream``: the run's shared memory pool and capture stream (``graph_pool``,
+    ``capture_stream``)."""
 
-    def __init__(self, device: torch.device, pool):
-        self.device, self.pool = device, pool
+    def __init__(self, device: torch.device, pool, stream):
+        self.device, self.pool, self.stream = device, pool, stream
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.stream = torch.cuda.Stream(device=device)
 
     def step(self, step_fn) -> None:
         if self.graph is not None:

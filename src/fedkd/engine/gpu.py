@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 _held: list = []  # open lock files: a claim lasts as long as the process
+_claimed: list[int] = []  # the GPU this process took: a process claims once (every run in it)
 
 
 def lock_dir() -> Path:
@@ -37,7 +38,23 @@ def runs_per_gpu() -> int:
 
 def claim_gpu(num_gpus: int, per_gpu: int | None = None, directory: Path | None = None) -> int:
     """Index of the GPU this process should use, holding a free slot's lock; when every slot is
-    taken (more jobs than slots), the GPU of the slot ``pid`` maps to, unlocked."""
+    taken (more jobs than slots), the GPU of the slot ``pid`` maps to, unlocked. Claimed once
+    per process: a second call (another run in the same process, e.g. ``fedkd bench``) gets the
+    same GPU, not a second slot on another one."""
+    if _claimed:
+        return _claimed[0]
+    gpu = _claim_slot(num_gpus, per_gpu, directory)
+    _claimed.append(gpu)
+    return gpu
+
+
+def use_gpu(index: int) -> None:
+    """Make ``index`` this process's GPU without a slot: for a process that must share its
+    parent's GPU (fedkd bench's packed runs), which holds the slot."""
+    _claimed[:] = [index]
+
+
+def _claim_slot(num_gpus: int, per_gpu: int | None, directory: Path | None) -> int:
     per_gpu = runs_per_gpu() if per_gpu is None else per_gpu
     directory = lock_dir() if directory is None else directory
     directory.mkdir(parents=True, exist_ok=True)
@@ -61,3 +78,4 @@ def release_all() -> None:
     """Give back this process's slots (tests; a process's slots are released when it exits)."""
     while _held:
         _held.pop().close()
+    _claimed.clear()

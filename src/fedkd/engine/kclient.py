@@ -37,7 +37,7 @@ import copy
 import torch
 from torch.func import vmap
 
-from fedkd.engine.cuda_graphs import GraphedStep, graph_pool, graphs_requested
+from fedkd.engine.cuda_graphs import GraphedStep, capture_stream, graph_pool, graphs_requested
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.folding import bind, fold, folded_shape, param_kinds
 from fedkd.engine.functional import FunctionalModel
@@ -186,7 +186,8 @@ class KClientTrainer:
         # keyed by the round's declared names and their buffers' shapes; a graph is dropped when
         # a buffer it reads is replaced (``_keep``), so none ever replays on freed memory
         self.graphs: dict[tuple, GraphedStep] = {}
-        self.graph_pool = None  # one memory pool for all the run's graphs, made with the first
+        # one memory pool and one capture stream for all the run's graphs, made with the first
+        self.graph_pool = self.graph_stream = None
         self.names: tuple = ()
 
     # ---------------------------------------------------------------- per round
@@ -342,7 +343,10 @@ class KClientTrainer:
         if graph is None:
             if self.graph_pool is None:
                 self.graph_pool = graph_pool()
-            graph = self.graphs[self.names] = GraphedStep(self.device, self.graph_pool)
+                self.graph_stream = capture_stream(self.device)
+            graph = self.graphs[self.names] = GraphedStep(
+                self.device, self.graph_pool, self.graph_stream
+            )
         graph.step(self._step)
 
     def _step(self) -> None:
