@@ -98,14 +98,21 @@ def test_status_and_aggregate_name_a_finished_run_without_metrics_and_the_fix(tm
     text = report(progress, root)
     fix = f"{bad / METRICS} is missing; run the same `fedkd train --out {bad}` command again"
     assert f"damaged  {fix}: it rebuilds it from checkpoint.pt" in text, text
-    run = aggregate_run(tmp_path, "gone")
-    (run / METRICS).unlink()
-    with pytest.raises(ReportError) as err:
-        aggregate_runs([("fedavg", str(run))])
-    assert str(err.value) == (
-        f"run {run} (label 'fedavg'): {run / METRICS} is missing; run the same "
-        f"`fedkd train --out {run}` command again: it rebuilds it from checkpoint.pt"
-    )
+    # a diverged run is finished too: its rounds are what the at-rounds tables count
+    failed = status_run(root, "fedprox", "diverged", 3)
+    (failed / METRICS).unlink()
+    assert [p.state for p in collect(root)] == ["done", "damaged", "damaged", "running"]
+    for status in ("complete", "diverged"):
+        run = aggregate_run(tmp_path, f"gone-{status}")
+        record = json.loads((run / RUN_JSON).read_text())
+        (run / RUN_JSON).write_text(json.dumps({**record, "status": status}))
+        (run / METRICS).unlink()
+        with pytest.raises(ReportError) as err:
+            aggregate_runs([("fedavg", str(run))])
+        assert str(err.value) == (
+            f"run {run} (label 'fedavg'): {run / METRICS} is missing; run the same "
+            f"`fedkd train --out {run}` command again: it rebuilds it from checkpoint.pt"
+        )
 
 
 def test_status_keeps_a_running_runs_damaged_metrics_running(tmp_path):

@@ -155,15 +155,21 @@ def bare_server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bare")
     path, log = folder / "s.sock", folder / "server.log"
     code = f"from fedkd.forkserver import serve; serve({str(path)!r}, request_timeout=2.0)"
-    with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-c", code], stderr=err)
-    deadline = time.monotonic() + 60
-    while not path.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.1)
-    assert path.exists(), log.read_text()
+    proc = serving(code, path, log)
     yield path, log, proc
     proc.terminate()
     proc.wait(10)
+
+
+def serving(code: str, path: Path, log: Path, env: dict | None = None) -> subprocess.Popen:
+    """``python -c code`` (a server on ``path``, its stderr to ``log``), once it listens."""
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", code], stderr=err, env=env)
+    deadline = time.monotonic() + 120
+    while not path.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert path.exists(), log.read_text()
+    return proc
 
 
 def _connect(path) -> socket.socket:
@@ -571,13 +577,15 @@ def test_a_variable_a_preloaded_library_sets_on_import_is_the_childs_too_and_ref
     """On a GPU machine a library the server preloads set KMP_DUPLICATE_LIB_OK as it was
     imported: every sender (which had not imported it yet) was refused as if its own value
     differed. The server now compares with its environment as it started, and the child gets
-    what the import set, as a fresh process importing it would."""
+    what the import set or removed, as a fresh process importing it would, except a variable
+    the sender set to a value of its own (the import might have decided otherwise: kept)."""
     modules, fake, work = tmp_path / "modules", tmp_path / "fake", tmp_path / "work"
     for folder in (modules, fake / "fedkd", work):
         folder.mkdir(parents=True)
     (modules / "sets_variables_on_import.py").write_text(
         "import os\nos.environ['KMP_DUPLICATE_LIB_OK'] = 'TRUE'\n"
-        "os.environ['SET_ON_IMPORT'] = '1'\n"
+        "os.environ['SET_ON_IMPORT'] = '1'\nos.environ['OWN_VALUE'] = '1'\n"
+        "os.environ.pop('REMOVED_ON_IMPORT', None)\n"
     )
     # the command the child runs: fedkd as found on the sender's path, here one that writes
     # its environment down
@@ -591,19 +599,16 @@ def test_a_variable_a_preloaded_library_sets_on_import_is_the_childs_too_and_ref
         f"f.PRELOAD += ('sets_variables_on_import',); f.serve({str(path)!r})"
     )
     env = {k: v for k, v in os.environ.items() if k not in (ENV, "KMP_DUPLICATE_LIB_OK")}
-    with open(log, "w") as err:
-        server = subprocess.Popen([sys.executable, "-c", code], stderr=err, env=env)
+    env["REMOVED_ON_IMPORT"] = "1"
+    server = serving(code, path, log, env)
     try:
-        deadline = time.monotonic() + 120
-        while not path.exists() and time.monotonic() < deadline and server.poll() is None:
-            time.sleep(0.1)
-        assert path.exists(), log.read_text()
         send = (
             f"import sys; from fedkd.forkserver import run_remote; "
             f"sys.path.insert(0, {str(fake)!r}); print(run_remote(['train']))"
         )
         proc = subprocess.run(
-            [sys.executable, "-c", send], env={**env, ENV: str(path)}, cwd=work,
+            [sys.executable, "-c", send], env={**env, ENV: str(path), "OWN_VALUE": "mine"},
+            cwd=work,
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
@@ -612,6 +617,8 @@ def test_a_variable_a_preloaded_library_sets_on_import_is_the_childs_too_and_ref
         child_env = json.loads((work / "env.json").read_text())
         assert child_env["KMP_DUPLICATE_LIB_OK"] == "TRUE"
         assert child_env["SET_ON_IMPORT"] == "1"
+        assert "REMOVED_ON_IMPORT" not in child_env
+        assert child_env["OWN_VALUE"] == "mine"
     finally:
         server.terminate()
         server.wait(30)

@@ -232,8 +232,12 @@ def test_the_bench_refuses_an_unknown_engine_with_the_choices():
         (1, "K-client + CUDA graphs",
          "(autotuning, graph capture, a first round without a teacher; round 2, timed, is the "
          "teacher's first: its step's graph capture and its convolutions' autotuning are in it)"),
+        (1, "K-client",
+         "(autotuning, a first round without a teacher; round 2, timed, is the teacher's first: "
+         "its convolutions' autotuning is in it)"),
         (1, "sequential", "(autotuning, a first round without a teacher)"),
-        (0, "K-client", "(none: the timed rounds include autotuning)"),
+        (0, "K-client", "(none: the timed rounds include autotuning; round 1, timed, has no "
+         "teacher)"),
     ],
 )  # fmt: skip
 def test_a_table3_line_says_what_its_warm_up_left_out_and_no_more(warmup, engine, said):

@@ -1,9 +1,12 @@
 """GPU slots: parallel training processes on a machine with several GPUs spread over them."""
 
+import argparse
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from fedkd.engine import gpu
 
@@ -63,19 +66,12 @@ def test_a_released_slot_is_taken_again(tmp_path):
 
 
 def test_slots_exclude_other_processes_until_they_exit(tmp_path):
-    code = (
-        "import sys, time; from pathlib import Path; from fedkd.engine import gpu; "
-        f"print(gpu.claim_gpu(2, per_gpu=1, directory=Path({str(tmp_path)!r})), flush=True); "
-        "sys.stdin.readline()"
-    )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    got, procs = holders(tmp_path, 1, num_gpus=2, per_gpu=1)
     try:
-        assert holder.stdout.readline().strip() == "0"
+        assert got == [0]
         assert gpu.claim_gpu(2, per_gpu=1, directory=tmp_path) == 1  # GPU 0 is held
     finally:
-        holder.communicate("\n", timeout=30)
+        end(procs)
     gpu.release_all()
     assert gpu.claim_gpu(2, per_gpu=1, directory=tmp_path) == 0  # its exit freed GPU 0
 
@@ -96,9 +92,59 @@ def test_bad_runs_per_gpu_is_refused(monkeypatch, value):
         gpu.runs_per_gpu()
 
 
-def test_a_process_told_to_share_its_parents_gpu_takes_no_slot(tmp_path):
-    """fedkd bench's packed runs share the GPU of the process that started them, which holds
-    its slot: each took a free slot of its own, so K packed runs spread over the GPUs."""
-    gpu.use_gpu(1)
-    assert gpu.claim_gpu(3, per_gpu=1, directory=tmp_path) == 1
-    assert not tmp_path.exists() or not list(tmp_path.iterdir())
+def test_packed_runs_train_on_the_gpu_of_the_process_that_started_them(tmp_path, monkeypatch):
+    """fedkd bench's packed runs (one process each) took a free slot of their own, so on a
+    machine with several GPUs the K "packed" runs spread over them: the parent now hands each
+    its device, which the child makes its own without a slot."""
+    import multiprocessing
+
+    from fedkd import bench
+
+    monkeypatch.setenv("FEDKD_GPU_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    args = argparse.Namespace(warmup_rounds=2, run_rounds=2, pack_timeout=5)
+
+    # the parent: what each child process is given
+    started = []
+
+    class Context:
+        def Barrier(self, k):  # noqa: N802 - multiprocessing's names
+            return None
+
+        def Queue(self):  # noqa: N802
+            return SimpleNamespace(get=lambda timeout: {"error": "stopped"}, empty=lambda: True)
+
+        def Process(self, target, args):  # noqa: N802
+            started.append(args)
+            return SimpleNamespace(start=lambda: None, join=lambda: None, is_alive=lambda: False)
+
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method: Context())
+    with pytest.raises(RuntimeError, match="packed runs failed"):
+        bench.bench_packed(args, torch.device("cuda", 1), 2, "fedgkd", "graphs")
+    assert [a[4] for a in started] == ["cuda:1", "cuda:1"]
+
+    # a child: the device its runs are timed on
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    class Clock:
+        def __init__(self, device, at_round_end):
+            seen.append(device)
+
+        def run_rounds(self, *rest):
+            raise Stop
+
+    monkeypatch.setattr(bench, "RoundClock", Clock)
+    monkeypatch.setattr(bench, "table3_spec", lambda *rest: None)
+    monkeypatch.setattr(bench, "synthetic_table3_data", lambda *rest: None)
+    queue = SimpleNamespace(put=lambda item: None)
+    with pytest.raises(Stop):
+        bench._packed_child(
+            0, "fedgkd", "graphs", args, "cuda:1", SimpleNamespace(abort=lambda: None), queue
+        )
+    assert seen == [torch.device("cuda", 1)]
+    assert not list(tmp_path.iterdir())  # no slot taken: the parent holds its GPU's

@@ -304,3 +304,26 @@ def test_a_run_with_a_stored_negative_resumes_to_the_same_numbers(tmp_path, rule
     cut = pd.read_parquet(tmp_path / "cut" / "metrics.parquet")
     assert whole["test_loss"].tolist() == cut["test_loss"].tolist()
     assert whole["train_loss"].tolist() == cut["train_loss"].tolist()
+
+
+def test_a_model_name_is_either_shared_or_own():
+    """ctx.outputs holds one model's outputs per name: declared both ways, the sequential
+    trainer gave the own model's and the K-client trainer the shared one's (a moon that also
+    declared own_model("global") trained differently per engine). Refused either way round."""
+
+    def fresh():
+        return ClientContext(
+            client_id=0, round=0, model=None, global_model=None, payload={}, data=None,
+            num_classes=3, device=torch.device("cpu"), build_model=None, preprocess=None,
+        )  # fmt: skip
+
+    c = fresh()
+    c.share_model("global", nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="model 'global' is already declared with share_model"):
+        c.own_model("global", {})
+    c = fresh()
+    c.own_model("prev", {})
+    with pytest.raises(ValueError, match="model 'prev' is already declared with own_model"):
+        c.share_model("prev", nn.Linear(2, 2))
+    c.share_model("teacher", nn.Linear(2, 2))  # other names: as before
+    assert set(c.declared.own_models) == {"prev"} and set(c.declared.shared_models) == {"teacher"}

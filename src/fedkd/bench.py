@@ -391,14 +391,18 @@ def describe_table3_run(r: dict, args) -> str:
     warm = ["autotuning", *(["graph capture"] if graphs else [])]
     if args.warmup_rounds == 0:
         excluded = f"none: the timed rounds include {' and '.join(warm)}"
+        if teacher:
+            excluded += "; round 1, timed, has no teacher"
     else:
         excluded = ", ".join(warm + (["a first round without a teacher"] if teacher else []))
         if teacher and args.warmup_rounds == 1 and r["engine"] != "sequential":
             # the teacher first runs in round 2: a new step (its graph) and new shapes
-            excluded += (
-                "; round 2, timed, is the teacher's first: its step's graph capture and its "
-                "convolutions' autotuning are in it"
+            new = (
+                "its step's graph capture and its convolutions' autotuning are"
+                if graphs
+                else "its convolutions' autotuning is"
             )
+            excluded += f"; round 2, timed, is the teacher's first: {new} in it"
     line = (
         f"table-3 run {r['strategy']}, {r['engine']}, {args.precision}"
         f"{', deterministic' if args.deterministic else ''}"

@@ -196,8 +196,7 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
                     if isinstance(exc, MetricsError)  # names the file, the reason and the fix
                     else f"{run / METRICS} cannot be read ({type(exc).__name__}: {exc}); check it"
                 )
-                done = record.get("rounds_done") or 0
-                return RunProgress(rel, "damaged", done, rounds, None, problem=problem)
+                return _damaged_metrics(rel, record, rounds, problem)
         else:
             try:
                 played = metrics[metrics["round"] >= 1]
@@ -206,8 +205,7 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
             except (KeyError, TypeError, ValueError):  # columns of another type or name
                 pass
     elif finished:  # what the report reads is gone
-        done = record.get("rounds_done") or 0
-        return RunProgress(rel, "damaged", done, rounds, None, problem=missing_metrics(run))
+        return _damaged_metrics(rel, record, rounds, missing_metrics(run))
     done = record.get("rounds_done") or len(seconds)
     per_round = statistics.fmean(seconds) if seconds else None
     process = record.get("process")
@@ -224,6 +222,14 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
         state = "stopped" if quiet_for > limit else "running"
     unverified = state == "running" and alive is True and not is_verified(process)
     return RunProgress(rel, state, done, rounds, per_round, best, unverified=unverified)
+
+
+def _damaged_metrics(rel: str, record: dict, rounds: int, problem: str) -> RunProgress:
+    """A finished run whose metrics the report cannot read: damaged, with ``problem`` (the file,
+    the reason and the fix)."""
+    return RunProgress(
+        rel, "damaged", record.get("rounds_done") or 0, rounds, None, problem=problem
+    )
 
 
 def _damaged_run(run: Path, root: Path, exc: BaseException) -> RunProgress:

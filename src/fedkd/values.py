@@ -205,14 +205,15 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-# beyond 2^53 a float no longer holds every integer: 12345678901234567.0 is ...568
+# from 2^53 on a float no longer holds every integer: 12345678901234567.0 is ...568, and
+# 9007199254740993.0 is 2^53 itself, so 2^53 is no longer known to be the integer written
 EXACT_FLOAT_INTS = 2**53
 
 
 def exact_int(value: Any) -> Any:
     """An integral float as the int it holds exactly (5.0 → 5); a larger one, or anything else,
     unchanged, so that an integer check refuses it rather than rounding to a neighbour."""
-    if isinstance(value, float) and value.is_integer() and abs(value) <= EXACT_FLOAT_INTS:
+    if isinstance(value, float) and value.is_integer() and abs(value) < EXACT_FLOAT_INTS:
         return int(value)
     return value
 
@@ -252,7 +253,7 @@ def parse_value(text: str) -> Any:
 # ------------------------------------------------------------------ argparse types of flags
 def integer(text: str) -> int:
     """An integer flag read like every other value (YAML 1.2: ``010`` is 10, ``1e3`` is 1000,
-    ``1:30`` and ``true`` are refused; an integral float beyond 2^53 is not exact and refused);
+    ``1:30`` and ``true`` are refused; an integral float from 2^53 on is not known to be exact and is refused);
     for argparse's ``type=``."""
     value = exact_int(parse_value(text))
     if not (is_finite_number(value) and isinstance(value, int)):

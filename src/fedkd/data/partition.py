@@ -252,7 +252,7 @@ def checked_meta(meta, path) -> dict:
         if key not in meta or (meta[key] is None and key in _META_OPTIONAL_COUNTS):
             continue
         value = meta[key]
-        value = exact_int(value)  # beyond 2^53 a float is refused below, not rounded
+        value = exact_int(value)  # from 2^53 on a float is refused below, not rounded
         least = 0 if key in _META_INTS else 1
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             kind = "an integer >= 0" if least == 0 else "a positive integer"

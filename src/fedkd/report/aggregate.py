@@ -228,7 +228,7 @@ def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
             raise ReportError(f"run {run_dir} (label {label!r}): {exc}") from None
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for odd columns
             raise ReportError(f"{metrics_path} cannot be read: {exc}") from exc
-    elif keys["status"] == "complete":
+    elif keys["status"] in ("complete", "diverged"):  # finished: its rounds are gone
         raise ReportError(f"run {run_dir} (label {label!r}): {missing_metrics(path)}")
     else:
         metrics = pd.DataFrame()

@@ -100,7 +100,7 @@ class CheckedParams:
                 if not isinstance(exact, int):  # a fraction, or beyond what a float holds exactly
                     raise ValueError(
                         f"params.{f.name}={value!r} must be an integer (a float holds integers "
-                        f"exactly only up to 2^53; write it without a decimal point)"
+                        f"exactly only below 2^53; write it without a decimal point)"
                     )
                 value = exact
                 setattr(self, f.name, value)

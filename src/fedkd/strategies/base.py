@@ -136,12 +136,23 @@ class ClientContext:
     def share_model(self, name: str, model: FedModel) -> None:
         """A frozen model, the same object for every client: ``ctx.outputs[name]`` holds its
         outputs on each batch (computed once for all clients side by side)."""
+        self._one_kind_of_model(name, self.declared.own_models, "own_model")
         self.declared.shared_models[name] = model
 
     def own_model(self, name: str, state: dict[str, torch.Tensor]) -> None:
         """A frozen model of the student's architecture with this client's weights (``state``,
         a state dict): ``ctx.outputs[name]`` holds its outputs on each batch."""
+        self._one_kind_of_model(name, self.declared.shared_models, "share_model")
         self.declared.own_models[name] = state
+
+    @staticmethod
+    def _one_kind_of_model(name: str, other: dict, declared_by: str) -> None:
+        # ctx.outputs has one entry per name: which of two models it held depended on the engine
+        if name in other:
+            raise ValueError(
+                f"model {name!r} is already declared with {declared_by} this round; a name is "
+                "either a shared or an own model: give the other one another name"
+            )
 
     def share(self, name: str, value: Any) -> None:
         """A tensor (or number) identical for every client: ``ctx.shared[name]``. Numbers become
