@@ -20,9 +20,10 @@ The contract of ``local_loss(batch, ctx)``, the same in both trainers:
   student's features and logits) and ``ctx`` (``LocalContext``): the student's parameters, the
   received global parameters, and what ``client_begin`` declared on the ``ClientContext``:
   ``share_model``/``own_model`` (frozen models whose outputs on the batch the engine computes:
-  ``ctx.outputs[name]``), ``share``/``own`` (tensors: ``ctx.shared``/``ctx.own``) and
-  ``own_per_step`` (one row per local step: ``ctx.step``). Shared means identical for every
-  client of the round; own means this client's (every client declares the same names and shapes).
+  ``ctx.outputs[name]``; a name is one or the other), ``share``/``own`` (tensors:
+  ``ctx.shared``/``ctx.own``) and ``own_per_step`` (one row per local step: ``ctx.step``).
+  Shared means identical for every client of the round; own means this client's (every client
+  declares the same names and shapes).
 - It returns a scalar; per-sample terms are averaged with ``batch.mean`` (padding slots weigh 0).
 - It may branch on which names were declared, never on tensor values (no ``.item()``, no
   ``if tensor``), draws no random numbers (declare them per step instead), and keeps no state:
