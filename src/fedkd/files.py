@@ -151,6 +151,14 @@ def metrics_fix(path: Path) -> str:
     return f"delete it and {_train_again(Path(path).parent)}"
 
 
+def metrics_expected(record: dict) -> bool:
+    """Whether a run record says its metrics.parquet must exist: a complete run, or a diverged
+    one with rounds done (a run that diverged in round 1 recorded no round)."""
+    done = record.get("rounds_done")
+    rounds = done if isinstance(done, int) and not isinstance(done, bool) else 0
+    return record.get("status") == "complete" or (record.get("status") == "diverged" and rounds > 0)
+
+
 def missing_metrics(run_dir: Path) -> str:
     """A finished run whose metrics.parquet is missing, and how to get it back."""
     return f"{Path(run_dir) / METRICS} is missing; {_train_again(Path(run_dir))}"

@@ -36,6 +36,7 @@ from fedkd.files import (
     RUN_JSON,
     MetricsError,
     RunRecordError,
+    metrics_expected,
     missing_metrics,
     read_run_record,
 )
@@ -204,7 +205,7 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
                 best = float(played["test_acc"].max()) if len(played) else None
             except (KeyError, TypeError, ValueError):  # columns of another type or name
                 pass
-    elif finished:  # what the report reads is gone
+    elif metrics_expected(record):  # what the report reads is gone
         return _damaged_metrics(rel, record, rounds, missing_metrics(run))
     done = record.get("rounds_done") or len(seconds)
     per_round = statistics.fmean(seconds) if seconds else None

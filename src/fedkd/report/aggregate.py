@@ -28,6 +28,7 @@ from fedkd.files import (
     UnreadableFileError,
     atomic_write,
     check_regular_file,
+    metrics_expected,
     missing_metrics,
     read_metrics_table,
     read_regular_file,
@@ -228,7 +229,7 @@ def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
             raise ReportError(f"run {run_dir} (label {label!r}): {exc}") from None
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for odd columns
             raise ReportError(f"{metrics_path} cannot be read: {exc}") from exc
-    elif keys["status"] in ("complete", "diverged"):  # finished: its rounds are gone
+    elif metrics_expected(rec):  # finished with rounds recorded: they are gone
         raise ReportError(f"run {run_dir} (label {label!r}): {missing_metrics(path)}")
     else:
         metrics = pd.DataFrame()
