@@ -20,6 +20,7 @@ from fedkd.values import (
     check_size,
     exact_int,
     is_finite_number,
+    is_int,
     load_json,
     load_value,
     load_yaml,
@@ -90,7 +91,7 @@ def _model_option_checks() -> dict[str, dict[str, Any]]:
         )
 
     def width(v):
-        ok = isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_CNN_WIDTH
+        ok = is_int(v) and 1 <= v <= MAX_CNN_WIDTH
         return None if ok else f"must be an integer from 1 to {MAX_CNN_WIDTH:,}"
 
     def two_widths(v):
@@ -296,15 +297,11 @@ def _is_number(v: Any) -> bool:
     return is_finite_number(v)
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _as_float(v: Any) -> Any:
     """A float value as meant: text spelling a number read, an int (never a bool) as a float,
     -0.0 as 0.0 (one number, one spec); anything else unchanged, for validation to name."""
     v = as_number(v)
-    if _is_int(v):
+    if is_int(v):
         return float(v)
     return v + 0.0 if isinstance(v, float) else v
 
@@ -343,7 +340,7 @@ def spec_errors(s: RunSpec) -> list[str]:
         e.append(f"strategy={s.strategy!r} is unknown; choose one of: {', '.join(names)}")
     for key in ("clients", "rounds", "local_epochs", "batch_size"):
         v = getattr(s, key)
-        if not _is_int(v) or v < 1:
+        if not is_int(v) or v < 1:
             e.append(
                 f"{key}={v!r} must be a positive integer (true/false are not integers)"
                 f"{yaml11_note(v)}"
@@ -357,11 +354,11 @@ def spec_errors(s: RunSpec) -> list[str]:
             )
     elif s.alpha is not None and not _is_number(s.alpha):
         e.append(f"alpha={s.alpha!r} must be a number, or null (partition {s.partition!r})")
-    if s.partition == "shards" and (not _is_int(s.shards) or s.shards < 1):
+    if s.partition == "shards" and (not is_int(s.shards) or s.shards < 1):
         e.append(
             f"shards={s.shards!r} must be a positive integer (shards per client) for partition 'shards'"
         )
-    elif s.shards is not None and (not _is_int(s.shards) or s.shards > UPPER["shards"]):
+    elif s.shards is not None and (not is_int(s.shards) or s.shards > UPPER["shards"]):
         e.append(f"shards={s.shards!r} must be a positive integer, or null")
     if not _is_number(s.participation) or not 0 < s.participation <= 1:
         e.append(f"participation={s.participation!r} (C) must lie in (0, 1], e.g. 0.2")
@@ -375,7 +372,7 @@ def spec_errors(s: RunSpec) -> list[str]:
         e.append(
             f"grad_clip={s.grad_clip!r} must be a finite number > 0, or null to disable clipping"
         )
-    if not _is_int(s.seed) or not 0 <= s.seed < SEED_LIMIT:
+    if not is_int(s.seed) or not 0 <= s.seed < SEED_LIMIT:
         e.append(f"seed={s.seed!r} must be an integer from 0 to 2^63 - 1{yaml11_note(s.seed)}")
     for key in ("deterministic", "eval_local"):
         if not isinstance(getattr(s, key), bool):
@@ -497,7 +494,7 @@ def param_type_errors(cls, params: dict[str, Any]) -> list[str]:
             (value is None and nullable)
             or (choices is not None and value in choices)
             or (bool in plain and isinstance(value, bool))
-            or (int in plain and _is_int(value))
+            or (int in plain and is_int(value))
             or (float in plain and _is_number(value))
             or (str in plain and isinstance(value, str))
         )

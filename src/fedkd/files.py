@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fedkd.values import MAX_DEPTH, ValueTooLarge, load_json
+from fedkd.values import MAX_DEPTH, ValueTooLarge, is_int, load_json
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -155,8 +155,9 @@ def metrics_expected(record: dict) -> bool:
     """Whether a run record says its metrics.parquet must exist: a complete run, or a diverged
     one with rounds done (a run that diverged in round 1 recorded no round)."""
     done = record.get("rounds_done")
-    rounds = done if isinstance(done, int) and not isinstance(done, bool) else 0
-    return record.get("status") == "complete" or (record.get("status") == "diverged" and rounds > 0)
+    return record.get("status") == "complete" or (
+        record.get("status") == "diverged" and is_int(done) and done > 0
+    )
 
 
 def missing_metrics(run_dir: Path) -> str:
@@ -203,7 +204,7 @@ def read_metrics_table(
             path, f"{path} is damaged (not a readable Parquet file: {reason[:200]})", True
         ) from None
     held = table.num_rows  # one row a round
-    if isinstance(rounds_done, int) and not isinstance(rounds_done, bool) and held < rounds_done:
+    if is_int(rounds_done) and held < rounds_done:
         raise MetricsError(
             path,
             f"{path} is damaged (it holds {held} round{'s' if held != 1 else ''}, fewer than "

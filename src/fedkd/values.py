@@ -253,8 +253,8 @@ def parse_value(text: str) -> Any:
 # ------------------------------------------------------------------ argparse types of flags
 def integer(text: str) -> int:
     """An integer flag read like every other value (YAML 1.2: ``010`` is 10, ``1e3`` is 1000,
-    ``1:30`` and ``true`` are refused; an integral float from 2^53 on is not known to be exact and is refused);
-    for argparse's ``type=``."""
+    ``1:30`` and ``true`` are refused, and so is an integral float from 2^53 on, which is not
+    known to be exact); for argparse's ``type=``."""
     value = exact_int(parse_value(text))
     if not (is_finite_number(value) and isinstance(value, int)):
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer, e.g. 10")
@@ -370,6 +370,11 @@ def yaml11_note(value: Any) -> str:
     if "_" in value and isinstance(as_number(value.replace("_", "")), (int, float)):
         return f" ({value} is text in YAML 1.2: write the number without _)"
     return ""
+
+
+def is_int(value: Any) -> bool:
+    """An int, never a bool (``True`` is an int to Python, not a count to a config)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_finite_number(value: Any) -> bool:

@@ -770,9 +770,8 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
 def held_labels(info: dict, runs: pd.DataFrame, table: str) -> set[str]:
     """The column labels a table holds: those its source lists (``labels``: the table's columns,
     which the workflow passes, so a column whose runs are all missing still counts), else those
-    with runs. A
-    claim reads a table that holds both its methods; one that holds one of them is a table the
-    configuration did not give the other (tiny's Table 3 has no FedProx column)."""
+    with runs. A claim reads a table that holds both its methods; one that holds one of them is
+    a table the configuration did not give the other (tiny's Table 3 has no FedProx column)."""
     listed = info.get("labels")
     if listed:
         return {str(label) for label in listed}
