@@ -324,6 +324,19 @@ def test_a_config_reads_numbers_in_every_notation_and_passes_null_to_the_runs():
             assert spec.params == {"mu": 0.01}
 
 
+def test_the_cluster_runtime_counts_the_clients_a_round_the_engine_draws():
+    from fedkd.runtime.seeding import sample_clients
+
+    cfg = small_config()
+    cfg["resources"] = {"train": {"runtime": 1, "client_epoch_seconds": 40}}
+    plan = Plan(cfg)
+    # C x K = 2.5: the engine trains 3 clients a round (half up), not round()'s 2
+    assert len(sample_clients(0, 0, 10, 0.25)) == 3
+    setting = "iid-K10-C0.25-E2-R5"
+    # 1.5 x 5 rounds x 3 clients x 2 epochs x 40 s = 1,800 s
+    assert plan.train_runtime("mnist5k", setting) == 30
+
+
 def test_a_typo_in_a_small_config_is_one_error_with_the_key_it_resembles():
     cfg = small_config()
     cfg["defaults"]["clinets"] = cfg["defaults"].pop("clients")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fedkd.data import DATASETS as _DATASET_REGISTRY
+from fedkd.runtime.seeding import clients_a_round
 from fedkd.values import (
     ValueTooLarge,
     as_number,
@@ -203,7 +204,7 @@ class RunSpec:
 
     @property
     def clients_per_round(self) -> int:
-        return max(1, int(round(self.participation * self.clients)))
+        return clients_a_round(self.clients, self.participation)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -25,6 +25,7 @@ from fedkd.pipeline.paths import (
 )
 from fedkd.provenance import package_files_hash, run_code_hash
 from fedkd.report.targets import Layout, get_layout
+from fedkd.runtime.seeding import clients_a_round
 
 # the code a t-SNE features file depends on: it trains a local model
 FEATURES_CODE = ("engine", "models", "data", "strategies", "config.py")
@@ -395,7 +396,7 @@ class Plan:
         per_epoch = res.get("client_epoch_seconds")
         if per_epoch:
             s = parse_setting(setting)
-            per_round = max(1, round(s["participation"] * s["clients"]))
+            per_round = clients_a_round(s["clients"], s["participation"])
             seconds = 1.5 * s["rounds"] * per_round * s["local_epochs"] * per_epoch
             minutes = max(minutes, math.ceil(seconds / 60))
         return minutes

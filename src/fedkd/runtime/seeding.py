@@ -16,9 +16,15 @@ def derive_seed(*key: object) -> int:
 def sample_clients(seed: int, round: int, num_clients: int, participation: float) -> list[int]:
     """The clients of round ``round`` (0-based): a function of (seed, round) alone, so every
     strategy with the same seed sees the same clients in the same round."""
-    m = max(1, int(round_half_up(participation * num_clients)))
+    m = clients_a_round(num_clients, participation)
     rng = np.random.default_rng(derive_seed(seed, "sample", round))
     return sorted(int(c) for c in rng.choice(num_clients, size=m, replace=False))
+
+
+def clients_a_round(num_clients: int, participation: float) -> int:
+    """How many clients a round trains: C x K rounded half up (2.5 -> 3), at least one. The one
+    rule for the engine's draw, the run's record and the cluster runtime estimate."""
+    return max(1, round_half_up(participation * num_clients))
 
 
 def round_half_up(x: float) -> int:
