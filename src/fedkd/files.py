@@ -26,6 +26,9 @@ CHECKPOINT = "checkpoint.pt"
 # a run.json is a few kilobytes; a metrics.parquet a few megabytes at the most rounds and classes
 MAX_RUN_JSON_BYTES = 16 << 20
 MAX_METRICS_BYTES = 1 << 30
+# a partition holds three integers a sample; the aggregate every round of every run
+MAX_PARTITION_BYTES = 1 << 30
+MAX_AGGREGATE_BYTES = 1 << 36
 
 
 class UnreadableFileError(ValueError):
@@ -74,7 +77,11 @@ def read_regular_file(path: Path, what: str, max_bytes: int) -> bytes:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):  # replaced since the check
             raise UnreadableFileError(f"{path} is {_kind(mode)}, not {what}", regular=False)
-        data = file.read(max_bytes + 1)
+        size = os.fstat(fd).st_size
+        # the size it has, then anything it has grown by (a read of max_bytes would reserve them)
+        data = file.read(min(size, max_bytes) + 1)
+        if len(data) > size:
+            data += file.read(max_bytes + 1 - len(data))
     if len(data) > max_bytes:  # grown since the check
         raise UnreadableFileError(
             f"{path} is damaged (more than {what}'s {max_bytes:,} bytes)", regular=True
@@ -172,6 +179,26 @@ def _train_again(run_dir: Path) -> str:
     return f"{again}: with no {CHECKPOINT} to rebuild it from, it trains the run anew"
 
 
+def parquet_table(raw: bytes, columns: list[str] | None = None) -> pa.Table:
+    """The table of Parquet bytes (``columns``: those of them it has), parsed on the calling
+    thread. fedkd reads its own Parquet files (metrics, partitions, the aggregate) this way,
+    never by path nor with threads, so that no Arrow thread pool is started: one alive at the
+    interpreter's exit can abort it ("terminate called without an active exception",
+    apache/arrow#34314), as a `fedkd train` that only read a finished run's metrics once was."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(pa.BufferReader(raw))
+    if columns is not None:
+        columns = [c for c in columns if c in parquet.schema_arrow.names]
+    return parquet.read(columns=columns, use_pandas_metadata=True, use_threads=False)
+
+
+def read_parquet_file(path: Path, what: str, max_bytes: int) -> pa.Table:
+    """``path``'s table, read as ``read_regular_file`` reads and ``parquet_table`` parses."""
+    return parquet_table(read_regular_file(Path(path), what, max_bytes))
+
+
 def read_metrics_table(
     path: Path, columns: list[str] | None = None, rounds_done: object = None
 ) -> pa.Table:
@@ -179,9 +206,6 @@ def read_metrics_table(
     by the writer between pyarrow's metadata and data reads cannot mix two versions. Refused with
     ``MetricsError``: no regular file, too large, not Parquet, or (given run.json's
     ``rounds_done``) fewer rows than rounds done. A missing file raises ``FileNotFoundError``."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     path = Path(path)
     try:
         raw = read_regular_file(path, "a metrics file", MAX_METRICS_BYTES)
@@ -193,10 +217,7 @@ def read_metrics_table(
         reason = exc.strerror or str(exc)
         raise MetricsError(path, f"{path} cannot be read ({reason})", rebuildable=False) from None
     try:
-        parquet = pq.ParquetFile(pa.BufferReader(raw))
-        if columns is not None:
-            columns = [c for c in columns if c in parquet.schema_arrow.names]
-        table = parquet.read(columns=columns, use_pandas_metadata=True)
+        table = parquet_table(raw, columns)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         reason = reason.removeprefix("Could not open Parquet input source '<Buffer>': ")

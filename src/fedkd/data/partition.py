@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedkd.files import atomic_write, check_regular_file
+from fedkd.files import MAX_PARTITION_BYTES, atomic_write, read_parquet_file
 from fedkd.values import exact_int, load_json
 
 SCHEMES = ("dirichlet-equal", "dirichlet", "shards", "iid")
@@ -205,16 +205,13 @@ def write_partition(path, assignment, labels, meta: dict) -> None:
 
 def read_partition(path) -> tuple[np.ndarray, dict]:
     """(assignment int64 ordered by ``index``, metadata) of a partition Parquet."""
-    import pyarrow.parquet as pq
-
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(
             f"partition file {path} does not exist; write it with `fedkd partition`"
         )
     try:
-        check_regular_file(path, "a partition file")  # a FIFO would block the reader
-        table = pq.read_table(path)
+        table = read_parquet_file(path, "a partition file", MAX_PARTITION_BYTES)
         raw = (table.schema.metadata or {}).get(b"fedkd")
         meta = load_json(raw, "its metadata") if raw else {}
         index = table.column("index").to_numpy().astype(np.int64)

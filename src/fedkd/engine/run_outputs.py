@@ -97,7 +97,7 @@ def read_metrics(
 ) -> pd.DataFrame:
     """A run's metrics (``columns``: those of them it has), safe to call while the run writes
     them; ``MetricsError`` names a damaged file and the fix (``fedkd.files.read_metrics_table``)."""
-    return read_metrics_table(path, columns, rounds_done).to_pandas()
+    return read_metrics_table(path, columns, rounds_done).to_pandas(use_threads=False)
 
 
 def write_metrics(path: Path, rows: list[dict]) -> None:

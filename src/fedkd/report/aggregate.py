@@ -21,16 +21,17 @@ import pandas as pd
 
 from fedkd.collapse import is_collapsed
 from fedkd.files import (
+    MAX_AGGREGATE_BYTES,
     MAX_RUN_JSON_BYTES,
     METRICS,
     RUN_JSON,
     MetricsError,
     UnreadableFileError,
     atomic_write,
-    check_regular_file,
     metrics_expected,
     missing_metrics,
     read_metrics_table,
+    read_parquet_file,
     read_regular_file,
     read_run_record,
 )
@@ -224,7 +225,7 @@ def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
         try:
             # fewer rows than rounds done: a damaged file, which would pass for a shorter run
             table = read_metrics_table(metrics_path, rounds_done=rec.get("rounds_done"))
-            metrics = table.to_pandas()
+            metrics = table.to_pandas(use_threads=False)
         except MetricsError as exc:  # names the file, what is wrong and the fix
             raise ReportError(f"run {run_dir} (label {label!r}): {exc}") from None
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for odd columns
@@ -387,8 +388,10 @@ def read_aggregate(path: str | Path | None) -> pd.DataFrame:
     if not path.exists():
         raise ReportError(f"aggregate file {path} does not exist; write it with `fedkd aggregate`")
     try:
-        check_regular_file(path, "an aggregate file")  # a FIFO would be waited on for ever
-        df = pd.read_parquet(path)
+        # read_parquet_file refuses a FIFO unread (it would be waited on for ever)
+        df = read_parquet_file(path, "an aggregate file", MAX_AGGREGATE_BYTES).to_pandas(
+            use_threads=False
+        )
     except Exception as exc:
         raise ReportError(f"aggregate file {path} cannot be read: {exc}") from exc
     missing = [c for c in RUN_KEY_COLUMNS + ["round", "test_acc"] if c not in df.columns]

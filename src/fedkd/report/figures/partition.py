@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from fedkd.data.partition import checked_meta
+from fedkd.files import MAX_PARTITION_BYTES, read_parquet_file
 from fedkd.report.aggregate import ReportError
 from fedkd.report.figures.draw import (
     hide_unused,
@@ -20,13 +21,11 @@ from fedkd.values import load_json
 
 def read_partition_counts(path: str | Path) -> tuple[np.ndarray, dict]:
     """(clients x classes sample counts, meta) of a partition Parquet from `fedkd partition`."""
-    import pyarrow.parquet as pq
-
     path = Path(path)
     if not path.exists():
         raise ReportError(f"partition file {path} does not exist; write it with `fedkd partition`")
     try:
-        table = pq.read_table(path)
+        table = read_parquet_file(path, "a partition file", MAX_PARTITION_BYTES)
     except Exception as exc:
         raise ReportError(f"partition file {path} cannot be read: {exc}") from exc
     raw = (table.schema.metadata or {}).get(b"fedkd")
