@@ -37,19 +37,12 @@ from fedkd.engine.run import Run
 from fedkd.models import build_model
 from fedkd.opcount import count_ops
 from fedkd.strategies import get_strategy_class, strategy_names
+from small_runs import SMALL_SERVER_PARAMS
 
 SMALL = dict(
     clients=6, participation=0.5, partition="dirichlet", alpha=0.5, local_epochs=1, rounds=2,
     batch_size=8, grad_clip=1.0, seed=3, device="cpu", memory_format="contiguous",
 )  # fmt: skip
-# server-side work kept small where a strategy has a knob for it (the clients' side is the test)
-PARAMS = {
-    # (noise as its unlabeled data: the CIFAR-shaped runs' default, CIFAR-100, is not on disk)
-    "feddf": {"max_steps": 4, "eval_every": 2, "patience": 4, "unlabeled": "noise"},
-    "fedgkd": {"buffer": 2},
-    "fedgkd+": {"buffer": 2},
-    "fedgkd-vote": {"buffer": 2},
-}
 K_CLIENT = [n for n in strategy_names() if get_strategy_class(n).batched]
 # the fast subset: one strategy per kind of declaration (none, shared model, per-client model
 # and shared model, per-client tensors, per-step values)
@@ -166,7 +159,7 @@ def strategy_cases():
 def test_k_client_trainer_matches_sequential(shape, strategy, tmp_path, monkeypatch):
     options, _ = SHAPES[shape]
     data = data_for(shape)
-    base = dict(SMALL, **options, strategy=strategy, params=PARAMS.get(strategy, {}))
+    base = dict(SMALL, **options, strategy=strategy, params=SMALL_SERVER_PARAMS.get(strategy, {}))
     if strategy == "fedavg":
         base["eval_local"] = True  # runs after K-client training, on the written-back weights
     seq = train(RunSpec(**base, engine="sequential"), tmp_path / "seq", data)
