@@ -1,7 +1,7 @@
 """fedkd reads its own Parquet files (metrics, partitions, the aggregate) on the calling thread:
 a started Arrow thread pool can abort the interpreter at its exit ("terminate called without an
-active exception", apache/arrow#34314), which a `fedkd train` that only read a finished run's
-metrics once did. Checked in a fresh process, where nothing else has started the pool: reading
+active exception", apache/arrow#34314), the likely cause of that message ending a `fedkd train`
+that only read a finished run's metrics. Checked in a fresh process, where nothing else has started the pool: reading
 every kind of file starts no thread."""
 
 import subprocess

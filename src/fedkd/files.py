@@ -184,7 +184,8 @@ def parquet_table(raw: bytes, columns: list[str] | None = None) -> pa.Table:
     thread. fedkd reads its own Parquet files (metrics, partitions, the aggregate) this way,
     never by path nor with threads, so that no Arrow thread pool is started: one alive at the
     interpreter's exit can abort it ("terminate called without an active exception",
-    apache/arrow#34314), as a `fedkd train` that only read a finished run's metrics once was."""
+    apache/arrow#34314). That message ended a `fedkd train` that had only read a finished run's
+    metrics, once in the hostile tests' many runs; Arrow is the likely cause, not a proven one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
