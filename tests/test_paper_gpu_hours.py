@@ -1,0 +1,177 @@
+"""bench/paper_gpu_hours.py: a run's images counted by hand, the rate a run takes (its strategy's
+on its model over its model's), runs without a rate listed as unmeasured, and a bad --rate refused
+with the value and the fix. Offline and fast: it reads a config, not data."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "paper_gpu_hours.py"
+
+# cifar10 (45,000 training images after the loader's 10% validation hold-out), 10 clients of
+# 4,500 each (dirichlet-equal), C = 0.25: the engine draws round_half_up(2.5) = 3 clients a round
+# (Python's round(2.5) would be 2), 2 local epochs, 5 rounds, 2 seeds
+CONFIG = """
+name: gpu-hours-test
+seeds: [0, 1]
+defaults:
+  partition: dirichlet-equal
+  alpha: 1.0
+  clients: 10
+  participation: 0.25
+  local_epochs: 2
+  rounds: 5
+  batch_size: 64
+  model: auto
+  device: cpu
+variants:
+  fedavg: {strategy: fedavg}
+  fedgkd-M1: {strategy: fedgkd, params: {buffer: 1}}
+  fedavg-cnn: {strategy: fedavg, spec: {model: cnn}}
+tables:
+  table3:
+    layout: grid
+    caption: Top-1 test accuracy (%).
+    grid: {dataset: [cifar10]}
+    columns: {fedavg: fedavg, fedgkd: fedgkd-M1, cnn: fedavg-cnn}
+    options: {rows: [dataset]}
+"""
+# by hand: 5 rounds x 3 clients x 2 epochs x 4,500 images
+RUN_IMAGES = 5 * 3 * 2 * 4_500  # 135,000
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("paper_gpu_hours", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+gh = _load()
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("gpu_hours") / "config.yaml"
+    path.write_text(CONFIG)
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(config_file):
+    return gh.plan_runs(gh.load_plan([config_file]))
+
+
+def test_one_run_images_by_hand(runs):
+    assert len(runs) == 6  # 3 variants x 2 seeds
+    run = next(r for r in runs if r.variant == "fedavg" and r.seed == 0)
+    assert (run.dataset, run.model, run.strategy) == ("cifar10", "resnet8", "fedavg")
+    assert run.train_examples == 45_000  # CIFAR-10's 50,000 less the 5,000 held out
+    assert run.per_client == 4_500
+    assert run.clients_per_round == 3  # rounded half up, as the engine draws them
+    assert run.images == RUN_IMAGES
+    cnn = next(r for r in runs if r.variant == "fedavg-cnn")
+    assert cnn.model == "cnn" and cnn.images == RUN_IMAGES
+
+
+def test_partition_sizes():
+    class Spec:
+        clients, shards = 10, 2
+
+    for scheme, per_client in [
+        ("dirichlet-equal", 4_500), ("iid", 4_500), ("shards", 4_500), ("dirichlet", 4_500)
+    ]:  # fmt: skip
+        Spec.partition = scheme
+        assert gh.examples_per_client(Spec, 45_000) == per_client
+        assert gh.examples_per_client(Spec, 45_001) == (
+            45_001 / 10 if scheme == "dirichlet" else per_client
+        )
+    assert gh.examples_per_client(Spec, None) is None
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["fedavg:resnet8=75", "resnet8=37.5"],
+        ["resnet8=37.5", "fedavg:resnet8=75"],  # the order given does not matter
+    ],
+)
+def test_specific_rate_beats_general(texts):
+    rates = gh.parse_rates(texts)
+    assert rates == {("fedavg", "resnet8"): 75.0, (None, "resnet8"): 37.5}
+    assert gh.match_rate(rates, "fedavg", "resnet8") == ("fedavg", "resnet8")
+    assert gh.match_rate(rates, "fedgkd", "resnet8") == (None, "resnet8")
+    assert gh.match_rate(rates, "fedavg", "cnn") is None  # never another model's rate
+
+
+def test_rows_and_report(runs, capsys, config_file):
+    rates = gh.parse_rates(["fedavg:resnet8=75", "resnet8=37.5"])
+    rows = {(r.model, r.strategies): r for r in gh.build_rows(runs, rates)}
+    assert set(rows) == {("resnet8", "fedavg"), ("resnet8", "others (1)"), ("cnn", "all")}
+    fedavg, others, cnn = (
+        rows["resnet8", "fedavg"],
+        rows["resnet8", "others (1)"],
+        rows["cnn", "all"],
+    )
+    assert (fedavg.runs, fedavg.images, fedavg.hours(rates)) == (2, 2 * RUN_IMAGES, 1.0)
+    assert (others.runs, others.images, others.hours(rates)) == (2, 2 * RUN_IMAGES, 2.0)
+    assert (cnn.runs, cnn.images, cnn.key, cnn.hours(rates)) == (2, 2 * RUN_IMAGES, None, None)
+
+    assert gh.main(["--configfile", str(config_file), "--rate", "fedavg:resnet8=75",
+                    "--rate", "resnet8=37.5"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "--rate fedavg:resnet8=75 --rate resnet8=37.5" in out  # the command it ran
+    assert str(config_file) in out and "6 runs" in out
+    lines = out.splitlines()
+    cnn_line = next(line for line in lines if line.startswith("cifar10") and " cnn " in line)
+    assert cnn_line.split()[-2:] == ["unmeasured", "-"]
+    assert "measured:   4 runs, 0.5 M images, 3.0 GPU-hours" in out
+    assert "unmeasured: 2 runs, 0.3 M images" in out and "cnn on cifar10: 2 runs" in out
+
+
+def test_a_rate_without_runs_is_named(runs):
+    text = gh.report(runs, gh.parse_rates(["resnet50=10"]), "cmd", "cfg")
+    assert "rate resnet50 matched no run" in text
+    assert "unmeasured: 6 runs, 0.8 M images" in text
+
+
+@pytest.mark.parametrize(
+    "rate, says",
+    [
+        ("resnet8=fast", "'fast' is not a positive number of images per second"),
+        ("resnet8=0", "'0' is not a positive number"),
+        ("resnet8", "is not NAME=IMG_PER_S"),
+        (":resnet8=5", "is not MODEL or STRATEGY:MODEL"),
+    ],
+)
+def test_malformed_rate(rate, says):
+    with pytest.raises(gh.RateError, match="e.g. --rate resnet8=70019") as err:
+        gh.parse_rates([rate])
+    assert says in str(err.value) and rate in str(err.value)
+
+
+def test_unknown_names_and_twice():
+    with pytest.raises(gh.RateError, match="'resnet9' is not a model.*resnet8, resnet50"):
+        gh.parse_rates(["resnet9=5"])
+    with pytest.raises(gh.RateError, match="'fedgkd-M1' is a variant of strategy 'fedgkd'"):
+        gh.parse_rates(["fedgkd-M1:resnet8=5"], {"fedgkd-M1": {"strategy": "fedgkd"}})
+    with pytest.raises(gh.RateError, match="'nope' is not a strategy; strategies: .*fedavg"):
+        gh.parse_rates(["nope:resnet8=5"])
+    with pytest.raises(gh.RateError, match="given twice"):
+        gh.parse_rates(["resnet8=5", "resnet8=6"])
+
+
+def test_bad_rate_exits_2_without_traceback():
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--rate", "resnet8=fast"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "'fast' is not a positive number" in done.stderr
+    assert "--rate resnet8=70019" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
