@@ -65,7 +65,7 @@ from fedkd.engine.run import Run, resolve_device
 from fedkd.models import MODELS, build_model
 from fedkd.runtime.preprocess import Preprocessor, TrainInputs
 from fedkd.runtime.schedule import ClientSchedule
-from fedkd.runtime.seeding import sample_clients
+from fedkd.runtime.seeding import clients_a_round, sample_clients
 from fedkd.strategies.fedavg import FedAvg
 from fedkd.values import integer_from, positive_number
 
@@ -378,7 +378,8 @@ def bench_table3_run(args, device: torch.device, strategy: str, engine: str) -> 
     first = args.warmup_rounds + 1
     result = clock.summary(list(range(first, first + args.run_rounds)))
     result.update(strategy=strategy, engine=engine_label(clock.run.env.engine(clock.run.strategy)))
-    full_images = TABLE3["local_epochs"] * 4 * TABLE3_TRAIN_IMAGES / TABLE3["clients"]
+    per_round = clients_a_round(TABLE3["clients"], TABLE3["participation"])
+    full_images = TABLE3["local_epochs"] * per_round * TABLE3_TRAIN_IMAGES / TABLE3["clients"]
     if result["images_per_round"] < full_images:  # a reduced shape: scale its local training
         local_full = full_images / result["local_img_s"]
         result["projected_min_100_full"] = 100 * (local_full + result["fixed_s"]) / 60
