@@ -38,6 +38,8 @@ DEFAULT_CONFIG = ROOT / "config" / "paper.yaml"
 RUN_DIR = re.compile(
     r"results/runs/(?P<dataset>[^/]+)/(?P<variant>[^/]+)/(?P<setting>[^/]+)/seed(?P<seed>[0-9]+)"
 )
+# strategies whose server update trains a network every round, a cost outside the images counted
+SERVER_TRAINING = {"feddf": "distillation", "fedgen": "its generator"}
 RATE_HELP = "--rate MODEL=IMG_PER_S or --rate STRATEGY:MODEL=IMG_PER_S, e.g. --rate resnet8=70019"
 
 
@@ -432,6 +434,24 @@ def notes(runs: list[RunCost], rates: dict[RateKey, float]) -> list[str]:
             f"measured part they are {len(costed):,} runs, "
             f"{millions(sum(r.images for r in costed))} M images, {gpu_hours(costed, rates):,.1f} GPU-hours "
             f"(the other measured runs: {gpu_hours(rest, rates):,.1f} GPU-hours)"
+        )
+    server = [r for r in runs if r.strategy in SERVER_TRAINING]
+    if server:
+        which = ", ".join(
+            f"{name} ({what}: {sum(r.strategy == name for r in server):,} runs)"
+            for name, what in SERVER_TRAINING.items()
+            if any(r.strategy == name for r in server)
+        )
+        out.append(
+            f"not counted: what the server trains each round, {which}; their GPU-hours are "
+            "local training only, a lower bound (feddf's distillation can cost more than it)"
+        )
+    dirichlet = [r for r in runs if not r.exact]
+    if dirichlet:
+        out.append(
+            f"{len(dirichlet):,} runs (~) have clients of unequal sizes (dirichlet): counted at "
+            "their mean size, while the K-client trainer steps every client of a round as long "
+            "as its largest (padded batches), so their figure is low"
         )
     local = [r for r in runs if r.eval_local]
     if local:

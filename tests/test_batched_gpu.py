@@ -4,8 +4,9 @@ Skipped without a GPU (``bash scripts/gpu-tests.sh`` on a CUDA machine runs it);
 ``FEDKD_TEST_DEVICE=cpu`` (``bash scripts/gpu-tests.sh --device cpu``) the comparisons without
 graphs run on the CPU and the graphed ones are skipped with the reason. Every strategy is compared
 (all train on the K-client trainer), with the server-side work kept small; fedavg, fedgkd,
-scaffold and moon, the first four, passed on an H200 with and without graphs (2026-11-26), the
-others have not yet run on a GPU. The weights are compared
+scaffold and moon, the four compared before, passed on an H200 with and without graphs
+(2026-11-26); the others have not yet run on a GPU, and the bound below was measured on those
+four only. The weights are compared
 relative to how far training moved them, like tests/test_trainers.py, but the bound is looser:
 this setting trains 2 rounds of 2 local epochs (about 60 steps), over which float32 differences
 in summation order grow. On a CPU in float32 the two trainers end 3e-2 to 4.5e-2 of the update

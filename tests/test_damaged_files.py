@@ -316,15 +316,19 @@ def test_ctrl_c_through_the_command_exits_130_with_one_line(tmp_path, ctrl_c_in_
 
 # --------------------------------------------------------------------------- render's inputs
 def test_an_options_file_or_a_partition_that_is_a_fifo_is_refused_unread(tmp_path):
-    """`fedkd render --options @FILE` and the partition reader opened a FIFO and waited for a
-    writer forever; each now refuses it by name (a subprocess, so a regression times out)."""
+    """`fedkd render --options @FILE`, the partition readers and the aggregate reader opened a
+    FIFO and waited for a writer forever; each now refuses it by name (a subprocess, so a
+    regression times out)."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     code = (
         "import sys\n"
         "from fedkd.data.partition import read_partition\n"
+        "from fedkd.report.aggregate import read_aggregate\n"
+        "from fedkd.report.figures.partition import read_partition_counts\n"
         "from fedkd.report.options import load_options\n"
-        "for read in (lambda: load_options('@' + sys.argv[1]), lambda: read_partition(sys.argv[1])):\n"
+        "for read in (lambda: load_options('@' + sys.argv[1]), lambda: read_partition(sys.argv[1]),\n"
+        "             lambda: read_partition_counts(sys.argv[1]), lambda: read_aggregate(sys.argv[1])):\n"
         "    try:\n"
         "        read()\n"
         "    except ValueError as exc:\n"
@@ -334,7 +338,38 @@ def test_an_options_file_or_a_partition_that_is_a_fifo_is_refused_unread(tmp_pat
         [sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    options, partition = done.stdout.splitlines()
+    options, partition, figure, aggregate = done.stdout.splitlines()
     assert options == f"options file {fifo} cannot be read: {fifo} is a FIFO, not an options file"
     assert partition.startswith(f"partition file {fifo} cannot be read as a partition: ")
     assert partition.endswith(f"{fifo} is a FIFO, not a partition file")
+    assert figure == f"partition file {fifo} cannot be read: {fifo} is a FIFO, not a partition file"
+    assert aggregate == (
+        f"aggregate file {fifo} cannot be read: {fifo} is a FIFO, not an aggregate file"
+    )
+
+
+def test_a_file_that_grows_after_its_size_is_read_is_read_whole_or_refused(tmp_path, monkeypatch):
+    """read_regular_file reads the size fstat gives, then what the file has grown by since, up to
+    one byte past the limit: all of it while under the limit, refused past it."""
+    import fedkd.files as files
+
+    path = tmp_path / "grows"
+    path.write_bytes(bytes(range(200)) * 30)  # 6,000 bytes, of which fstat will report 100
+    data = path.read_bytes()
+    real_stat, real_fstat = os.stat, os.fstat
+
+    def before_growth(real):
+        def status(target, *args, **kwargs):
+            info = real(target, *args, **kwargs)
+            return os.stat_result((*info[:6], 100, *info[7:10]))
+
+        return status
+
+    monkeypatch.setattr(files, "READ_CHUNK", 1_000)  # the growth is read in several chunks
+    monkeypatch.setattr(files.os, "stat", before_growth(real_stat))
+    monkeypatch.setattr(files.os, "fstat", before_growth(real_fstat))
+    assert files.read_regular_file(path, "a test file", 6_000) == data
+    with pytest.raises(
+        files.UnreadableFileError, match="damaged \\(more than a test file's 5,999 b"
+    ):
+        files.read_regular_file(path, "a test file", 5_999)

@@ -175,3 +175,14 @@ def test_bad_rate_exits_2_without_traceback():
     assert "'fast' is not a positive number" in done.stderr
     assert "--rate resnet8=70019" in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_server_side_training_is_named_as_not_counted(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        CONFIG.replace("fedavg-cnn: {strategy: fedavg,", "fedavg-cnn: {strategy: feddf,")
+    )
+    runs = gh.plan_runs(gh.load_plan([path]))
+    said = "\n".join(gh.notes(runs, {(None, "resnet8"): 1000.0}))
+    assert "not counted: what the server trains each round, feddf (distillation: 2 runs)" in said
+    assert "fedgen" not in said

@@ -29,6 +29,7 @@ MAX_METRICS_BYTES = 1 << 30
 # a partition holds three integers a sample; the aggregate every round of every run
 MAX_PARTITION_BYTES = 1 << 30
 MAX_AGGREGATE_BYTES = 1 << 36
+READ_CHUNK = 1 << 20
 
 
 class UnreadableFileError(ValueError):
@@ -73,19 +74,25 @@ def read_regular_file(path: Path, what: str, max_bytes: int) -> bytes:
     # O_NONBLOCK: a FIFO put in the file's place since the check still opens at once, and is
     # refused below instead of waiting for a writer
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    too_large = UnreadableFileError(
+        f"{path} is damaged (more than {what}'s {max_bytes:,} bytes)", regular=True
+    )
     with os.fdopen(fd, "rb") as file:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):  # replaced since the check
-            raise UnreadableFileError(f"{path} is {_kind(mode)}, not {what}", regular=False)
-        size = os.fstat(fd).st_size
-        # the size it has, then anything it has grown by (a read of max_bytes would reserve them)
-        data = file.read(min(size, max_bytes) + 1)
-        if len(data) > size:
-            data += file.read(max_bytes + 1 - len(data))
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # replaced since the check
+            raise UnreadableFileError(f"{path} is {_kind(info.st_mode)}, not {what}", regular=False)
+        if info.st_size > max_bytes:  # grown since the check
+            raise too_large
+        # the size it has (a read of n bytes reserves n), then what it has grown by since, in
+        # bounded chunks, up to one byte past the limit
+        data = file.read(info.st_size + 1)
+        while info.st_size < len(data) <= max_bytes:
+            chunk = file.read(min(READ_CHUNK, max_bytes + 1 - len(data)))
+            if not chunk:
+                break
+            data += chunk
     if len(data) > max_bytes:  # grown since the check
-        raise UnreadableFileError(
-            f"{path} is damaged (more than {what}'s {max_bytes:,} bytes)", regular=True
-        )
+        raise too_large
     return data
 
 

@@ -40,8 +40,10 @@ from fedkd.data.base import (
     as_labels,
     split_train_val,
 )
+from fedkd.files import read_parquet_file
 
 PAD, UNK, CLS = 0, 1, 2
+MAX_DATASET_BYTES = 1 << 34  # a split file of text; AG News' training split is 30 MB
 RESERVED = 3
 DEFAULT_TOKENIZER = "distilbert-base-uncased"
 DEFAULT_MAX_LEN = 128
@@ -132,7 +134,10 @@ def _read_table(path: Path, name: str):
 
     try:
         if path.suffix == ".parquet":
-            df = pd.read_parquet(path)
+            # from bytes on this thread, as fedkd reads its own files (fedkd.files.parquet_table)
+            df = read_parquet_file(path, "a dataset split", MAX_DATASET_BYTES).to_pandas(
+                use_threads=False
+            )
         else:
             df = pd.read_csv(path, header=None, dtype=str, keep_default_na=False)
             first = [str(v).strip() for v in df.iloc[0]]
