@@ -169,18 +169,26 @@ class Plan:
 
     def output_point_spec(self, name: str, point: dict, variant: str) -> dict:
         """The spec of a run output ``name`` needs: rounds-to-target runs stop once they reach
-        the highest target accuracy the table asks for (the rounds after it cannot change it)."""
+        the target accuracy the table asks of their alpha (the rounds after it cannot change
+        the rounds to reach it)."""
         spec = self.point_spec(point, variant)
-        stop = self.stop_at_acc(name)
+        stop = self.stop_at_acc(name, spec.get("alpha"))
         if stop is not None and spec.get("stop_at_acc") is None:
             spec["stop_at_acc"] = stop
         return spec
 
-    def stop_at_acc(self, name: str) -> float | None:
+    def stop_at_acc(self, name: str, alpha) -> float | None:
+        """The target of ``alpha`` in a rounds-to-target output (the configuration check gives
+        every alpha of its grid one); the highest target for an alpha it does not list."""
         if self.layout(name).name != "rounds_to_target":
             return None
         targets = (self.outputs[name].get("options") or {}).get("targets") or []
-        return max((float(t["accuracy"]) for t in targets), default=None)
+        own = [
+            float(t["accuracy"])
+            for t in targets
+            if alpha is not None and float(t["alpha"]) == float(alpha)
+        ]
+        return max(own or [float(t["accuracy"]) for t in targets], default=None)
 
     def drawn_from(self, name: str) -> dict[str, list[str]]:
         """{entry: [labels]} whose runs an output of a layout with ``draws_from`` (claims)
