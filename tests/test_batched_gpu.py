@@ -80,7 +80,9 @@ def test_batched_on_cuda_matches_sequential(strategy, graphs, device, tmp_path, 
     init = Run(RunSpec(**base), tmp_path / "init", log=lambda msg: None)
     init.prepare()
     assert update_diff(seq.global_model, bat.global_model, init.global_model) <= 0.1
-    assert (ms["test_acc"] - mb["test_acc"]).abs().max() <= 0.01
+    # at most 1% of the test images apart; accuracies are counts over the test set, so exactly
+    # 1% (0.91 - 0.90 = 0.010000000000000009 in floats) must pass
+    assert (ms["test_acc"] - mb["test_acc"]).abs().max() <= 0.01 + 1e-9
 
 
 def test_graphed_run_repeats_itself(device, tmp_path, monkeypatch):
