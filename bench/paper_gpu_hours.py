@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import shlex
 import sys
 from collections import defaultdict
@@ -34,10 +33,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "paper.yaml"
-# the train rule's output directory (workflow/rules/train.smk): its wildcards name the run
-RUN_DIR = re.compile(
-    r"results/runs/(?P<dataset>[^/]+)/(?P<variant>[^/]+)/(?P<setting>[^/]+)/seed(?P<seed>[0-9]+)"
-)
 # strategies whose server update trains a network every round, a cost outside the images counted
 SERVER_TRAINING = {"feddf": "distillation", "fedgen": "its generator"}
 RATE_HELP = "--rate MODEL=IMG_PER_S or --rate STRATEGY:MODEL=IMG_PER_S, e.g. --rate resnet8=70019"
@@ -206,14 +201,12 @@ def examples_per_client(spec, n: int | None) -> float | None:
 def plan_runs(plan) -> list[RunCost]:
     """Every run of the plan (the runs its tables and figures need), costed."""
     from fedkd.config import RunSpec
+    from fedkd.pipeline.paths import parse_run_dir
     from fedkd.pipeline.validation import train_size
 
     runs = []
     for run in sorted(plan.all_runs()):
-        m = RUN_DIR.fullmatch(run)
-        if m is None:
-            raise ValueError(f"run directory {run!r} is not the train rule's output")
-        wc = m.groupdict()
+        wc = parse_run_dir(run)
         spec = RunSpec.from_dict(
             dict(plan.run_spec(wc["dataset"], wc["variant"], wc["setting"], wc["seed"]))
         )

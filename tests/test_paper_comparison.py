@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from fedkd.pipeline import ConfigError, Plan, validate_config
-from fedkd.pipeline.paths import parse_setting, setting_id
+from fedkd.pipeline.paths import parse_run_dir, parse_setting, setting_id
 from fedkd.report import render
 from fedkd.report.aggregate import ReportError
 from fedkd.report.tables.vs_paper import stand_in_map
@@ -188,10 +188,8 @@ def test_rounds_to_target_runs_stop_at_their_alphas_target_and_use_feddf_recipe(
     runs = [r for _, r in plan.target_runs("rounds_to_target")]
     # the table asks 80% of alpha 1 and 75% of alpha 0.1: a run past its own target trains
     # rounds that cannot change its row
-    stops = {
-        (parse_setting(r.split("/")[4])["alpha"], parse_setting(r.split("/")[4])["stop_at_acc"])
-        for r in runs
-    }
+    settings = [parse_setting(parse_run_dir(r)["setting"]) for r in runs]
+    stops = {(s["alpha"], s["stop_at_acc"]) for s in settings}
     assert stops == {(1.0, 0.8), (0.1, 0.75)}
     # FedDF's grids (6 learning rates, 4 mu, 4 beta, FedDF) and FedGKD on the same recipe
     assert len(runs) == 2 * 3 * 3 * (6 + 4 + 4 + 1 + 1) * 3

@@ -118,6 +118,20 @@ def run_dir(spec: dict, variant: str, seed) -> str:
     return f"results/runs/{spec['dataset']}/{variant}/{setting_id(spec)}/seed{int(seed)}"
 
 
+RUN_DIR_RE = re.compile(
+    r"results/runs/(?P<dataset>[^/]+)/(?P<variant>[^/]+)/(?P<setting>[^/]+)/seed(?P<seed>[0-9]+)"
+)
+
+
+def parse_run_dir(run: str) -> dict[str, str]:
+    """The dataset, variant, setting and seed that ``run_dir`` spelled into ``run`` (the train
+    rule's wildcards); ValueError for another path."""
+    m = RUN_DIR_RE.fullmatch(run)
+    if m is None:
+        raise ValueError(f"run directory {run!r} is not results/runs/DATASET/VARIANT/SETTING/seedN")
+    return m.groupdict()
+
+
 def run_files(run: str) -> list[str]:
     return [f"{run}/run.json", f"{run}/metrics.parquet"]
 

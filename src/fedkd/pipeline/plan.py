@@ -182,13 +182,12 @@ class Plan:
         every alpha of its grid one); the highest target for an alpha it does not list."""
         if self.layout(name).name != "rounds_to_target":
             return None
-        targets = (self.outputs[name].get("options") or {}).get("targets") or []
-        own = [
-            float(t["accuracy"])
-            for t in targets
-            if alpha is not None and float(t["alpha"]) == float(alpha)
-        ]
-        return max(own or [float(t["accuracy"]) for t in targets], default=None)
+        from fedkd.report.tables.rounds_to_target import target_accuracies
+
+        targets = target_accuracies(name, self.outputs[name].get("options") or {})
+        if alpha is not None and float(alpha) in targets:
+            return targets[float(alpha)]
+        return max(targets.values(), default=None)
 
     def drawn_from(self, name: str) -> dict[str, list[str]]:
         """{entry: [labels]} whose runs an output of a layout with ``draws_from`` (claims)

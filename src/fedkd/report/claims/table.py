@@ -42,6 +42,7 @@ from fedkd.report.names import display_name, paper_dataset_name
 from fedkd.report.options import Options
 from fedkd.report.tables.at_rounds import DEFAULT_ROUNDS
 from fedkd.report.tables.common import caption_and_label
+from fedkd.report.tables.rounds_to_target import target_accuracies
 from fedkd.report.tables.vs_paper import paper_setting_text
 from fedkd.report.text import DASH, Text, key_value
 from fedkd.report.writers import TableDoc
@@ -219,7 +220,7 @@ def _best_of(claim: Claim, table: str, info: dict, df: pd.DataFrame) -> pd.DataF
         return df
     opts = Options(table, {"best_of": sweeps}, ("best_of",))
     if claim.metric == "rounds_to_target":
-        targets = _targets(table, info.get("options") or {})
+        targets = target_accuracies(table, info.get("options") or {})
 
         def rounds(rows, status):
             from fedkd import metrics
@@ -342,7 +343,7 @@ def metric_values(
         have = dict(zip(rows["round"].astype(int), acc, strict=True))
         return {f"round {int(r)}": 100 * float(have[int(r)]) for r in rounds if int(r) in have}, ""
     if metric == "rounds_to_target":
-        target = _target(_targets(table, options), setting["alpha"], table)
+        target = _target(target_accuracies(table, options), setting["alpha"], table)
         sub = f"T = {target * 100:g}%"
         r = metrics.rounds_to_target(rows, target)
         if r is not None:
@@ -352,14 +353,6 @@ def metric_values(
         # never reached within the planned rounds: counted as one round more (a lower bound)
         return {sub: float(setting["rounds_planned"] + 1)}, "T not reached, counted as R+1"
     raise ValueError(f"unknown metric {metric!r}")
-
-
-def _targets(table: str, options: dict) -> dict[float, float]:
-    from fedkd.report.tables.rounds_to_target import _targets as parse
-
-    if not options.get("targets"):
-        return {}
-    return parse(Options(table, {"targets": options["targets"]}, ("targets",)))
 
 
 def _target(targets: dict[float, float], alpha, table: str) -> float:

@@ -150,6 +150,14 @@ def _targets(opts: Options) -> dict[float, float]:
     return out
 
 
+def target_accuracies(target: str, options: dict) -> dict[float, float]:
+    """alpha → target accuracy of output ``target``'s ``options`` ({} when it gives none), for
+    the workflow's stop and the claims that read this table."""
+    if not options.get("targets"):
+        return {}
+    return _targets(Options(target, {"targets": options["targets"]}, ("targets",)))
+
+
 def _lookup_target(alpha, targets: dict[float, float]) -> float:
     # run keys and targets are both floats parsed from the same decimal text: equal exactly
     alpha = key_value(alpha)
