@@ -4,14 +4,14 @@
 #   bash bench/gpu.sh [--device cuda|cpu] [--out DIR] [--size full|tiny] PART...
 #
 #   1 engines     op counts (fedavg, fedgkd); sequential trainer vs a bare PyTorch loop; one
-#                 round's local training per engine (sequential, K-client, K-client + CUDA
+#                 round's local training per engine (sequential, batched, batched + CUDA
 #                 graphs) on the default and the table-3 shapes, fedgkd's round with its teacher
-#   2 kclient     table-3 runs (20 clients, C 0.2, E 20, batch 64, ResNet-8-GN, synthetic
-#                 CIFAR-10-shaped data), fedavg and fedgkd, K-client and K-client + CUDA graphs:
+#   2 batched     table-3 runs (20 clients, C 0.2, E 20, batch 64, ResNet-8-GN, synthetic
+#                 CIFAR-10-shaped data), fedavg and fedgkd, batched and batched + CUDA graphs:
 #                 2 warm-up rounds, then 2 timed rounds: img/s of local training and of whole
 #                 rounds, the fixed cost per round, the projected minutes per 100 rounds
 #   3 sequential  the same with the sequential trainer (1 warm-up round: it captures nothing)
-#   4 packing     4 and then 8 table-3 fedgkd runs (K-client + CUDA graphs) sharing the GPU, one
+#   4 packing     4 and then 8 table-3 fedgkd runs (batched + CUDA graphs) sharing the GPU, one
 #                 process each, timed together from a shared start after their warm-up
 #   5 precision   fedgkd with deterministic: true against the same run without, back to back;
 #                 bf16; bf16 with torch.compile reduce-overhead; fp32 vs bf16 accuracy on mnist5k
@@ -38,7 +38,7 @@ source "$REPO/scripts/gpu-kit.sh"
 
 kit_usage() { sed -n '2,/^REPO=/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
-PART_NAMES=(engines kclient sequential packing precision profile)
+PART_NAMES=(engines batched sequential packing precision profile)
 
 part_number() {
   local i
@@ -66,7 +66,7 @@ done
 log="$KIT_OUT/bench-setup.log"
 kit_setup "$log"
 
-bench=("$PY" -m fedkd.bench --device "$KIT_DEVICE" --out "$KIT_OUT")
+bench=("$PY" -m fedkd.tools.bench --device "$KIT_DEVICE" --out "$KIT_OUT")
 if [ "$KIT_SIZE" = tiny ]; then
   # every step's shape, made small: 20 clients of 64 images, 1 local epoch, 1 timed round
   data=(--train-images 1280 --eval-images 200)
@@ -83,12 +83,12 @@ else
   packs=4,8
 fi
 only_runs=(--skip-throughput --rounds-bench none)
-if [ "$KIT_DEVICE" = cuda ]; then kclient=batched,graphs fastest=graphs; else
-  kclient=batched fastest=batched
+if [ "$KIT_DEVICE" = cuda ]; then batched=batched,graphs fastest=graphs; else
+  batched=batched fastest=batched
 fi
 
 part_1() {
-  kit_step "$log" "op counts of one K-client step (fedavg, fedgkd)" \
+  kit_step "$log" "op counts of one batched step (fedavg, fedgkd)" \
     "${bench[@]}" --ops --ops-strategies fedavg,fedgkd
   kit_step "$log" "sequential trainer vs bare PyTorch loop" \
     "${bench[@]}" --skip-run --rounds-bench none "${bare[@]}"
@@ -97,8 +97,8 @@ part_1() {
 }
 
 part_2() {
-  kit_step "$log" "table-3 runs, fedavg and fedgkd, engines $kclient" \
-    "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine "$kclient" "${run[@]}"
+  kit_step "$log" "table-3 runs, fedavg and fedgkd, engines $batched" \
+    "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine "$batched" "${run[@]}"
 }
 
 part_3() {
@@ -138,7 +138,7 @@ part_5() {
 part_6() {
   kit_step "$log" "profiles of one fedgkd round per engine" \
     "${bench[@]}" "${only_runs[@]}" --skip-run --profile --strategies fedgkd \
-    --engine "sequential,$kclient" "${data[@]}"
+    --engine "sequential,$batched" "${data[@]}"
 }
 
 for n in "${parts[@]}"; do

@@ -443,7 +443,7 @@ def notes(runs: list[RunCost], rates: dict[RateKey, float]) -> list[str]:
     if dirichlet:
         out.append(
             f"{len(dirichlet):,} runs (~) have clients of unequal sizes (dirichlet): counted at "
-            "their mean size, while the K-client trainer steps every client of a round as long "
+            "their mean size, while the batched trainer steps every client of a round as long "
             "as its largest (padded batches), so their figure is low"
         )
     local = [r for r in runs if r.eval_local]

@@ -1,6 +1,6 @@
-"""The two local-training trainers compared in distribution: sequential against K-client.
+"""The two local-training trainers compared in distribution: sequential against batched.
 
-The K-client trainer (``engine: batched``) computes what the sequential one does up to the order
+The batched trainer (``engine: batched``) computes what the sequential one does up to the order
 of floating-point sums; federated training amplifies such differences over the rounds, so the same
 seed does not end at the same accuracy through both. This benchmark (not a test: the default 80
 runs took 11 to 39 minutes on one CPU core of a shared machine) trains several seeds of each
@@ -10,7 +10,7 @@ batched - sequential of the best and of the final test accuracy, in points, with
 t-interval. An interval that holds 0 says the trainers are not told apart at that many seeds.
 
 The sequential trainer runs as the config's runs do on a CPU (memory_format auto: channels_last),
-the K-client one contiguous. ``--control`` adds the sequential trainer with contiguous tensors: a
+the batched one contiguous. ``--control`` adds the sequential trainer with contiguous tensors: a
 change of summation order alone, within one trainer, whose paired differences show how far float
 order alone moves a seed's accuracy (and batched - that arm compares the trainers on one layout).
 

@@ -7,7 +7,7 @@
 #               (deterministic: true), and with CUDA graphs for fedgkd and moon, bit-identical
 #               repeats, bf16, a CUDA checkpoint resumed on the CPU, a bench smoke run, the fork
 #               server with CUDA
-#   2 kclient   every other test file marked gpu (tests/test_batched_gpu.py: the K-client trainer
+#   2 batched   every other test file marked gpu (tests/test_batched_gpu.py: the batched trainer
 #               with and without CUDA graphs against the sequential one)
 #   all         1 and 2 (the default)
 #
@@ -39,8 +39,8 @@ for p in "${KIT_PARTS[@]}"; do
   case "$p" in
     all) parts+=(1 2) ;;
     1 | suite) parts+=(1) ;;
-    2 | kclient) parts+=(2) ;;
-    *) kit_die "unknown part '$p': one of 1, suite, 2, kclient, all" ;;
+    2 | batched) parts+=(2) ;;
+    *) kit_die "unknown part '$p': one of 1, suite, 2, batched, all" ;;
   esac
 done
 
@@ -71,7 +71,7 @@ EOF
 }
 
 for n in "${parts[@]}"; do
-  name=$([ "$n" = 1 ] && echo suite || echo kclient)
+  name=$([ "$n" = 1 ] && echo suite || echo batched)
   log="$KIT_OUT/tests-$n-$name.log"
   xml="$KIT_OUT/tests-$n-$name.xml"
   files_var="files_$n[@]"

@@ -3,7 +3,7 @@
 Skipped without a GPU (``bash scripts/gpu-tests.sh`` on a CUDA machine runs it); with
 ``FEDKD_TEST_DEVICE=cpu`` (``bash scripts/gpu-tests.sh --device cpu``) the comparisons without
 graphs run on the CPU and the graphed ones are skipped with the reason. Every strategy is compared
-(all train on the K-client trainer), with the server-side work kept small; fedavg, fedgkd,
+(all train on the batched trainer), with the server-side work kept small; fedavg, fedgkd,
 scaffold and moon, the four compared before, passed on an H200 with and without graphs
 (2026-11-26); the others have not yet run on a GPU, and the bound below was measured on those
 four only. The weights are compared

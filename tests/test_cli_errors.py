@@ -17,8 +17,8 @@ import pytest
 import torch
 import yaml
 
-from fedkd import bench
 from fedkd.cli import _user_error_message, build_parser, main
+from fedkd.tools import bench
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "config" / "tiny.yaml"

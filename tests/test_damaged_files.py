@@ -21,7 +21,7 @@ from fedkd.engine.run import Run
 from fedkd.engine.run_outputs import read_metrics
 from fedkd.files import CHECKPOINT, METRICS, RUN_JSON, MetricsError
 from fedkd.report import ReportError, aggregate_runs
-from fedkd.status import collect, report
+from fedkd.tools.status import collect, report
 from small_runs import ENV, TINY, TINY_ARGS
 
 TIMEOUT = 30  # seconds: a command that reads a FIFO would wait for ever

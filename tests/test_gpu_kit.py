@@ -23,10 +23,10 @@ import pytest
 import torch
 from packaging.requirements import Requirement
 
-from fedkd import bench
-from fedkd.bench_ops import counting_step, ops_report
 from fedkd.engine.client import train_clients
 from fedkd.runtime.seeding import sample_clients
+from fedkd.tools import bench
+from fedkd.tools.bench_ops import counting_step, ops_report
 
 REPO = Path(__file__).resolve().parents[1]
 # what the GPU machine has (/opt/torch/.venv there), less its CUDA
@@ -35,7 +35,7 @@ BARE_PACKAGES = ("torch", "numpy", "pandas", "pyarrow", "PyYAML", "pytest")
 ABSENT = ("snakemake", "mlxtend", "jsonschema", "matplotlib", "sklearn", "scipy", "transformers")
 BENCH_STEPS = [
     "install the wheels of", "environment (python, torch, the device, fedkd from src/)",
-    "op counts of one K-client step (fedavg, fedgkd)", "sequential trainer vs bare PyTorch loop",
+    "op counts of one batched step (fedavg, fedgkd)", "sequential trainer vs bare PyTorch loop",
     "one round's local training per engine (default and table-3 shapes)",
     "table-3 runs, fedavg and fedgkd, engines batched",
     "table-3 runs, fedavg and fedgkd, sequential engine",
@@ -183,9 +183,9 @@ def check_kit_outputs(out: Path) -> None:
         assert step in summary, f"bench/gpu.sh did not report the step {step!r}:\n{summary}"
     assert f"== {len(BENCH_STEPS)} steps, 0 failed" in summary, summary
     names = {p.name for p in out.iterdir()}
-    logs = {f"bench-{n}.log" for n in ("setup", "1-engines", "2-kclient", "3-sequential")}
+    logs = {f"bench-{n}.log" for n in ("setup", "1-engines", "2-batched", "3-sequential")}
     logs |= {"bench-4-packing.log", "bench-5-precision.log", "bench-6-profile.log"}
-    logs |= {"tests-setup.log", "tests-1-suite.log", "tests-1-suite.xml", "tests-2-kclient.log"}
+    logs |= {"tests-setup.log", "tests-1-suite.log", "tests-1-suite.xml", "tests-2-batched.log"}
     logs |= {"summary-tests.txt", "bench-results.jsonl"}
     logs |= {"profile-fedgkd-sequential.json.gz", "profile-fedgkd-batched.json.gz"}
     assert logs <= names, f"missing from {out}: {sorted(logs - names)}"
@@ -196,9 +196,9 @@ def check_kit_outputs(out: Path) -> None:
         for r in rows
         if r["what"].startswith("table-3 run") and r["details"].get("strategy")
     }
-    # timed after the warm-up: two rounds for the K-client trainer (fedgkd's teacher and its
+    # timed after the warm-up: two rounds for the batched trainer (fedgkd's teacher and its
     # graph come in round 2), one for the sequential one
-    assert runs[("fedgkd", "K-client")] == [3] and runs[("fedavg", "K-client")] == [3]
+    assert runs[("fedgkd", "batched")] == [3] and runs[("fedavg", "batched")] == [3]
     assert runs[("fedgkd", "sequential")] == [2] and runs[("fedavg", "sequential")] == [2]
     assert any(r["what"].startswith("2 table-3 runs packed") and r["img_s"] > 0 for r in rows)
 
@@ -210,7 +210,7 @@ def check_kit_outputs(out: Path) -> None:
     assert f"part 1 (suite): {collected} passed, 0 failed, 0 errors, 0 skipped" in tests, tests
     assert collected >= len(list((REPO / "tests" / "gpu").glob("test_*.py")))
     # whatever part 2 skipped (a test that still needs CUDA) is named with its reason
-    part2 = tests.split("\npart 2 (kclient): ")[1].splitlines()
+    part2 = tests.split("\npart 2 (batched): ")[1].splitlines()
     counts = re.fullmatch(r"(\d+) passed, 0 failed, 0 errors, (\d+) skipped", part2[0])
     assert counts, tests
     # fedavg's batched-vs-sequential comparison without graphs ran on the CPU and passed
@@ -227,16 +227,16 @@ def test_the_bench_refuses_an_unknown_engine_with_the_choices():
 @pytest.mark.parametrize(
     ("warmup", "engine", "said"),
     [
-        (2, "K-client + CUDA graphs",
+        (2, "batched + CUDA graphs",
          "(autotuning, graph capture, a first round without a teacher)"),
-        (1, "K-client + CUDA graphs",
+        (1, "batched + CUDA graphs",
          "(autotuning, graph capture, a first round without a teacher; round 2, timed, is the "
          "teacher's first: its step's graph capture and its convolutions' autotuning are in it)"),
-        (1, "K-client",
+        (1, "batched",
          "(autotuning, a first round without a teacher; round 2, timed, is the teacher's first: "
          "its convolutions' autotuning is in it)"),
         (1, "sequential", "(autotuning, a first round without a teacher)"),
-        (0, "K-client", "(none: the timed rounds include autotuning; round 1, timed, has no "
+        (0, "batched", "(none: the timed rounds include autotuning; round 1, timed, has no "
          "teacher)"),
     ],
 )  # fmt: skip

@@ -98,7 +98,7 @@ def test_packed_runs_train_on_the_gpu_of_the_process_that_started_them(tmp_path,
     its device, which the child makes its own without a slot."""
     import multiprocessing
 
-    from fedkd import bench
+    from fedkd.tools import bench
 
     monkeypatch.setenv("FEDKD_GPU_LOCK_DIR", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -48,7 +48,7 @@ from fedkd.engine.run_outputs import (
 )
 from fedkd.files import METRICS, RUN_JSON, RunRecordError
 from fedkd.report import ReportError, aggregate_runs, render, write_aggregate
-from fedkd.status import collect, report
+from fedkd.tools.status import collect, report
 from small_runs import ENV, TINY, TINY_ARGS
 
 

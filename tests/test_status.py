@@ -17,11 +17,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from fedkd import processes, status
 from fedkd.cli import main
 from fedkd.pipeline import Plan
-from fedkd.processes import is_same_process, process_identity
-from fedkd.status import StatusError, collect, eta_seconds, planned_runs, report, status_main
+from fedkd.runtime import processes
+from fedkd.runtime.processes import is_same_process, process_identity
+from fedkd.tools import status
+from fedkd.tools.status import StatusError, collect, eta_seconds, planned_runs, report, status_main
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -112,7 +112,7 @@ def test_moon_loss_is_log2_when_positive_equals_negative():
 def test_moon_loss_sends_exactly_no_gradient_when_positive_equals_negative(dtype):
     """A client's first round under first_negative global or initial: the negative is the
     positive. The term is then a constant, in the gradient too (not just up to rounding), also
-    vmapped over clients as the K-client trainer computes it."""
+    vmapped over clients as the batched trainer computes it."""
     g = torch.Generator().manual_seed(0)
     z = torch.randn(3, 16, 32, generator=g, dtype=dtype, requires_grad=True)
     pos = torch.randn(3, 16, 32, generator=g, dtype=dtype)

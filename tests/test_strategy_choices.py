@@ -308,7 +308,7 @@ def test_a_run_with_a_stored_negative_resumes_to_the_same_numbers(tmp_path, rule
 
 def test_a_model_name_is_either_shared_or_own():
     """ctx.outputs holds one model's outputs per name: declared both ways, the sequential
-    trainer gave the own model's and the K-client trainer the shared one's (a moon that also
+    trainer gave the own model's and the batched trainer the shared one's (a moon that also
     declared own_model("global") trained differently per engine). Refused either way round."""
 
     def fresh():

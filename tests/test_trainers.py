@@ -1,4 +1,4 @@
-"""The two trainers behind ``train_clients``: the K-client one against the sequential one.
+"""The two trainers behind ``train_clients``: the batched one against the sequential one.
 
 Every registered strategy trains two rounds with both trainers on ResNet-8-GN with CIFAR-shaped
 data (crop-flip on) and on the stand-in CNN with mnist5k. The only difference is the order of
@@ -9,7 +9,7 @@ on any x86 CPU. The partition is "dirichlet" (unequal client sizes): the
 clients take different numbers of steps (the shorter ones are masked once finished) and their
 last batches differ in size (padded with zero-weight slots). Seed 3 samples a client in both
 rounds next to first-time clients, so per-client state (MOON's previous model, SCAFFOLD's c_i)
-is present for some clients of a round and absent for others. While the K-client trainer runs,
+is present for some clients of a round and absent for others. While the batched trainer runs,
 every step is checked for host syncs.
 """
 
@@ -35,8 +35,8 @@ from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.folding import bind, fold, fold_error, folded_shape, param_kinds
 from fedkd.engine.run import Run
 from fedkd.models import build_model
-from fedkd.opcount import count_ops
 from fedkd.strategies import get_strategy_class, strategy_names
+from fedkd.tools.opcount import count_ops
 from small_runs import SMALL_SERVER_PARAMS
 
 SMALL = dict(
@@ -129,13 +129,13 @@ def update_diff(a: nn.Module, b: nn.Module, init: nn.Module) -> float:
 
 
 class SyncWatch:
-    """Counts host syncs inside every K-client step of a run."""
+    """Counts host syncs inside every batched step of a run."""
 
     def __init__(self, monkeypatch):
-        from fedkd.engine import kclient
+        from fedkd.engine import batched
 
         self.steps, self.syncs = 0, 0
-        original = kclient.KClientTrainer._step
+        original = batched.BatchedTrainer._step
         watch = self
 
         def step(trainer):
@@ -144,7 +144,7 @@ class SyncWatch:
             watch.steps += 1
             watch.syncs += c.syncs
 
-        monkeypatch.setattr(kclient.KClientTrainer, "_step", step)
+        monkeypatch.setattr(batched.BatchedTrainer, "_step", step)
 
 
 def strategy_cases():
@@ -161,7 +161,7 @@ def test_k_client_trainer_matches_sequential(shape, strategy, tmp_path, monkeypa
     data = data_for(shape)
     base = dict(SMALL, **options, strategy=strategy, params=SMALL_SERVER_PARAMS.get(strategy, {}))
     if strategy == "fedavg":
-        base["eval_local"] = True  # runs after K-client training, on the written-back weights
+        base["eval_local"] = True  # runs after batched training, on the written-back weights
     seq = train(RunSpec(**base, engine="sequential"), tmp_path / "seq", data)
     watch = SyncWatch(monkeypatch)
     kc = train(RunSpec(**base, engine="batched"), tmp_path / "kc", data)
@@ -322,7 +322,7 @@ def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(
 def test_k_client_step_stays_within_its_kernel_budget():
     """The op budget of one 4-client step of ResNet-8-GN (``fedkd bench --ops``): counts, not
     times, so the same on any machine."""
-    from fedkd.bench_ops import ops_report
+    from fedkd.tools.bench_ops import ops_report
 
     counts = dict(ops_report(["fedavg", "fedgkd"]))
     assert counts["fedavg"]["kernels"] <= 120 and counts["fedavg"]["syncs"] == 0
@@ -397,7 +397,7 @@ KILLED_SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_killed_k_client_run_resumes_bit_identical(tmp_path):
-    """A K-client run (MOON: per-client state in the checkpoint) SIGKILLed after its first
+    """A batched run (MOON: per-client state in the checkpoint) SIGKILLed after its first
     checkpoint, then started again, ends with the same metrics and bit-identical weights as an
     uninterrupted one."""
     script = tmp_path / "train.py"

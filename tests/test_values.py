@@ -454,7 +454,7 @@ def test_the_workflow_and_status_read_a_config_file_with_the_same_bounds(tmp_pat
     whole, bytes that are not UTF-8 by name; only the words naming the file differ."""
     import os
 
-    from fedkd.status import StatusError, _load_config
+    from fedkd.tools.status import StatusError, _load_config
 
     fifo, big, latin = tmp_path / "pipe.yaml", tmp_path / "big.yaml", tmp_path / "latin.yaml"
     os.mkfifo(fifo)

@@ -3,8 +3,8 @@
 - runs: ``partition`` (split a dataset over clients), ``train`` (one federated run),
   ``strategies`` (the registered strategies), ``features`` (a run's t-SNE features);
 - reports: ``aggregate`` (runs → one Parquet), ``render`` (a table or figure);
-- ``status``: progress of the training runs and an ETA (fedkd.status);
-- ``bench``: benchmarks (fedkd.bench).
+- ``status``: progress of the training runs and an ETA (fedkd.tools.status);
+- ``bench``: benchmarks (fedkd.tools.bench).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ RUN_KEY_HELP = {
 
 
 # --------------------------------------------------------------------------- typed flags
-# integer, number, integer_from and positive_number are fedkd.values' (fedkd.bench's too)
+# integer, number, integer_from and positive_number are fedkd.values' (fedkd.tools.bench's too)
 def seed(text: str) -> int:
     """A seed flag, within RunSpec's bounds (those of `fedkd train --seed`)."""
     from fedkd.config import SEED_LIMIT
@@ -281,7 +281,7 @@ def cmd_render(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from fedkd.status import status_main
+    from fedkd.tools.status import status_main
 
     targets, runs = [], args.runs
     for t in args.targets:
@@ -470,7 +470,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_forkserver)
 
-    # listed for --help only: main() hands everything after "bench" to fedkd.bench
+    # listed for --help only: main() hands everything after "bench" to fedkd.tools.bench
     sub.add_parser(
         "bench",
         help="benchmarks: engine vs bare PyTorch loop; table-3 runs per engine (--pack: runs sharing "
@@ -483,7 +483,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
-        from fedkd.bench import main as bench_main
+        from fedkd.tools.bench import main as bench_main
 
         return _reporting_user_errors("bench", lambda: bench_main(argv[1:]))
     if argv[:1] and argv[0] in SERVED:

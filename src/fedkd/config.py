@@ -41,7 +41,7 @@ DEFAULT_MODEL = {name: entry.model for name, entry in _DATASET_REGISTRY.items()}
 
 # keys that decide where or how exactly a run executes, not its numbers' configuration: a run
 # moved to another device or data root, or switched to deterministic kernels, still resumes
-# engine: the K-client trainer (fedkd.engine.kclient) trains the same model on the same batches as
+# engine: the batched trainer (fedkd.engine.batched) trains the same model on the same batches as
 # the sequential one, equal up to summation order (tested) like a change of device: a how, not a what
 # memory_format: the layout of image tensors; it changes only the order of floating-point sums
 NOT_IN_IDENTITY = (

@@ -138,7 +138,7 @@ def test_bench_smoke_on_cuda(tmp_path, device):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     engines = "batched,graphs" if device == "cuda" else "batched"
     done = subprocess.run(
-        [sys.executable, "-m", "fedkd.bench", "--device", device, "--steps", "4", "--repeats",
+        [sys.executable, "-m", "fedkd.tools.bench", "--device", device, "--steps", "4", "--repeats",
          "1", "--rounds-bench", "table3", "--client-samples", "128", "--train-images", "1280",
          "--eval-images", "200", "--strategies", "fedgkd", "--engine", engines,
          "--run-epochs", "1", "--warmup-rounds", "2", "--run-rounds", "1", "--out", "out"],

@@ -10,16 +10,16 @@ from fedkd.engine.cuda_graphs import graphs_requested
 from fedkd.engine.folding import fold_error
 from fedkd.strategies.base import Strategy
 
-# engine "auto" off CUDA: a CPU has no kernel-launch overhead for the K-client trainer to save
+# engine "auto" off CUDA: a CPU has no kernel-launch overhead for the batched trainer to save
 AUTO_ON_CPU = (
-    "engine auto: sequential off CUDA, where the K-client trainer saves no launch overhead "
+    "engine auto: sequential off CUDA, where the batched trainer saves no launch overhead "
     "(docs/performance.md); engine: batched forces it"
 )
 
 
-# the K-client trainer folds the clients into the channel dimension of contiguous (NCHW) buffers
+# the batched trainer folds the clients into the channel dimension of contiguous (NCHW) buffers
 CHANNELS_LAST = (
-    "memory_format='channels_last': the K-client trainer trains contiguous (NCHW) tensors, its "
+    "memory_format='channels_last': the batched trainer trains contiguous (NCHW) tensors, its "
     "clients folded into the channels; memory_format: contiguous (or auto) keeps it"
 )
 
@@ -27,8 +27,8 @@ CHANNELS_LAST = (
 def engine_choice(
     spec, strategy: Strategy, model: nn.Module, device: torch.device, channels_last: bool = False
 ) -> dict:
-    """``{"requested", "used", "reason"}`` (+ ``cuda_graphs`` when K-client): ``used`` is
-    "batched" (the K-client trainer) or "sequential". ``channels_last``: the run's image tensors
+    """``{"requested", "used", "reason"}`` (+ ``cuda_graphs`` when batched): ``used`` is
+    "batched" (the batched trainer) or "sequential". ``channels_last``: the run's image tensors
     are channels_last (``fedkd.runtime.preprocess.use_channels_last``), which only the
     sequential trainer honours."""
     requested = getattr(spec, "engine", "sequential")

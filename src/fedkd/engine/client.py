@@ -3,8 +3,8 @@
 ``train_clients`` owns the client loop: every selected client's ``client_begin`` (declaring what
 its ``local_loss`` reads), then one trainer call that trains them all, then every ``client_end``.
 Two trainers implement ``Trainer.train``: ``SequentialTrainer`` (one client after another,
-``fedkd.engine.sequential``) and ``KClientTrainer`` (the K clients side by side as one folded
-network, ``fedkd.engine.kclient``). They draw the same batches and augmentations (each client's
+``fedkd.engine.sequential``) and ``BatchedTrainer`` (the K clients side by side as one folded
+network, ``fedkd.engine.batched``). They draw the same batches and augmentations (each client's
 ``fedkd.runtime.schedule``) and differ only in floating-point summation order.
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from fedkd.engine.batched import BatchedTrainer
 from fedkd.engine.choice import engine_choice
-from fedkd.engine.kclient import KClientTrainer
 from fedkd.engine.sequential import SequentialTrainer
 from fedkd.engine.trainers import DivergedError
 from fedkd.runtime.evaluate import evaluate
@@ -53,7 +53,7 @@ class TrainEnv:
         return self._engine
 
     def worker(self):
-        """The model clients train in (sequential trainer) or that the K-client trainer folds,
+        """The model clients train in (sequential trainer) or that the batched trainer folds,
         built (and compiled, if asked) once per run."""
         if self._worker is None:
             keep_freed_memory()
@@ -72,10 +72,10 @@ class TrainEnv:
         return self._inputs
 
     def trainer(self, strategy: Strategy, k: int):
-        """The run's trainer, built once (the K-client one keeps its buffers and CUDA graphs)."""
+        """The run's trainer, built once (the batched one keeps its buffers and CUDA graphs)."""
         if self._trainer is None or getattr(self._trainer, "k", k) != k:
             if self.engine(strategy)["used"] == "batched":
-                self._trainer = KClientTrainer(self, strategy, k)
+                self._trainer = BatchedTrainer(self, strategy, k)
             else:
                 self._trainer = SequentialTrainer(self, strategy)
         return self._trainer

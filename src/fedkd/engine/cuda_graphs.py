@@ -1,4 +1,4 @@
-"""CUDA graphs for the K-client trainer (``FEDKD_CUDA_GRAPHS=1`` on a CUDA device).
+"""CUDA graphs for the batched trainer (``FEDKD_CUDA_GRAPHS=1`` on a CUDA device).
 
 The trainer's step reads and writes only buffers that live for the whole run (the flat
 parameters and optimizer state, the step tables, the declared values, a device step counter), so

@@ -1,4 +1,4 @@
-"""Clipping and optimizers of the K-client trainer on flat (K, P) buffers: each client's row is all
+"""Clipping and optimizers of the batched trainer on flat (K, P) buffers: each client's row is all
 its parameters, so clipping, SGD and Adam are a handful of kernels for all clients together.
 
 The arithmetic is torch's per client (``clip_grad_norm_``, ``torch.optim.SGD`` without dampening

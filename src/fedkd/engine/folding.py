@@ -1,4 +1,4 @@
-"""K copies of a network as one network: the K-client trainer's forward pass.
+"""K copies of a network as one network: the batched trainer's forward pass.
 
 K clients' images side by side along the channels, (B, K*C, H, W), go through one network whose
 layers are the originals widened K-fold: a convolution with K times the channels and K times the

@@ -1,5 +1,5 @@
 """``FunctionalModel``: a module called with given tensors in place of its parameters; inside the
-K-client trainer's vmapped loss, ``ctx.model`` (one client's slice of the stacked parameters)."""
+batched trainer's vmapped loss, ``ctx.model`` (one client's slice of the stacked parameters)."""
 
 from __future__ import annotations
 

@@ -21,9 +21,9 @@ from fedkd.engine.client import TrainEnv
 from fedkd.engine.gpu import claim_gpu
 from fedkd.engine.reproducibility import configure_determinism, configure_precision
 from fedkd.models import build_model
-from fedkd.processes import process_identity
 from fedkd.provenance import library_versions, package_hash, run_code_hash
 from fedkd.runtime.preprocess import Preprocessor, use_channels_last
+from fedkd.runtime.processes import process_identity
 from fedkd.runtime.seeding import derive_seed
 from fedkd.strategies import get_strategy_class
 from fedkd.strategies.base import ServerContext, tensor_bytes

@@ -16,7 +16,7 @@ class FedModel(nn.Module):
     """Base class: subclasses build their layers, implement ``backbone_features`` and call
     ``_attach_head`` last, which adds the optional projection head and the classifier."""
 
-    # whether the K-client trainer may fold K copies into one network (fedkd.engine.folding): the
+    # whether the batched trainer may fold K copies into one network (fedkd.engine.folding): the
     # model's forward code uses only its layers, element-wise ops, pooling and means
     foldable: bool = False
     feature_dim: int  # size of the vector the classifier sees

@@ -17,7 +17,7 @@ from collections import defaultdict
 
 from snakemake.logging import LogEvent, format_percentage
 
-from fedkd.status import fmt_duration as fmt_eta  # the same durations as `fedkd status`
+from fedkd.tools.status import fmt_duration as fmt_eta  # the same durations as `fedkd status`
 
 # Snakemake's scheduler chatter, one of each per scheduling step
 CHATTER = re.compile(r"^(Select jobs to execute\.\.\.|Execute \d+ jobs\.\.\.)$")

@@ -41,7 +41,7 @@ def random_crop_flip(x: torch.Tensor, gen: torch.Generator, pad: int = CROP_PAD)
 def use_channels_last(spec, device: torch.device, dataset: FedDataset) -> bool:
     """Whether image batches and conv weights are channels_last (spec ``memory_format``).
     "auto": on a CPU with the sequential engine, where it measured faster; elsewhere contiguous.
-    The K-client trainer folds the clients into the channels of contiguous tensors: an explicit
+    The batched trainer folds the clients into the channels of contiguous tensors: an explicit
     channels_last runs the sequential trainer instead (``fedkd.engine.choice``)."""
     if dataset.kind != "image":
         return False

@@ -27,7 +27,7 @@ The contract of ``local_loss(batch, ctx)``, the same in both trainers:
 - It returns a scalar; per-sample terms are averaged with ``batch.mean`` (padding slots weigh 0).
 - It may branch on which names were declared, never on tensor values (no ``.item()``, no
   ``if tensor``), draws no random numbers (declare them per step instead), and keeps no state:
-  in the K-client trainer it runs under ``torch.func.vmap`` and may be recorded once as a CUDA
+  in the batched trainer it runs under ``torch.func.vmap`` and may be recorded once as a CUDA
   graph and replayed for every step of every round.
 - ``client_begin`` and ``client_end`` run outside training, one client at a time, and may do
   anything (evaluate, keep per-client state). In ``client_begin`` ``client.model`` holds the
@@ -236,7 +236,7 @@ class Strategy:
     Params: ClassVar[type] = NoParams
     traits: ClassVar[Traits] = Traits()
     uses_projection_head: ClassVar[bool] = False
-    # whether the K-client trainer (fedkd.engine.kclient) may train this strategy's clients side
+    # whether the batched trainer (fedkd.engine.batched) may train this strategy's clients side
     # by side; tests/test_trainers.py holds every strategy that says so to the sequential
     # trainer's numbers. False, with a reason, for a local_loss that breaks the contract above.
     batched: ClassVar[bool] = True

@@ -1,11 +1,11 @@
-"""``fedkd bench --ops``: the operations one K-client local step dispatches, per strategy.
+"""``fedkd bench --ops``: the operations one batched local step dispatches, per strategy.
 
-The step is the K-client trainer's (``fedkd.engine.kclient``) on ResNet-8-GN with CIFAR-shaped
+The step is the batched trainer's (``fedkd.engine.batched``) on ResNet-8-GN with CIFAR-shaped
 synthetic data: 4 clients x 64 images, crop-flip on, gathering, augmentation, forward, backward,
 clipping and the optimizer included. It is counted in the second round (so strategies that start
 distilling after the first round, such as fedgkd, do), at the round's second step (the first
 step is the same work; this one shows the steady state). Kernels and host syncs are counted as
-``fedkd.opcount`` defines them. Each line: ``<strategy> ops_per_step=<N> host_syncs=<S>``.
+``fedkd.tools.opcount`` defines them. Each line: ``<strategy> ops_per_step=<N> host_syncs=<S>``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from fedkd.config import RunSpec
 from fedkd.data.synthetic import synthetic_cifar
 from fedkd.engine.client import train_clients
 from fedkd.engine.run import Run
-from fedkd.opcount import count_ops
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies import strategy_names
+from fedkd.tools.opcount import count_ops
 
 # server-side work kept small where a strategy has a knob for it (the clients' step is measured)
 SERVER_LIGHT = {"feddf": {"max_steps": 2, "eval_every": 1, "patience": 2, "unlabeled": "noise"}}
@@ -29,7 +29,7 @@ SERVER_LIGHT = {"feddf": {"max_steps": 2, "eval_every": 1, "patience": 2, "unlab
 
 def step_ops(strategy: str, dataset, clients: int = 4, batch_size: int = 64, device="cpu",
              model: str = "resnet8") -> dict:  # fmt: skip
-    """Kernels and host syncs of one K-client local step of ``strategy`` in round 2."""
+    """Kernels and host syncs of one batched local step of ``strategy`` in round 2."""
     spec = RunSpec(
         dataset="cifar10", model=model, strategy=strategy, params=SERVER_LIGHT.get(strategy, {}),
         clients=clients, participation=1.0, partition="iid", local_epochs=1,
@@ -52,7 +52,7 @@ def step_ops(strategy: str, dataset, clients: int = 4, batch_size: int = 64, dev
 
 @contextmanager
 def counting_step(trainer, at_step: int = 1):
-    """Within the block, the K-client ``trainer``'s step at device step counter ``at_step`` (the
+    """Within the block, the batched ``trainer``'s step at device step counter ``at_step`` (the
     round's second: the first is the same work) is counted; yields a dict that then holds
     ``kernels``, ``syncs`` and ``by_op``. Reading the counter is outside the counted region."""
     counted: dict = {}

@@ -1,6 +1,6 @@
-"""The K-client trainer: a round's K selected clients trained side by side as one folded network.
+"""The batched trainer: a round's K selected clients trained side by side as one folded network.
 
-Per local step, for all K clients at once (``KClientTrainer._step``):
+Per local step, for all K clients at once (``BatchedTrainer._step``):
 - the step's rows of the round's step tables (sample starts, flips, labels, sample weights, the
   active mask and the optimizer's per-step coefficients) by one index on a device step counter;
 - one gather with the crops and flips, one normalisation (``TrainInputs``): (B, K*C, H, W);
@@ -147,7 +147,7 @@ class SharedSlot:
         return features.view(k, -1, *features.shape[1:]), logits.view(k, -1, *logits.shape[1:])
 
 
-class KClientTrainer:
+class BatchedTrainer:
     def __init__(self, env, strategy: Strategy, k: int):
         spec, device = env.spec, env.device
         # no reference to env (which holds this trainer): nothing keeps the trainer, its buffers
@@ -196,7 +196,7 @@ class KClientTrainer:
     ) -> list[Trained]:
         if len(clients) != self.k:
             raise ValueError(
-                f"the K-client trainer was built for {self.k} clients, got {len(clients)}"
+                f"the batched trainer was built for {self.k} clients, got {len(clients)}"
             )
         steps = [s.num_steps for s in schedules]
         self._load_tables(clients, schedules)
@@ -257,7 +257,7 @@ class KClientTrainer:
             if d.names() != names:
                 raise ValueError(
                     f"strategy {self.strategy.name!r}: client {c.client_id} declared {d.names()} "
-                    f"but client {clients[0].client_id} declared {names}; the K-client trainer needs "
+                    f"but client {clients[0].client_id} declared {names}; the batched trainer needs "
                     "every client of a round to declare the same names (see strategies/base.py)"
                 )
         first = decls[0]

@@ -1,4 +1,4 @@
-"""The K-client trainer's guards, on a CPU: masking of finished clients by overwriting (not by a
+"""The batched trainer's guards, on a CPU: masking of finished clients by overwriting (not by a
 product), the CUDA-graph bookkeeping (graphs dropped with the buffers they read, one memory pool
 per run) under a stand-in capture, and the memory format it refuses.
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fedkd.config import RunSpec
-from fedkd.engine import client, kclient
+from fedkd.engine import batched, client
 from fedkd.engine.choice import engine_choice
 from fedkd.models import build_model
 from fedkd.strategies import get_strategy_class
@@ -25,13 +25,13 @@ def keep_trainer(monkeypatch):
     monkeypatch.setattr(client.TrainEnv, "release", lambda env: None)
 
 
-def trainer_of(run) -> kclient.KClientTrainer:
+def trainer_of(run) -> batched.BatchedTrainer:
     trainer = run.env._trainer
-    assert isinstance(trainer, kclient.KClientTrainer)
+    assert isinstance(trainer, batched.BatchedTrainer)
     return trainer
 
 
-def masked_steps(trainer: kclient.KClientTrainer) -> int:
+def masked_steps(trainer: batched.BatchedTrainer) -> int:
     """Steps of the last round in which some client had finished (its active flag 0)."""
     return int((trainer.float_table[:, trainer.batch] == 0).any(dim=1).sum())
 
@@ -104,12 +104,12 @@ def test_graphs_go_with_replaced_buffers_and_share_one_pool(tmp_path, monkeypatc
     pool and one capture stream (each graph had a stream of its own: the allocator reuses a
     block only on the stream that freed it, so the pool was not shared)."""
     pools, streams = [], []
-    monkeypatch.setattr(kclient, "graphs_requested", lambda device: True)
-    monkeypatch.setattr(kclient, "graph_pool", lambda: pools.append(object()) or pools[-1])
+    monkeypatch.setattr(batched, "graphs_requested", lambda device: True)
+    monkeypatch.setattr(batched, "graph_pool", lambda: pools.append(object()) or pools[-1])
     monkeypatch.setattr(
-        kclient, "capture_stream", lambda device: streams.append(object()) or streams[-1]
+        batched, "capture_stream", lambda device: streams.append(object()) or streams[-1]
     )
-    monkeypatch.setattr(kclient, "GraphedStep", StandInGraph)
+    monkeypatch.setattr(batched, "GraphedStep", StandInGraph)
     StandInGraph.made = []
     local_loss = FEDAVG.local_loss
 
@@ -130,14 +130,14 @@ def test_graphs_go_with_replaced_buffers_and_share_one_pool(tmp_path, monkeypatc
 
 def test_graphs_are_kept_while_their_buffers_are():
     """Values copied into the buffers they had (the same shapes) keep their graphs."""
-    trainer = kclient.KClientTrainer.__new__(kclient.KClientTrainer)
+    trainer = batched.BatchedTrainer.__new__(batched.BatchedTrainer)
     trainer._store, trainer.graphs = {}, {}
-    first = trainer._keep("own", "v", kclient._static(None, torch.zeros(2, 3)))
+    first = trainer._keep("own", "v", batched._static(None, torch.zeros(2, 3)))
     key = ((), (("own", "v", ((2, 3), torch.float32)),))
     trainer.graphs[key] = "graph"
-    again = trainer._keep("own", "v", kclient._static(first, torch.ones(2, 3)))
+    again = trainer._keep("own", "v", batched._static(first, torch.ones(2, 3)))
     assert again is first and trainer.graphs == {key: "graph"}
-    trainer._keep("own", "v", kclient._static(first, torch.ones(2, 4)))
+    trainer._keep("own", "v", batched._static(first, torch.ones(2, 4)))
     assert trainer.graphs == {}
 
 

@@ -16,7 +16,7 @@ holds a field of the wrong type, or a finished run's metrics.parquet is missing,
 or holds fewer rounds than run.json records; the line names the file, the reason and the fix) or not
 started. A directory, FIFO or device in a file's place is refused unread (fedkd.files).
 A process counts as the run's only if its start time is the one run.json recorded
-(fedkd.processes), not merely its pid. The ETA adds the rounds left at the measured seconds per
+(fedkd.runtime.processes), not merely its pid. The ETA adds the rounds left at the measured seconds per
 round, divided over the runs in flight.
 """
 
@@ -40,7 +40,7 @@ from fedkd.files import (
     missing_metrics,
     read_run_record,
 )
-from fedkd.processes import PROC, is_same_process, is_verified, valid_pid
+from fedkd.runtime.processes import PROC, is_same_process, is_verified, valid_pid
 
 # a "running" run that has not finished a round for this long (and for 5 of its own rounds) has
 # been killed or has crashed: run.json says "running" until the process itself ends it

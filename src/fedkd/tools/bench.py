@@ -1,16 +1,16 @@
-"""Benchmarks (not tests): ``python -m fedkd.bench`` or ``fedkd bench``. Every printed line says
+"""Benchmarks (not tests): ``python -m fedkd.tools.bench`` or ``fedkd bench``. Every printed line says
 what it timed; with ``--out DIR`` each figure is also appended to ``DIR/bench-results.jsonl``
 (date, device, what, img/s, command) and profiles are written there.
 
-0. ``--ops``: the kernels and host syncs one K-client local step dispatches per strategy
-   (``fedkd.bench_ops``), and exit.
+0. ``--ops``: the kernels and host syncs one batched local step dispatches per strategy
+   (``fedkd.tools.bench_ops``), and exit.
 1. Local training throughput: the sequential trainer against a bare PyTorch loop doing the same
    work (same model and initial weights, batches and augmentation, optimizer, clipping; FedAvg's
    step), side by side in one process, interleaved, median of the repeats; the final weights are
    compared.
 2. One round's client training per engine (``--rounds-bench``): sequential (one client after
    another), batched (the round's clients side by side as one folded network,
-   ``fedkd.engine.kclient``) and, on CUDA, batched with CUDA graphs; images per second, median
+   ``fedkd.engine.batched``) and, on CUDA, batched with CUDA graphs; images per second, median
    of the repeats, interleaved. The timed round is the second (``TIMED_ROUND``): the first is
    trained and aggregated once beforehand, so strategies that distil from the second round on
    (fedgkd's teacher) do so in the timed one; the first repetition (autotuning, graph capture) is
@@ -69,7 +69,7 @@ from fedkd.runtime.seeding import clients_a_round, sample_clients
 from fedkd.strategies.fedavg import FedAvg
 from fedkd.values import integer_from, positive_number
 
-# the local-training engines a benchmark can ask for: "graphs" is the K-client trainer with CUDA
+# the local-training engines a benchmark can ask for: "graphs" is the batched trainer with CUDA
 # graphs (FEDKD_CUDA_GRAPHS=1); "auto" is what a run gets by default (engine: auto, the caller's
 # FEDKD_CUDA_GRAPHS)
 ENGINES = ("auto", "sequential", "batched", "graphs")
@@ -119,7 +119,7 @@ def engine_environment(engine: str):
 def engine_label(choice: dict) -> str:
     """What ran, from run.json's ``engine`` record."""
     if choice["used"] == "batched":
-        return "K-client + CUDA graphs" if choice.get("cuda_graphs") else "K-client"
+        return "batched + CUDA graphs" if choice.get("cuda_graphs") else "batched"
     return "sequential"
 
 
@@ -591,7 +591,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine", default="auto",
         help="engines of the table-3 runs, comma-separated: auto (the run's default), "
-        "sequential, batched (K-client), graphs (K-client + CUDA graphs) [auto]",
+        "sequential, batched (batched), graphs (batched + CUDA graphs) [auto]",
     )  # fmt: skip
     p.add_argument(
         "--warmup-rounds", type=count_or_zero, default=2, help="untimed rounds before timing [2]"
@@ -688,7 +688,7 @@ def run_bench(args) -> int:
     check_arguments(args)
     device = resolve_device(args.device)
     if args.ops:
-        from fedkd.bench_ops import print_ops
+        from fedkd.tools.bench_ops import print_ops
 
         print_ops(_names(args.ops_strategies) or None, device, detail=args.ops_detail)
         return 0

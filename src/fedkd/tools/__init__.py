@@ -1,0 +1,1 @@
+"""Tooling around the science: run status, benchmarks, operation counts."""
