@@ -22,7 +22,7 @@ import yaml
 from fedkd.cli import _spec_from_args, build_parser, main
 from fedkd.config import RunSpec, SpecError
 from fedkd.pipeline import ConfigError, Plan, validate_config
-from fedkd.pipeline.validation import read_config_files
+from fedkd.pipeline.config_file import read_config_files
 from fedkd.values import MAX_DEPTH, ValueTooLarge, as_number, json_depth, load_json, load_yaml
 
 REPO = Path(__file__).resolve().parents[1]

@@ -106,13 +106,21 @@ class HFTokenizer:
         try:
             from transformers import AutoTokenizer
 
-            self.tok = AutoTokenizer.from_pretrained(name, local_files_only=not download)
-        except Exception as exc:
+            # a tokenizer that ships its own Python (an auto_map in a local folder or a hub
+            # repository) is refused, never run and never asked about at a prompt a job waits on
+            self.tok = AutoTokenizer.from_pretrained(
+                name, local_files_only=not download, trust_remote_code=False
+            )
+        except ValueError as exc:
+            if "trust_remote_code" not in str(exc) and "custom code" not in str(exc):
+                raise DatasetNotFoundError(_tokenizer_missing(name, exc)) from exc
             raise DatasetNotFoundError(
-                f"tokenizer {name!r} is not available ({type(exc).__name__}); place it in the "
-                f"Hugging Face cache (HF_HOME), allow downloads with FEDKD_DOWNLOAD=1, or use "
-                f"dataset_options {{tokenizer: word}}"
-            ) from exc
+                f"tokenizer {name!r} ships its own code, which fedkd does not run; use a "
+                "tokenizer made of data files only (e.g. distilbert-base-uncased) or "
+                "dataset_options {tokenizer: word}"
+            ) from None
+        except Exception as exc:
+            raise DatasetNotFoundError(_tokenizer_missing(name, exc)) from exc
         self.vocab_size = len(self.tok)
         self.pad_id = int(self.tok.pad_token_id or 0)
 
@@ -122,6 +130,14 @@ class HFTokenizer:
             return_tensors="np",
         )  # fmt: skip
         return enc["input_ids"].astype(np.int64)
+
+
+def _tokenizer_missing(name: str, exc: Exception) -> str:
+    return (
+        f"tokenizer {name!r} is not available ({type(exc).__name__}); place it in the "
+        "Hugging Face cache (HF_HOME), allow downloads with FEDKD_DOWNLOAD=1, or use "
+        "dataset_options {tokenizer: word}"
+    )
 
 
 # ----------------------------------------------------------------------------- files and hub
