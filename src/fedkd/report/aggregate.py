@@ -35,6 +35,12 @@ from fedkd.files import (
     read_regular_file,
     read_run_record,
 )
+from fedkd.report.run_checks import (
+    RunMismatch,
+    check_metrics_against_record,
+    check_run_path,
+    check_spec_hash,
+)
 
 # the run keys, one value per run, repeated on each of its rows
 RUN_KEY_COLUMNS = [
@@ -220,6 +226,11 @@ def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
     except ValueError as exc:  # RunRecordError: names the file and the fix
         raise ReportError(f"run {run_dir} (label {label!r}): {exc}") from exc
     keys = _run_keys(label, run_dir, rec, rec_path)
+    try:
+        check_run_path(run_dir, rec)
+        check_spec_hash(run_dir, rec)
+    except RunMismatch as exc:
+        raise ReportError(f"{exc} (label {label!r})") from None
     metrics_path = path / METRICS
     if metrics_path.exists() or metrics_path.is_symlink():
         try:
@@ -236,6 +247,10 @@ def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
         metrics = pd.DataFrame()
     if len(metrics) and "round" not in metrics.columns:
         raise ReportError(f"{metrics_path} has no 'round' column")
+    try:
+        check_metrics_against_record(run_dir, rec, metrics)
+    except RunMismatch as exc:
+        raise ReportError(f"{exc} (label {label!r})") from None
     if len(metrics) == 0:
         # a run that diverged (or stopped) before finishing a round still shows in the tables
         metrics = pd.DataFrame([{"round": 0}])

@@ -1,0 +1,119 @@
+"""No table is silently wrong: `fedkd aggregate` checks each run folder against the path it was
+trained under (dataset, variant, setting, seed), its spec against its recorded hash, and its
+metrics against its run.json, and refuses a swapped, relabelled or edited folder by its path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fedkd.config import RunSpec
+from fedkd.engine.run import Run
+from fedkd.pipeline.paths import run_dir
+from fedkd.report import ReportError, aggregate_runs
+from small_runs import TINY
+
+
+def quiet(msg: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> dict[int, Path]:
+    """Two real runs (seeds 0 and 1, two rounds each) where the workflow puts them."""
+    root = tmp_path_factory.mktemp("project")
+    runs = {}
+    for seed in (0, 1):
+        spec = RunSpec(**TINY, rounds=2, seed=seed)
+        path = root / run_dir({**spec.to_dict(), "dataset": spec.dataset}, "fedavg", seed)
+        Run(spec, path, log=quiet, labels={"variant": "fedavg"}).run()
+        runs[seed] = path
+    return runs
+
+
+@pytest.fixture
+def runs(trained, tmp_path) -> dict[int, Path]:
+    """A copy of the trained runs under tmp_path/results/runs, free to damage."""
+    copies = {}
+    for seed, path in trained.items():
+        rel = path.as_posix()[path.as_posix().index("results/runs/") :]
+        copies[seed] = tmp_path / rel
+        shutil.copytree(path, copies[seed])
+    return copies
+
+
+def edit_record(run: Path, change) -> None:
+    record = json.loads((run / "run.json").read_text())
+    change(record)
+    (run / "run.json").write_text(json.dumps(record))
+
+
+def test_real_runs_in_their_own_folders_aggregate(runs):
+    df = aggregate_runs([("FedAvg", str(runs[0])), ("FedAvg", str(runs[1]))])
+    assert sorted(df["seed"].unique()) == [0, 1] and len(df) == 4
+
+
+def test_swapped_run_folders_are_refused_naming_the_folder(runs, tmp_path):
+    parked = tmp_path / "parked"
+    runs[0].rename(parked)
+    runs[1].rename(runs[0])
+    parked.rename(runs[1])
+    with pytest.raises(ReportError) as refused:
+        aggregate_runs([("FedAvg", str(runs[0])), ("FedAvg", str(runs[1]))])
+    message = str(refused.value)
+    assert f"run folder {runs[0]} does not hold the run its path names" in message
+    assert "seed '0' in the path, '1' in run.json" in message
+
+
+def test_a_run_moved_to_another_variant_or_setting_is_refused(runs):
+    other_variant = Path(str(runs[0]).replace("/fedavg/", "/fedprox/"))
+    other_variant.parent.mkdir(parents=True)
+    shutil.copytree(runs[0], other_variant)
+    with pytest.raises(ReportError, match="variant 'fedprox' in the path, 'fedavg' in run.json"):
+        aggregate_runs([("FedProx", str(other_variant))])
+    setting = runs[0].parent.name
+    longer = Path(str(runs[0]).replace(setting, setting.replace("-R2", "-R20")))
+    longer.parent.mkdir(parents=True)
+    shutil.copytree(runs[0], longer)
+    with pytest.raises(ReportError, match=f"setting '{longer.parent.name}' in the path"):
+        aggregate_runs([("FedAvg", str(longer))])
+
+
+def test_a_relabelled_run_is_refused(runs):
+    edit_record(runs[0], lambda r: r["labels"].update(variant="fedgkd"))
+    with pytest.raises(ReportError, match="variant 'fedavg' in the path, 'fedgkd' in run.json"):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+
+
+def test_a_spec_edited_after_the_run_is_refused(runs):
+    # lr is in no path: only the recorded hash tells the edit
+    edit_record(runs[0], lambda r: r["spec"].update(lr=0.5))
+    with pytest.raises(ReportError, match=f"run folder {runs[0]}: the spec in its run.json does"):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+
+
+def test_metrics_of_another_run_are_refused(runs):
+    shutil.copy(runs[1] / "metrics.parquet", runs[0] / "metrics.parquet")
+    with pytest.raises(ReportError, match=f"run folder {runs[0]}: its run.json records best_acc"):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+
+
+def test_edited_or_extra_metrics_rows_are_refused(runs):
+    metrics = pd.read_parquet(runs[0] / "metrics.parquet")
+    edited = metrics.copy()
+    edited.loc[edited.index[-1], "test_acc"] = 0.99
+    edited.to_parquet(runs[0] / "metrics.parquet", index=False)
+    with pytest.raises(ReportError, match=r"its run.json records (best|final)_acc"):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+    longer = pd.concat([metrics, metrics.tail(1).assign(round=3)], ignore_index=True)
+    longer.to_parquet(runs[0] / "metrics.parquet", index=False)
+    with pytest.raises(ReportError, match=r"its metrics hold rounds \[1, 2, 3\]"):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+    twice = pd.concat([metrics.head(1), metrics.head(1)], ignore_index=True)
+    twice.to_parquet(runs[0] / "metrics.parquet", index=False)
+    with pytest.raises(ReportError, match=r"its metrics hold rounds \[1, 1\]"):
+        aggregate_runs([("FedAvg", str(runs[0]))])
