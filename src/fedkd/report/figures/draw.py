@@ -19,6 +19,10 @@ STYLE = {
     "axes.grid": True,
     "grid.alpha": 0.3,
     "svg.hashsalt": "fedkd",
+    # every text is drawn as written: a label with two `$` ("50$ and 60$", "$x^$") is not
+    # mathtext, which would render it otherwise or fail the figure; a text meant as mathtext
+    # asks for it (parse_math=True)
+    "text.parse_math": False,
 }
 
 

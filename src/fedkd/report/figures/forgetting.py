@@ -78,7 +78,7 @@ def build(df: pd.DataFrame, opts: Options):
                 ax.set_xticks(
                     x, [label_text(lab, col_names).md for lab in labels], rotation=45, ha="right"
                 )
-                ax.set_ylabel(ylabel)
+                ax.set_ylabel(ylabel, parse_math=key == "fgt")  # its $\mathcal{F}$
                 if i == 0:
                     ax.set_title(panel_title(panels, pid, names))
     return fig
