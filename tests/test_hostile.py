@@ -1,7 +1,6 @@
 """Hostile inputs and faults: a run resumed at its last round, crafted checkpoints, two runs on
 one directory, damaged run records, a full disk, crafted dataset files, collapsed runs, and kills
-at random moments. Each test is an attack that once succeeded. The fork server's are in
-tests/test_forkserver.py."""
+at random moments. Each test is an attack that once succeeded."""
 
 from __future__ import annotations
 

@@ -375,10 +375,6 @@ def test_tiny_config_end_to_end(tiny, src):
     assert record["spec"]["partition_file"] == partition
     fedcad = pd.read_parquet(workdir / "results/aggregate/fedcad.parquet")
     assert fedcad["eval_local"].all() and fedcad["local_acc"].notna().all()
-    # the jobs started from the workflow's fork server (fedkd.forkserver), and ended well there
-    served = (workdir / "results/logs/forkserver.log").read_text()
-    assert "fedkd train --out results/runs/" in served and "fedkd render" in served
-    assert ": exit 0" in served
     assert nothing_to_do(workdir, TINY, src)
 
 

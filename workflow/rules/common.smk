@@ -9,10 +9,8 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from fedkd.pipeline import Plan, validate_config
-from fedkd.pipeline.interrupt import stop_on_interrupt
 from fedkd.pipeline.validation import reread_config, unknown_targets_message
 from fedkd.pipeline.plan import FEATURES_CODE, REPORT_CODE
-from fedkd.forkserver import ForkServer
 from fedkd.provenance import package_files_hash
 from fedkd.report import agreement, sections
 
@@ -139,18 +137,6 @@ def default_targets():
             not f.startswith("results/tables/") or Path(f).with_suffix(".html").exists()
         )
     ]
-
-
-# ----------------------------------------------------------------------------- fork server
-# Local runs start their jobs from one process that has imported torch, numpy, pyarrow and pandas
-# (fedkd.forkserver): each job saves that import (about 1.5 s on 2 cores). Only where jobs run in
-# Snakemake's own environment on this machine; FEDKD_FORKSERVER=off turns it off.
-FORK_SERVER = ForkServer(log="results/logs/forkserver.log")
-
-
-def start_fork_server():
-    if workflow.local_exec and not workflow.deployment_settings.deployment_method:
-        FORK_SERVER.start()
 
 
 # ----------------------------------------------------------------------------- targets
