@@ -62,6 +62,7 @@ __all__ = [
     "dataset_names",
     "default_model",
     "load_dataset",
+    "loader_options",
 ]
 
 
@@ -96,6 +97,16 @@ def _loader(name: str):
     return getattr(importlib.import_module(f"fedkd.data.{module}"), func)
 
 
+def loader_options(name: str) -> list[str]:
+    """The options (dataset_options) dataset ``name``'s loader takes: its keyword-only
+    parameters."""
+    _entry(name)  # an unknown name is refused with the list
+    loader = _loader(str(name).lower())
+    return [
+        p.name for p in inspect.signature(loader).parameters.values() if p.kind == p.KEYWORD_ONLY
+    ]
+
+
 def load_dataset(
     name: str,
     root: str | Path | None = None,
@@ -109,9 +120,7 @@ def load_dataset(
     if key not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}")
     loader = _loader(key)
-    accepted = [
-        p.name for p in inspect.signature(loader).parameters.values() if p.kind == p.KEYWORD_ONLY
-    ]
+    accepted = loader_options(key)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ValueError(

@@ -19,6 +19,13 @@ from fedkd.pipeline.config_file import (  # noqa: F401
     read_config_files,
     reread_config,
 )
+from fedkd.pipeline.config_text import (
+    data_root_errors,
+    dataset_option_errors,
+    label_errors,
+    nul_errors,
+    render_option_errors,
+)
 from fedkd.pipeline.paths import normalise_path_keys
 from fedkd.pipeline.plan import Plan, grid_points
 from fedkd.report.targets import ALIASES, LAYOUTS
@@ -45,7 +52,7 @@ def validate_config(cfg: dict, schema_path: Path, check_specs: bool = True) -> N
     errors = _option_size_errors(cfg, "")
     if errors:  # refused before anything copies or walks them per run
         raise ConfigError("the configuration is refused:" + "".join(f"\n  - {e}" for e in errors))
-    errors = schema_errors(cfg, schema_path)
+    errors = schema_errors(cfg, schema_path) + nul_errors(cfg)
     if not errors:
         errors = semantic_errors(cfg, check_specs)
     if errors:
@@ -236,8 +243,13 @@ def semantic_errors(cfg: dict, check_specs: bool = True) -> list[str]:
             if group != f"{layout.output}s":
                 errors.append(f"{where}.layout: {layout.name!r} belongs under {layout.output}s")
             errors += _entry_errors(cfg, plan, where, layout, entry, variants, specs)
-    if check_specs:
+    errors += label_errors(cfg) + data_root_errors(cfg)
+    if check_specs:  # the loaders' options: imports each dataset's loader
+        used = {p["dataset"] for name in plan.outputs for p in plan.grid_points(name)}
+        errors += dataset_option_errors(cfg, used)
         errors += _spec_errors(specs)
+    if not errors:  # the options are built from a configuration that holds together
+        errors += render_option_errors(plan)
     return errors
 
 

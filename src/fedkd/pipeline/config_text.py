@@ -1,0 +1,142 @@
+"""The configuration's text refused at planning where a job would fail on it later: a column
+label or a data_root a job's argument parser would take for a flag (``-x``), an empty one, one
+with a control character (NUL cannot be an argument; a newline splits the runs file), one longer
+than a file name may be, a label written with spaces around it (matched as written, it would
+empty its column), a render job's options too large for one command-line argument, and
+dataset_options a dataset's loader does not take."""
+
+from __future__ import annotations
+
+import json
+import re
+
+# a column label: shown in tables and figures, never a file name; room for "FedGKD (M=3, KL)"
+MAX_LABEL_CHARS = 100
+# a file name's limit on Linux and macOS (NAME_MAX): each folder of a path, in UTF-8 bytes
+MAX_NAME_BYTES = 255
+# a whole path (PATH_MAX)
+MAX_PATH_BYTES = 4096
+# a render job's options reach it as one argument of its shell command (`--options JSON`), and
+# Linux limits one argument to 128 KiB (MAX_ARG_STRLEN); a caption is at most MAX_CAPTION_CHARS
+# (workflow/schemas/config.schema.yaml), so only row names or titles by the thousand reach this
+MAX_RENDER_OPTIONS_BYTES = 64 * 1024
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def label_problem(label: str) -> str | None:
+    """Why ``label`` cannot be a column label, or None."""
+    if not label:
+        return "is empty; give the column a name"
+    if label != label.strip():
+        return (
+            "has spaces around it; labels are matched as written, so write it without them "
+            f"({label.strip()!r})"
+        )
+    if CONTROL.search(label):
+        return "holds a control character (a newline, a tab, NUL); write it on one line"
+    if label[0] in "-#":
+        return (
+            f"starts with {label[0]!r}, which a job reads as a flag or a comment; "
+            "start it with a letter or digit"
+        )
+    if len(label) > MAX_LABEL_CHARS:
+        return f"is {len(label):,} characters long; keep a label to {MAX_LABEL_CHARS}"
+    return None
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` (a data_root) cannot be given to a job, or None."""
+    if not path:
+        return "is empty; give a folder, or null for $FEDKD_DATA or ./data"
+    if CONTROL.search(path):
+        return "holds a control character (a newline, a tab, NUL); no folder is named so"
+    if path.startswith("-"):
+        return f"starts with '-', which a job reads as a flag; write it as ./{path}"
+    size = len(path.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATH_BYTES:
+        return f"is {size:,} bytes long, more than the {MAX_PATH_BYTES:,} a path may be"
+    long = [p for p in path.split("/") if len(p.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES]
+    if long:
+        return f"has a folder name over {MAX_NAME_BYTES} bytes ({long[0][:40]!r}...)"
+    return None
+
+
+def label_errors(cfg: dict) -> list[str]:
+    """Every column label of every table and figure, as written."""
+    errors = []
+    for group in ("tables", "figures"):
+        for name, entry in (cfg.get(group) or {}).items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("columns"), dict):
+                continue
+            for label in entry["columns"]:
+                problem = label_problem(label) if isinstance(label, str) else "is not text"
+                if problem:
+                    errors.append(f"{group}.{name}.columns: the label {label!r} {problem}")
+    return errors
+
+
+def data_root_errors(cfg: dict) -> list[str]:
+    """The data_root of ``defaults`` and of each ``datasets`` entry."""
+    places = [("defaults", cfg.get("defaults"))]
+    places += [(f"datasets.{d}", keys) for d, keys in (cfg.get("datasets") or {}).items()]
+    errors = []
+    for where, keys in places:
+        if isinstance(keys, dict) and isinstance(keys.get("data_root"), str):
+            problem = path_problem(keys["data_root"])
+            if problem:
+                errors.append(f"{where}.data_root: {keys['data_root'][:80]!r} {problem}")
+    return errors
+
+
+def nul_errors(node, where: str = "") -> list[str]:
+    """Any text of the configuration holding NUL, which no argument or file name can hold."""
+    if isinstance(node, str):
+        return [f"{where or '(top level)'}: the text holds NUL (\\0); remove it"] * ("\0" in node)
+    if isinstance(node, dict):
+        errors = []
+        for k, v in node.items():
+            path = f"{where}.{k}" if where else str(k)
+            if isinstance(k, str) and "\0" in k:
+                errors.append(f"{where or '(top level)'}: the key {k!r} holds NUL (\\0); remove it")
+            errors += nul_errors(v, path)
+        return errors
+    if isinstance(node, list):
+        return [e for i, v in enumerate(node) for e in nul_errors(v, f"{where}[{i}]")]
+    return []
+
+
+def render_option_errors(plan) -> list[str]:
+    """Each render job's options within what one command-line argument may hold."""
+    errors = []
+    for name in plan.outputs:
+        size = len(json.dumps(plan.render_options(name), sort_keys=True).encode())
+        if size > MAX_RENDER_OPTIONS_BYTES:
+            group = f"{plan.layout(name).output}s"
+            errors.append(
+                f"{group}.{name}: its render options (caption, names, titles) come to "
+                f"{size:,} bytes, more than the {MAX_RENDER_OPTIONS_BYTES:,} a job's command "
+                "line takes; shorten them"
+            )
+    return errors
+
+
+def dataset_option_errors(cfg: dict, datasets) -> list[str]:
+    """The dataset_options each dataset in use takes (``datasets.D`` over ``defaults``) against
+    its loader's keywords: `fedkd train` refuses any other, after its job started."""
+    from fedkd.data import loader_options
+
+    errors = []
+    for dataset in sorted(datasets):
+        own = (cfg.get("datasets") or {}).get(dataset) or {}
+        where = f"datasets.{dataset}" if "dataset_options" in own else "defaults"
+        options = {**(cfg.get("defaults") or {}), **own}.get("dataset_options")
+        if not isinstance(options, dict):
+            continue
+        accepted = loader_options(dataset)
+        unknown = sorted(set(map(str, options)) - set(accepted))
+        if unknown:
+            errors.append(
+                f"{where}.dataset_options: dataset {dataset!r} has no option(s) "
+                f"{', '.join(unknown)}; its options are: {', '.join(accepted) or 'none'}"
+            )
+    return errors

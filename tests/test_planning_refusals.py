@@ -1,0 +1,164 @@
+"""Everything a job would refuse is refused at planning: column labels and data_root that a
+job's argument parser takes for flags, empty ones, control characters, names longer than a file
+name, a caption too long for a command line, dataset_options a loader does not take; and a label
+is matched as written (" fedavg " is refused, not stripped into an empty column)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedkd.pipeline import ConfigError, validate_config
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def small_config() -> dict:
+    return yaml.safe_load(
+        """
+name: mine
+seeds: [0]
+defaults: {partition: dirichlet-equal, alpha: 0.5, clients: 4, participation: 0.5,
+           local_epochs: 1, rounds: 2}
+variants: {fedavg: {strategy: fedavg}, fedprox: {strategy: fedprox}}
+tables:
+  table3:
+    layout: grid
+    caption: x
+    grid: {dataset: [mnist5k]}
+    columns: {FedAvg: fedavg, FedProx: fedprox}
+"""
+    )
+
+
+def errors_of(cfg: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate_config(cfg, SCHEMA)
+    return str(info.value)
+
+
+def with_label(label: str) -> dict:
+    cfg = small_config()
+    cfg["tables"]["table3"]["columns"] = {label: "fedavg", "FedProx": "fedprox"}
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("label", "says"),
+    [
+        (" fedavg ", "has spaces around it; labels are matched as written"),
+        ("", "is empty"),
+        ("-fedavg", "starts with '-', which a job reads as a flag"),
+        ("#fedavg", "starts with '#'"),
+        ("fed\navg", "holds a control character"),
+        ("fedavg\n", "has spaces around it"),
+        ("x" * 101, "is 101 characters long; keep a label to 100"),
+    ],
+)
+def test_a_column_label_a_job_would_refuse_is_refused_at_planning(label, says):
+    message = errors_of(with_label(label))
+    assert f"tables.table3.columns: the label {label!r} {says}" in message
+
+
+def test_the_shipped_labels_pass():
+    validate_config(with_label("FedGKD (M=3, KL)"), SCHEMA)
+    validate_config(with_label("alpha_0=0.1"), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["fedavg\n", "-fedavg", "", "fed avg", "x" * 201],
+    ids=["trailing-newline", "dash", "empty", "space", "long"],
+)
+def test_a_variant_name_is_refused_whole(name):
+    """The name pattern ends at the end of the text (\\Z): Python's $ let "fedavg\\n" through."""
+    cfg = small_config()
+    cfg["variants"][name] = {"strategy": "fedavg"}
+    cfg["tables"]["table3"]["columns"]["Other"] = name
+    assert f"{name!r}" in errors_of(cfg)
+
+
+@pytest.mark.parametrize(
+    ("root", "says"),
+    [
+        ("-data", "starts with '-', which a job reads as a flag; write it as ./-data"),
+        ("", "is empty"),
+        ("data\n", "holds a control character"),
+        ("/data/" + "d" * 256, "has a folder name over 255 bytes"),
+    ],
+)
+def test_a_data_root_a_job_would_refuse_is_refused_at_planning(root, says):
+    cfg = small_config()
+    cfg["defaults"]["data_root"] = root
+    assert f"defaults.data_root: {root[:80]!r} {says}" in errors_of(cfg)
+    cfg = small_config()
+    cfg["datasets"] = {"mnist5k": {"data_root": root}}
+    assert f"datasets.mnist5k.data_root: {root[:80]!r} {says}" in errors_of(cfg)
+
+
+def test_nul_anywhere_is_refused_with_its_key():
+    cfg = small_config()
+    cfg["description"] = "a\0b"
+    assert "description: the text holds NUL" in errors_of(cfg)
+    assert "tables.table3.columns: the key 'fed\\x00avg' holds NUL" in errors_of(
+        with_label("fed\0avg")
+    )
+
+
+def test_a_caption_too_long_for_a_command_line_is_refused():
+    cfg = small_config()
+    cfg["tables"]["table3"]["caption"] = "word " * 30_000
+    assert "tables.table3.caption" in errors_of(cfg)
+
+
+def test_render_options_too_large_for_one_argument_are_refused():
+    cfg = small_config()
+    cfg["tables"]["table3"]["options"] = {"row_names": {f"r{i}": "n" * 100 for i in range(1000)}}
+    message = errors_of(cfg)
+    assert "tables.table3: its render options (caption, names, titles) come to" in message
+    assert "more than the 65,536 a job's command line takes" in message
+
+
+def test_an_unknown_dataset_option_is_refused_at_planning():
+    cfg = small_config()
+    cfg["datasets"] = {"mnist5k": {"dataset_options": {"max_len": 10}}}
+    assert (
+        "datasets.mnist5k.dataset_options: dataset 'mnist5k' has no option(s) max_len; its "
+        "options are: none" in errors_of(cfg)
+    )
+    cfg = small_config()
+    cfg["tables"]["table3"]["grid"]["dataset"] = ["synthtext"]
+    cfg["defaults"]["dataset_options"] = {"num_docs": 400, "seq_lenn": 8}
+    assert "dataset 'synthtext' has no option(s) seq_lenn; its options are: num_classes" in (
+        errors_of(cfg)
+    )
+
+
+def test_snakemake_dry_run_refuses_them_before_any_job(tmp_path):
+    """`snakemake -n` lists every such value at once, and plans no job."""
+    cfg = small_config()
+    cfg["tables"]["table3"]["columns"] = {" fedavg ": "fedavg", "-x": "fedprox"}
+    cfg["defaults"]["data_root"] = "-data"
+    cfg["datasets"] = {"mnist5k": {"dataset_options": {"tokenizer": "word"}}}
+    configfile = tmp_path / "config.yaml"
+    configfile.write_text(yaml.safe_dump(cfg))
+    cmd = [
+        sys.executable, "-m", "snakemake", "-n", "--cores", "1",
+        "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+        "--configfile", str(configfile),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "the label ' fedavg ' has spaces around it" in out
+    assert "the label '-x' starts with '-'" in out
+    assert "defaults.data_root: '-data' starts with '-'" in out
+    assert "dataset 'mnist5k' has no option(s) tokenizer" in out
+    assert "Building DAG" not in out
