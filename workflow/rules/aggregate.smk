@@ -1,7 +1,32 @@
+def write_runs_list(name, out):
+    from fedkd.files import atomic_write
+
+    text = plan.runs_list(name)
+    atomic_write(Path(out), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+rule runs_list:
+    """The runs a table or figure needs, one LABEL=RUN_DIR a line: the aggregate job reads them
+    from this file, since a command line holds a few thousand at most."""
+    output:
+        "results/aggregate/{name}.runs",
+    wildcard_constraints:
+        name=names_regex(plan.names(input="aggregate")),
+    localrule: True
+    params:
+        # the list's hash: a changed list is written again (and re-makes the aggregate)
+        digest=lambda wc: plan.runs_list_digest(wc.name),
+    message:
+        "list the runs of {output}"
+    run:
+        write_runs_list(wildcards.name, output[0])
+
+
 rule aggregate:
     """Every round of every run a table or figure needs, in one long Parquet."""
     input:
-        aggregate_inputs,
+        runs="results/aggregate/{name}.runs",
+        files=aggregate_inputs,
     output:
         "results/aggregate/{name}.parquet",
     log:
@@ -15,9 +40,8 @@ rule aggregate:
         mem_mb=plan.rule_resource("aggregate", "mem_mb", 4000),
         runtime=plan.rule_resource("aggregate", "runtime", 20),
     params:
-        runs=aggregate_args,
         code=package_files_hash(*REPORT_CODE),
     message:
         "aggregate {output}"
     shell:
-        "fedkd aggregate --out {output:q} {params.runs} > {log:q} 2>&1"
+        "fedkd aggregate --out {output:q} --runs-file {input.runs:q} > {log:q} 2>&1"

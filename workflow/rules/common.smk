@@ -73,10 +73,6 @@ def aggregate_inputs(wc):
     return plan.aggregate_inputs(wc.name)
 
 
-def aggregate_args(wc):
-    return plan.aggregate_args(wc.name)
-
-
 def features_inputs(wc):
     return plan.features_inputs(wc.name)
 

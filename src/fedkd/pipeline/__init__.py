@@ -2,7 +2,8 @@
 job arguments of a configuration (plan), and the config's validation (validation). The rules in
 workflow/rules/*.smk are thin adapters over these."""
 
-from fedkd.pipeline.plan import Plan, grid_points
+from fedkd.pipeline.grid import grid_points
+from fedkd.pipeline.plan import Plan
 from fedkd.pipeline.validation import ConfigError, validate_config
 
 __all__ = ["ConfigError", "Plan", "grid_points", "validate_config"]

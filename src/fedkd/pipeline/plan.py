@@ -8,11 +8,11 @@ The config is fixed for a process, and Snakemake evaluates a job's params many t
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 import shlex
 from functools import cache, cached_property
 
+from fedkd.pipeline.grid import check_plan_size, grid_points
 from fedkd.pipeline.paths import (
     cli_value,
     normalise_path_keys,
@@ -44,6 +44,8 @@ class Plan:
         self.target_runs = cache(self._target_runs)
         self.target_partitions = cache(self._target_partitions)
         self.train_code_hash = cache(self._train_code_hash)
+        self._grid_points = cache(self._checked_grid_points)
+        self._size_checked = False
 
     # ------------------------------------------------------------------ run specs
     def keys_of(self, dataset: str) -> dict:
@@ -139,6 +141,12 @@ class Plan:
         ]
 
     def grid_points(self, name: str) -> list[dict]:
+        return self._grid_points(name)
+
+    def _checked_grid_points(self, name: str) -> list[dict]:
+        if not self._size_checked:  # once: it counts every entry's grid
+            check_plan_size(self.config)
+            self._size_checked = True
         return grid_points(self.outputs[name])
 
     def column_variants(self, column, point: dict) -> list[str]:
@@ -218,13 +226,11 @@ class Plan:
         return tuple(out)
 
     def _target_partitions(self, name: str) -> tuple[str, ...]:
-        files = []
+        files = {}  # a dict: once each, in order
         for point in self.grid_points(name):
             spec = normalise_path_keys({**self.keys_of(point["dataset"]), **point})
             for seed in self.seeds(name):
-                f = partition_file(point["dataset"], spec, seed)
-                if f not in files:
-                    files.append(f)
+                files[partition_file(point["dataset"], spec, seed)] = None
         return tuple(files)
 
     def all_runs(self) -> set[str]:
@@ -233,11 +239,16 @@ class Plan:
     def aggregate_inputs(self, name: str) -> list[str]:
         return [f for _, run in self.target_runs(name) for f in run_files(run)]
 
-    def aggregate_args(self, name: str) -> str:
-        args = []
-        for label, run in self.target_runs(name):
-            args += ["--run", f"{label}={run}"]
-        return shlex.join(args)
+    def runs_list(self, name: str) -> str:
+        """The runs an aggregate reads, one ``LABEL=RUN_DIR`` a line (`fedkd aggregate
+        --runs-file`): a file, not the job's command line, which a table of ~23,000 runs
+        outgrew."""
+        return "".join(f"{label}={run}\n" for label, run in self.target_runs(name))
+
+    def runs_list_digest(self, name: str) -> str:
+        """Changes whenever the runs list does: the list is written again, and the aggregate
+        made again."""
+        return hashlib.sha256(self.runs_list(name).encode()).hexdigest()[:16]
 
     def features_run(self, name: str) -> str:
         """The one run a layout of input "run" draws (validation ensures there is one)."""
@@ -407,20 +418,6 @@ class Plan:
             seconds = 1.5 * s["rounds"] * per_round * s["local_epochs"] * per_epoch
             minutes = max(minutes, math.ceil(seconds / 60))
         return minutes
-
-
-def grid_points(entry: dict) -> list[dict]:
-    """Every combination of a grid's values (a list of grids: their points joined, once each)."""
-    grids = entry.get("grid") or []
-    grids = grids if isinstance(grids, list) else [grids]
-    points = []
-    for grid in grids:
-        keys = list(grid)
-        for values in itertools.product(*(grid[k] for k in keys)):
-            point = dict(zip(keys, values, strict=True))
-            if point not in points:
-                points.append(point)
-    return points
 
 
 def _same(a, b) -> bool:

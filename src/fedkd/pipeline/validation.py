@@ -26,8 +26,9 @@ from fedkd.pipeline.config_text import (
     nul_errors,
     render_option_errors,
 )
+from fedkd.pipeline.grid import PlanTooLarge, check_plan_size, grid_points
 from fedkd.pipeline.paths import normalise_path_keys
-from fedkd.pipeline.plan import Plan, grid_points
+from fedkd.pipeline.plan import Plan
 from fedkd.report.targets import ALIASES, LAYOUTS
 from fedkd.values import ValueTooLarge, as_number, check_size
 
@@ -47,6 +48,10 @@ def validate_config(cfg: dict, schema_path: Path, check_specs: bool = True) -> N
     try:
         check_size(cfg, "the configuration")
     except ValueTooLarge as exc:
+        raise ConfigError(f"the configuration is refused: {exc}") from None
+    try:  # before any grid is expanded
+        check_plan_size(cfg)
+    except PlanTooLarge as exc:
         raise ConfigError(f"the configuration is refused: {exc}") from None
     normalise_config(cfg)
     errors = _option_size_errors(cfg, "")
