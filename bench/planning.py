@@ -53,8 +53,13 @@ def sweep_config(runs: int) -> dict:
         "name": "sweep",
         "seeds": [0],
         "defaults": {
-            "partition": "dirichlet-equal", "alpha": 0.5, "clients": 4, "participation": 0.5,
-            "local_epochs": 1, "rounds": 2, "batch_size": 16,
+            "partition": "dirichlet-equal",
+            "alpha": 0.5,
+            "clients": 4,
+            "participation": 0.5,
+            "local_epochs": 1,
+            "rounds": 2,
+            "batch_size": 16,
         },  # fmt: skip
         "variants": {"fedavg": {"strategy": "fedavg"}},
         "tables": {
@@ -255,7 +260,16 @@ def aggregate_of(runs: int, folder: Path) -> dict:
     runs_file = folder / "sweep.runs"
     runs_file.write_text(plan.runs_list("sweep"))
     out = folder / "sweep.parquet"
-    cmd = [sys.executable, "-m", "fedkd", "aggregate", "--out", str(out), "--runs-file", str(runs_file)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fedkd",
+        "aggregate",
+        "--out",
+        str(out),
+        "--runs-file",
+        str(runs_file),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)

@@ -466,3 +466,69 @@ def test_a_number_where_text_is_expected_says_how_to_quote_it():
         "  - name: 2024 is not of type 'string' (to mean the text 2024, quote it: '2024' in YAML, "
         "--config KEY='\"2024\"' on the command line)"
     )
+
+
+# ----------------------------------------------------------------------------- planning at scale
+def test_grid_points_keep_order_and_join_grids_once_each():
+    from fedkd.pipeline.grid import grid_points, grid_size
+
+    entry = {
+        "grid": [
+            {"dataset": ["mnist5k"], "alpha": [0.1, 1], "clients": [10, 20]},
+            {"dataset": ["mnist5k"], "alpha": [1.0, 0.5], "clients": [10]},  # 1.0 is 1
+        ]
+    }
+    points = grid_points(entry)
+    assert [(p["alpha"], p["clients"]) for p in points] == [
+        (0.1, 10), (0.1, 20), (1, 10), (1, 20), (0.5, 10),
+    ]  # fmt: skip
+    assert grid_size(entry) == 6  # counted before duplicates are dropped
+
+
+def test_a_grid_over_the_limit_is_refused_at_once_with_the_count():
+    """Four keys of 1,000 values: 10^12 runs, refused from the grid's lengths alone (expanding
+    it would never end), by validation and by any plan of it (`fedkd status`)."""
+    from fedkd.pipeline.grid import MAX_PLANNED_RUNS, PlanTooLarge
+
+    cfg = small_config()
+    cfg["tables"]["table3"]["grid"] = {
+        "dataset": ["mnist5k"],
+        "alpha": [round(0.001 * (i + 1), 3) for i in range(1000)],
+        "clients": list(range(1, 1001)),
+        "participation": [round(0.001 * (i + 1), 3) for i in range(1000)],
+        "rounds": list(range(1, 1001)),
+    }
+    message = errors_of(copy.deepcopy(cfg))
+    assert (
+        "the tables and figures ask for 2,000,000,000,000 runs (grid points x columns x seeds), "
+        f"more than the {MAX_PLANNED_RUNS:,} fedkd plans in one configuration" in message
+    )
+    with pytest.raises(PlanTooLarge, match="2,000,000,000,000 runs"):
+        Plan(cfg).target_runs("table3")
+
+
+def test_the_run_count_counts_columns_best_of_sweeps_and_seeds():
+    from fedkd.pipeline.grid import planned_run_count
+
+    cfg = small_config()
+    cfg["seeds"] = [0, 1, 2]
+    assert planned_run_count(cfg) == 2 * 2 * 3  # alphas x columns x seeds
+    cfg["tables"]["table3"]["columns"]["best"] = {"best_of": ["fedavg", "fedprox"]}
+    cfg["tables"]["table3"]["seeds"] = [0]
+    assert planned_run_count(cfg) == 2 * 4 * 1
+
+
+def test_the_aggregate_reads_its_runs_from_a_file_that_gives_back_the_plans_runs(tmp_path):
+    """Labels with "=" (M=3) split where they should, though no run exists yet; no run reaches
+    the job's command line."""
+    from fedkd.report.aggregate import read_runs_file
+
+    plan = Plan(read(TINY))
+    for name in plan.names(input="aggregate"):
+        path = tmp_path / f"{name}.runs"
+        path.write_text(plan.runs_list(name))
+        assert read_runs_file(path) == list(plan.target_runs(name)), name
+    assert any("=" in label for label, _ in plan.target_runs("table7"))
+    assert plan.runs_list_digest("table3") != plan.runs_list_digest("table6")
+    rule = (REPO / "workflow" / "rules" / "aggregate.smk").read_text()
+    assert "--runs-file {input.runs:q}" in rule and "params.runs" not in rule

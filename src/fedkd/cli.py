@@ -368,8 +368,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument(
         "--runs-file", action="append", metavar="FILE",
-        help="a file with one LABEL=RUN_DIR per line (# comments and blank lines skipped), for "
-        "long lists; may be repeated and combined with --run",
+        help="a file with one LABEL=RUN_DIR (or LABEL<TAB>RUN_DIR) per line (# comments and "
+        "blank lines skipped), for long lists; may be repeated and combined with --run",
     )  # fmt: skip
     p.set_defaults(func=cmd_aggregate)
 

@@ -152,5 +152,22 @@ def cli_value(value) -> str:
             mantissa += ".0"
         return f"{mantissa}e{exponent}" if exponent else mantissa
     if isinstance(value, (dict, list)):
-        return yaml.safe_dump(value, default_flow_style=True, width=10**6, sort_keys=True).strip()
+        return _flow_yaml(value)
     return json.dumps(value)  # int, bool, None
+
+
+# a mapping or list in YAML's flow style, by its repr (which tells 1 from 1.0 and "1" from 1):
+# every run of a variant passes the same params and options, and YAML's writer took a
+# millisecond a run, most of fedkd's planning of 100,000 runs
+_FLOW_YAML: dict[str, str] = {}
+
+
+def _flow_yaml(value) -> str:
+    key = repr(value)
+    text = _FLOW_YAML.get(key)
+    if text is None:
+        if len(_FLOW_YAML) > 4096:
+            _FLOW_YAML.clear()
+        text = yaml.safe_dump(value, default_flow_style=True, width=10**6, sort_keys=True).strip()
+        _FLOW_YAML[key] = text
+    return text

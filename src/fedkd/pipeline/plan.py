@@ -240,10 +240,10 @@ class Plan:
         return [f for _, run in self.target_runs(name) for f in run_files(run)]
 
     def runs_list(self, name: str) -> str:
-        """The runs an aggregate reads, one ``LABEL=RUN_DIR`` a line (`fedkd aggregate
-        --runs-file`): a file, not the job's command line, which a table of ~23,000 runs
-        outgrew."""
-        return "".join(f"{label}={run}\n" for label, run in self.target_runs(name))
+        """The runs an aggregate reads, one ``LABEL<TAB>RUN_DIR`` a line (`fedkd aggregate
+        --runs-file`; validation keeps tabs and newlines out of labels): a file, not the job's
+        command line, which a table of ~23,000 runs outgrew."""
+        return "".join(f"{label}\t{run}\n" for label, run in self.target_runs(name))
 
     def runs_list_digest(self, name: str) -> str:
         """Changes whenever the runs list does: the list is written again, and the aggregate

@@ -139,7 +139,9 @@ def parse_run_arg(text: str) -> tuple[str, str]:
 
 
 def read_runs_file(path: str | Path) -> list[tuple[str, str]]:
-    """One ``LABEL=RUN_DIR`` per line; blank lines and lines starting with ``#`` are skipped."""
+    """One run per line: ``LABEL<TAB>RUN_DIR`` (as the workflow writes it: a tab is in no label,
+    so a label ``M=3`` splits where it should even before the run exists), or ``LABEL=RUN_DIR``
+    as --run takes it; blank lines and lines starting with ``#`` are skipped."""
     path = Path(path)
     try:
         # at most as large as a run record: a line per run, a few hundred thousand runs
@@ -149,6 +151,15 @@ def read_runs_file(path: str | Path) -> list[tuple[str, str]]:
     runs = []
     for number, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        label, tab, run_dir = line.partition("\t")
+        if tab:
+            if not label or not run_dir.strip():
+                raise ReportError(
+                    f"runs file {path}, line {number}: {line!r} is not LABEL<TAB>RUN_DIR "
+                    "(empty label or directory)"
+                )
+            runs.append((label, run_dir.strip()))
             continue
         try:
             runs.append(parse_run_arg(line))
