@@ -162,3 +162,31 @@ def test_snakemake_dry_run_refuses_them_before_any_job(tmp_path):
     assert "defaults.data_root: '-data' starts with '-'" in out
     assert "dataset 'mnist5k' has no option(s) tokenizer" in out
     assert "Building DAG" not in out
+
+
+def test_the_precheck_refuses_a_huge_configuration_before_snakemake_reads_it(tmp_path):
+    """Snakemake parses --configfile before the workflow's own check: a 50 MB file kept it busy
+    for minutes. `python -m fedkd.pipeline.precheck` refuses it first, naming it, and starts no
+    Snakemake; a good command line is handed on to Snakemake unchanged."""
+    big = tmp_path / "big.yaml"
+    big.write_text('name: "' + "x" * 2_000_000 + '"\n')
+    workdir = tmp_path / "work"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    cmd = [sys.executable, "-m", "fedkd.pipeline.precheck", "-n", "--cores", "1"]
+    cmd += ["--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    proc = subprocess.run(
+        [*cmd, "--configfile", str(big)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        f"fedkd: configuration file {big} is larger than 1,048,576 bytes, far more than a "
+        "configuration holds; give the workflow's YAML configuration\n"
+    )
+    assert not workdir.exists(), "Snakemake never started"
+    version = subprocess.run(
+        [sys.executable, "-m", "fedkd.pipeline.precheck", "--version"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    import snakemake
+
+    assert version.returncode == 0 and version.stdout.strip() == snakemake.__version__
