@@ -507,6 +507,18 @@ def test_a_grid_over_the_limit_is_refused_at_once_with_the_count():
         Plan(cfg).target_runs("table3")
 
 
+def test_fedkd_status_refuses_a_grid_over_the_limit_with_the_count(tmp_path):
+    from fedkd.tools.status import StatusError, planned_runs
+
+    cfg = small_config()
+    cfg["tables"]["table3"]["grid"]["clients"] = list(range(1, 1001))
+    cfg["tables"]["table3"]["grid"]["rounds"] = list(range(1, 1001))
+    configfile = tmp_path / "sweep.yaml"
+    configfile.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(StatusError, match="ask for 4,000,000 runs"):
+        planned_runs(configfile, tmp_path / "results" / "runs")
+
+
 def test_the_run_count_counts_columns_best_of_sweeps_and_seeds():
     from fedkd.pipeline.grid import planned_run_count
 
