@@ -243,3 +243,23 @@ def test_links_into_the_results_name_a_row_or_a_table():
     for path in [*_prose_files(), ROOT / "README.md"]:
         for target in re.findall(r"results\.md#([\w.+-]+)", path.read_text(encoding="utf-8")):
             assert target in anchors, f"{path.relative_to(ROOT)} links results.md#{target}"
+
+
+def _anchors(path: Path) -> set[str]:
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # a "# comment" in a code block is no heading
+    headings = {results_table.anchor(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}
+    return headings | set(re.findall(r'<a id="([^"]+)"></a>', text))
+
+
+def test_links_between_the_docs_reach_their_file_and_heading():
+    for path in [*_prose_files(), RESULTS_MD]:
+        text = path.read_text(encoding="utf-8")
+        for target, anchor in re.findall(r"\]\(([^)#\s]*\.md)?(?:#([\w.+-]+))?\)", text):
+            if not target and not anchor:
+                continue
+            linked = (path.parent / target).resolve() if target else path
+            where = f"{path.relative_to(ROOT)} links {target}#{anchor}"
+            assert linked.is_file(), where
+            if anchor:
+                assert anchor in _anchors(linked), where
