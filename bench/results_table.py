@@ -18,9 +18,14 @@ Each line of bench/results.jsonl is one measurement, a JSON object with
     conditions  what the figures depend on (threads, load, sizes, library versions)
 
 and optionally ``outcome`` (a result that is not a number), ``note`` and ``source`` (the raw log,
-e.g. under docs/gpu-runs/). A new measurement is a new line (``fedkd bench --out DIR`` writes
-the figures of its own lines to DIR/bench-results.jsonl); the tables are then generated again.
+e.g. under docs/gpu-runs/). A new measurement is a new line; the tables are then generated again.
 Rows are newest first within a topic, lines of one date in the file's order.
+
+``fedkd bench --out DIR`` writes its figures to DIR/bench-results.jsonl; they become lines here
+with the commit measured and what the run depended on:
+
+    python bench/results_table.py --import DIR/bench-results.jsonl --commit abc1234 \
+        --topic "GPU: table-3 runs" --conditions "fp32, TF32 off; torch 2.11.0+cu130"
 """
 
 from __future__ import annotations
@@ -232,13 +237,83 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def from_bench(line: dict, *, commit: str | None, topic: str, conditions: str) -> dict:
+    """A line of ``fedkd bench --out``'s bench-results.jsonl as a row of the results file."""
+    details = line.get("details") or {}
+    if "local_img_s_each" in details:  # runs packed on one device, timed together
+        each = details["local_img_s_each"]
+        figures = {
+            "together_img_per_s": round(line["img_s"]),
+            "each_local_img_per_s": [round(min(each)), round(max(each))],
+        }
+    else:
+        figures = {"img_per_s": round(line["img_s"])}
+        if "local_img_s" in details:
+            figures["local_img_per_s"] = round(details["local_img_s"])
+        if "projected_min_100" in details:
+            figures["per_100_rounds_minutes"] = round(details["projected_min_100"], 1)
+    name = "-".join(
+        str(part) for part in (
+            line["device"].split()[-1], details.get("strategy"),
+            f"pack{details['k']}" if "k" in details else details.get("engine"), commit,
+        ) if part
+    )  # fmt: skip
+    row = {
+        "id": re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-"),
+        "topic": topic, "date": line["date"], "device": line["device"], "commit": commit,
+        "command": line.get("command"), "what": line["what"], "figures": figures,
+        "conditions": conditions,
+    }  # fmt: skip
+    return row
+
+
+def import_bench(path: Path, results: Path, **fields) -> list[dict]:
+    """Appends the lines of a bench-results.jsonl to the results file (ids made unique)."""
+    taken = {row["id"] for row in load(results)} if results.exists() else set()
+    rows = []
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        where = f"{path.name} line {number}"
+        try:
+            row = from_bench(json.loads(text), **fields)
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ResultsError(f"{where}: not a line of fedkd bench --out ({e!r})") from None
+        base, n = row["id"], 2
+        while row["id"] in taken:
+            row["id"], n = f"{base}-{n}", n + 1
+        taken.add(row["id"])
+        check_row(row, where)
+        rows.append(row)
+    with open(results, "a", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=RESULTS, help="the JSON lines to read")
+    parser.add_argument(
+        "--import", dest="bench", type=Path, metavar="BENCH_JSONL",
+        help="append the lines fedkd bench --out wrote (then generate the tables again)",
+    )  # fmt: skip
+    parser.add_argument("--commit", help="with --import: the commit measured")
+    parser.add_argument("--topic", default="GPU: table-3 runs", help="with --import: the table")
+    parser.add_argument("--conditions", help="with --import: what the figures depend on")
     args = parser.parse_args(argv)
     try:
+        if args.bench is not None:
+            if not args.conditions:
+                raise ResultsError("--import needs --conditions: what the figures depend on")
+            rows = import_bench(
+                args.bench, args.results,
+                commit=args.commit, topic=args.topic, conditions=args.conditions,
+            )  # fmt: skip
+            print(f"added {len(rows)} row(s) to {args.results}; now: {COMMAND}")
+            return 0
         rows = load(args.results)
-    except (OSError, ResultsError) as e:
+    except (OSError, ValueError) as e:
         print(f"results_table: {e}", file=sys.stderr)
         return 1
     sys.stdout.write(render(rows))

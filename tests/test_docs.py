@@ -263,3 +263,32 @@ def test_links_between_the_docs_reach_their_file_and_heading():
             assert linked.is_file(), where
             if anchor:
                 assert anchor in _anchors(linked), where
+
+
+def test_rows_from_a_gpu_log_hold_its_figures(tmp_path):
+    """Every row whose source is a bench-results.jsonl under docs/gpu-runs/ holds figures that
+    line wrote (rounded as imported), and importing that log gives those rows' figures."""
+    rows = results_table.load(RESULTS)
+    sources = {row["source"] for row in rows if row.get("source", "").endswith(".jsonl")}
+    assert sources
+    for source in sorted(sources):
+        imported = results_table.import_bench(
+            ROOT / source, tmp_path / "results.jsonl", commit=None, topic="T", conditions="c"
+        )
+        from_log = [row["figures"] for row in imported]
+        for row in rows:
+            if row.get("source") == source:
+                assert row["figures"] in from_log, (row["id"], from_log)
+    # appended to one file, the ids stay unique
+    assert len(results_table.load(tmp_path / "results.jsonl")) == sum(
+        len((ROOT / s).read_text().splitlines()) for s in sources
+    )
+
+
+def test_a_line_that_is_not_from_fedkd_bench_is_refused(tmp_path):
+    bench = tmp_path / "bench-results.jsonl"
+    bench.write_text('{"date": "2026-01-02", "device": "CPU"}\n')
+    with pytest.raises(results_table.ResultsError, match="line 1: not a line of fedkd bench"):
+        results_table.import_bench(
+            bench, tmp_path / "results.jsonl", commit=None, topic="T", conditions="c"
+        )
