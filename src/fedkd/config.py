@@ -165,9 +165,7 @@ class RunSpec:
     memory_format: str = "auto"
     # end the run once the global test accuracy reaches this (rounds-to-target tables); None: never
     stop_at_acc: float | None = None
-    # where the papers are silent and the authors' released code decides (fedkd.run_choices):
-    # the classifier's initialisation, which parameters weight decay spares, and whether FedAvg
-    # averages BatchNorm's running statistics or takes them from one client
+    # where the papers are silent, the authors' released code decides (fedkd.run_choices)
     classifier_init: str = "pytorch"
     weight_decay_exempt: str = "block-norms"
     bn_running_stats: str = "average"
