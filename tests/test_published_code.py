@@ -72,7 +72,7 @@ def test_classifier_init_normal_draws_n_0_001_and_leaves_every_other_weight_alon
     default = build_model("resnet50", 200, (3, 64, 64))
     torch.manual_seed(0)
     normal = build_model("resnet50", 200, (3, 64, 64), classifier_init="normal")
-    w = normal.classifier.weight
+    w = normal.classifier.weight.detach()
     assert float(w.mean()) == pytest.approx(0, abs=1e-4)
     assert float(w.std()) == pytest.approx(0.01, rel=0.01)  # 409,600 draws
     assert torch.equal(normal.classifier.bias, torch.zeros(200))
