@@ -21,6 +21,7 @@ from fedkd.report import (
     write_aggregate,
 )
 from fedkd.report.names import display_name
+from fedkd.run_choices import DEFAULTS as RUN_CHOICES
 
 
 # --------------------------------------------------------------------------- fake runs
@@ -52,7 +53,7 @@ def make_run(
         "dataset": dataset, "model": "auto", "strategy": strategy, "params": params or {},
         "clients": 20, "partition": partition, "alpha": alpha, "shards": shards,
         "participation": participation, "rounds": rounds or len(accs), "local_epochs": local_epochs,
-        "batch_size": 64, "seed": seed, "eval_local": local_acc is not None,
+        "batch_size": 64, "seed": seed, "eval_local": local_acc is not None, **RUN_CHOICES,
     }  # fmt: skip
     rec = {
         "status": status,

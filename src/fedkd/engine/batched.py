@@ -41,6 +41,7 @@ from fedkd.engine.cuda_graphs import GraphedStep, capture_stream, graph_pool, gr
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.folding import bind, fold, folded_shape, param_kinds
 from fedkd.engine.functional import FunctionalModel
+from fedkd.engine.optim import decay_exempt
 from fedkd.engine.trainers import Trained
 from fedkd.runtime.schedule import ClientSchedule, steps_per_round
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Outputs, Strategy
@@ -163,7 +164,7 @@ class BatchedTrainer:
         bind(self.student, self.params.folded, requires_grad=True)
         self.leaves = [self.student.get_parameter(n) for n in self.params.names]
         opt_cls = FlatSGD if spec.optimizer == "sgd" else FlatAdam
-        self.opt = opt_cls(self.params.rows, spec)
+        self.opt = opt_cls(self.params.rows, spec, self._decayed_columns(worker))
         self.inputs = env.inputs()
         self.batch = spec.batch_size
         # the longest client's steps: the tables' length for the whole run
@@ -189,6 +190,17 @@ class BatchedTrainer:
         # one memory pool and one capture stream for all the run's graphs, made with the first
         self.graph_pool = self.graph_stream = None
         self.names: tuple = ()
+
+    def _decayed_columns(self, worker) -> torch.Tensor:
+        """(P,) bool over the flat rows: True where weight decay applies, by the sequential
+        trainer's rule (``decay_exempt``)."""
+        exempt = decay_exempt(worker, self.spec)
+        return torch.cat(
+            [
+                torch.full((self.params.shapes[n].numel(),), n not in exempt, dtype=torch.bool)
+                for n in self.params.names
+            ]
+        )
 
     # ---------------------------------------------------------------- per round
     def train(

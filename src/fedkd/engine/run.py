@@ -33,6 +33,7 @@ from fedkd.engine.run_setup import (
     platform_cpu,
     resolve_device,
 )
+from fedkd.engine.running_stats import global_buffers
 from fedkd.files import (
     CHECKPOINT,
     METRICS,
@@ -251,6 +252,7 @@ class Run(RunSetup):
             r, selected, self.global_model, payload, self.strategy, self.env, spec.eval_local
         )
         new_state = self.strategy.aggregate(r, self.global_model, updates)
+        new_state = global_buffers(new_state, updates, self.global_model, spec.bn_running_stats)
         self.global_model.load_state_dict(new_state)
         server_metrics = self.strategy.server_update(r, self.global_model, updates) or {}
         stats = evaluate(

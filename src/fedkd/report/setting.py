@@ -8,6 +8,7 @@ import pandas as pd
 
 from fedkd.choices import departures
 from fedkd.report.text import key_value
+from fedkd.run_choices import choice_departures
 from fedkd.values import load_json
 
 
@@ -65,6 +66,23 @@ def _choice_texts(runs: pd.DataFrame) -> list[str]:
     return sorted(texts)
 
 
+def _run_choice_texts(runs: pd.DataFrame) -> list[str]:
+    """The run-level choices (fedkd.run_choices) any run departs from, where they can change
+    its model, e.g. "classifier initialised N(0, 0.01)"."""
+    if not {"model", "run_choices"} <= set(runs.columns):
+        return []
+    columns = ["model", "run_choices"] + (["model_options"] if "model_options" in runs else [])
+    texts = set()
+    for row in runs[columns].drop_duplicates().itertuples(False):
+        options = getattr(row, "model_options", None)
+        try:
+            options = load_json(options, "model options") if isinstance(options, str) else {}
+        except ValueError:
+            options = {}
+        texts.update(choice_departures(row.run_choices, str(row.model), options))
+    return sorted(texts)
+
+
 def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
     """E.g. "Runs: 10 clients, C = 0.2, E = 1, 5 rounds, model cnn (hidden 128); mnist5k 3,600
     train / 1,000 test samples; seeds 0, 1 (± = population std over the seeds)." Keys that vary
@@ -85,6 +103,7 @@ def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
     if models:
         parts.append(f"model {', '.join(models)}")
     parts += _choice_texts(runs)
+    parts += _run_choice_texts(runs)
     sentence = "Runs: " + ", ".join(parts) if parts else ""
     sizes = []
     if {"dataset", "train_size", "test_size"} <= set(runs.columns):
