@@ -18,8 +18,9 @@ counts x 10 participations on mnist5k, one column, one seed). Measured, each in 
     python bench/planning.py --runs 20000 --skip-snakemake
     python bench/planning.py --snakemake-timeout 1200
 
-Each measurement is appended as a JSON line (date, device, commit, command, figures) to
-bench/results.jsonl. The goal for step 1 is under 60 s on 2 cores.
+Each measurement is appended as a row of bench/results.jsonl (topic "Planning at scale"; then
+`python bench/results_table.py > docs/results.md`). The goal for step 1 is under 60 s on 2
+cores.
 """
 
 from __future__ import annotations
@@ -114,12 +115,12 @@ def fedkd_planning(configfile: Path) -> dict:
     cpu = time.process_time() - cpu0
     return {
         "runs": len(runs),
-        "import_torch_s": round(t_import, 2),
-        "validate_s": round(t_validate, 2),
-        "plan_s": round(t_plan, 2),
-        "fedkd_planning_s": round(t_validate + t_plan, 2),
+        "import_torch_seconds": round(t_import, 2),
+        "validate_seconds": round(t_validate, 2),
+        "plan_seconds": round(t_plan, 2),
+        "fedkd_planning_seconds": round(t_validate + t_plan, 2),
         # on a shared machine the wall time counts the other processes' share of the cores too
-        "fedkd_planning_cpu_s": round(cpu, 2),
+        "fedkd_planning_cpu_seconds": round(cpu, 2),
     }
 
 
@@ -180,13 +181,13 @@ def snakemake_dry_run(configfile: Path, timeout: float) -> dict:
     try:
         proc = subprocess.run(child, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"snakemake_n_s": None, "snakemake_n_note": f"did not finish in {timeout:.0f} s"}
+        return {"snakemake_n_timeout_seconds": round(timeout)}
     wall = time.perf_counter() - t0
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"snakemake -n failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     figures = json.loads(lines[-1])
-    return {**figures, "snakemake_n_wall_s": round(wall, 1)}
+    return {**figures, "snakemake_n_wall_seconds": round(wall, 1)}
 
 
 def snakemake_child(configfile: str, workdir: str) -> None:
@@ -218,11 +219,11 @@ def snakemake_child(configfile: str, workdir: str) -> None:
     print(
         json.dumps(
             {
-                "snakemake_n_s": round(total, 1),
-                "snakemake_n_cpu_s": round(cpu, 1),
-                "of_it_fedkd_s": round(clock.seconds, 1),
-                "of_it_snakemake_own_s": round(total - clock.seconds, 1),
-                "snakemake_own_share": round((total - clock.seconds) / total, 3),
+                "snakemake_n_seconds": round(total, 1),
+                "snakemake_n_cpu_seconds": round(cpu, 1),
+                "snakemake_n_in_fedkd_seconds": round(clock.seconds, 1),
+                "snakemake_n_own_seconds": round(total - clock.seconds, 1),
+                "snakemake_n_own_percent": round(100 * (total - clock.seconds) / total, 1),
             }
         )
     )
@@ -289,9 +290,9 @@ def aggregate_of(runs: int, folder: Path) -> dict:
     return {
         "aggregate_runs": runs,
         "aggregate_rows": rows,
-        "make_run_folders_s": round(t_make, 1),
-        "fedkd_aggregate_s": round(t_aggregate, 1),
-        "fedkd_aggregate_cpu_s": round(cpu_aggregate, 1),
+        "make_run_folders_seconds": round(t_make, 1),
+        "fedkd_aggregate_seconds": round(t_aggregate, 1),
+        "fedkd_aggregate_cpu_seconds": round(cpu_aggregate, 1),
         "runs_file_bytes": runs_file.stat().st_size,
     }
 
@@ -307,7 +308,7 @@ def device() -> str:
     except OSError:
         pass
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{model}, {cores} cores usable"
+    return f"{cores}-core {model} CPU"
 
 
 def commit() -> str:
@@ -326,17 +327,50 @@ def commit() -> str:
 
 
 def record(figures: dict) -> None:
-    line = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    """One row of bench/results.jsonl in its format (bench/results_table.py: id, topic, date,
+    device, commit, command, what, figures, conditions); then `python bench/results_table.py >
+    docs/results.md` puts it in the tables."""
+    head = commit()
+    edits = head.endswith("+edits")
+    head = head.removesuffix("+edits")
+    rows = RESULTS.read_text(encoding="utf-8").splitlines() if RESULTS.exists() else []
+    ids = {json.loads(line)["id"] for line in rows if line.strip()}
+    base = f"planning-{figures['runs'] // 1000}k-{head}"
+    row_id, n = base, 1
+    while row_id in ids:
+        row_id, n = f"{base}-{n}", n + 1
+    what = f"fedkd's planning of a generated sweep of {figures['runs']:,} runs"
+    if "snakemake_n_seconds" in figures or "snakemake_n_timeout_seconds" in figures:
+        what += ", snakemake -n of it"
+    if "aggregate_runs" in figures:
+        what += f", fedkd aggregate of {figures['aggregate_runs']:,} synthetic run folders"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    row = {
+        "id": row_id,
+        "topic": "Planning at scale",
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "device": device(),
-        "commit": commit(),
+        "commit": head if head != "unknown" else None,
         "command": shlex.join(["python", "bench/planning.py", *sys.argv[1:]]),
-        "bench": "planning",
-        **figures,
+        "what": what,
+        "figures": figures,
+        "conditions": (
+            "mnist5k sweep: one table, one column, one seed; 100 client counts x 10 "
+            "participations x alphas; Python "
+            f"{platform.python_version()}; load average {load:.1f} at the end (the cores are "
+            "shared: the CPU seconds are this process's own); torch's import on its own line"
+        ),
     }
+    notes = []
+    if "snakemake_n_timeout_seconds" in figures:
+        notes.append("snakemake -n did not finish within its timeout")
+    if edits:
+        notes.append("measured with uncommitted edits on top of the commit")
+    if notes:
+        row["note"] = "; ".join(notes)
     with open(RESULTS, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line) + "\n")
-    print(json.dumps(line, indent=1))
+        f.write(json.dumps(row) + "\n")
+    print(json.dumps(row, indent=1))
 
 
 def main() -> None:
