@@ -226,9 +226,7 @@ class RunSpec:
         return d
 
     def hash(self) -> str:
-        # -0.0 anywhere (an option's value) hashes as 0.0: the same number, the same run
-        blob = json.dumps(positive_zero(self.identity()), sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return identity_hash(self.identity())
 
     # ----------------------------------------------------------------------------- construction
     @classmethod
@@ -279,6 +277,14 @@ class RunSpec:
         data.update(overrides or {})
         where = "--params" if "params" in (overrides or {}) else f"params of {where}"
         return cls.from_dict(with_params(data, param_updates, where))
+
+
+def identity_hash(identity: dict[str, Any]) -> str:
+    """The hash of a spec's identity (RunSpec.hash; `fedkd aggregate` checks a recorded spec
+    against its recorded hash with it)."""
+    # -0.0 anywhere (an option's value) hashes as 0.0: the same number, the same run
+    blob = json.dumps(positive_zero(identity), sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def with_params(

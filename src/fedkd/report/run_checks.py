@@ -10,8 +10,6 @@ with its path and what disagrees; a table built from it would show another run's
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import re
 from pathlib import Path
@@ -19,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from fedkd.pipeline.paths import normalise_path_keys, parse_run_dir, setting_id
-from fedkd.values import is_int, positive_zero
+from fedkd.values import is_int
 
 # a path the workflow spells for a run (fedkd.pipeline.paths.run_dir), anywhere below a folder
 RUN_PATH_TAIL = re.compile(r"(?:^|.*/)(results/runs/[^/]+/[^/]+/[^/]+/seed[0-9]+)/*")
@@ -72,7 +70,7 @@ def _recorded_setting(spec: dict) -> str | None:
 def check_spec_hash(run_dir: str, rec: dict) -> None:
     """A recorded spec_hash is the hash of the recorded spec (RunSpec.hash, from the values as
     recorded), so a spec edited after training is refused."""
-    from fedkd.config import IDENTITY_UNLESS_DEFAULT, NOT_IN_IDENTITY
+    from fedkd.config import IDENTITY_UNLESS_DEFAULT, NOT_IN_IDENTITY, identity_hash
 
     recorded_hash, spec = rec.get("spec_hash"), rec.get("spec")
     if recorded_hash is None or not isinstance(spec, dict):
@@ -81,8 +79,7 @@ def check_spec_hash(run_dir: str, rec: dict) -> None:
     for key, default in IDENTITY_UNLESS_DEFAULT.items():
         if key in identity and identity[key] == default:
             identity.pop(key)
-    blob = json.dumps(positive_zero(identity), sort_keys=True, default=str).encode()
-    if hashlib.sha256(blob).hexdigest()[:16] != recorded_hash:
+    if identity_hash(identity) != recorded_hash:
         raise RunMismatch(
             f"run folder {run_dir}: the spec in its run.json does not hash to its recorded "
             f"spec_hash {recorded_hash!r}, so run.json was edited after the run; delete the "
