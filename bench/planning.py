@@ -326,11 +326,10 @@ def commit() -> str:
         return "unknown"
 
 
-def record(figures: dict) -> None:
+def record(figures: dict, head: str) -> None:
     """One row of bench/results.jsonl in its format (bench/results_table.py: id, topic, date,
     device, commit, command, what, figures, conditions); then `python bench/results_table.py >
-    docs/results.md` puts it in the tables."""
-    head = commit()
+    docs/results.md` puts it in the tables. ``head``: the commit measured, taken at the start."""
     edits = head.endswith("+edits")
     head = head.removesuffix("+edits")
     rows = RESULTS.read_text(encoding="utf-8").splitlines() if RESULTS.exists() else []
@@ -387,6 +386,7 @@ def main() -> None:
         "--snakemake-timeout", type=float, default=1800, help="seconds for snakemake -n [1800]"
     )
     args = parser.parse_args()
+    head = commit()  # the code measured: the checkout may move on while this runs
     figures: dict = {}
     with tempfile.TemporaryDirectory(prefix="fedkd-planning-") as tmp:
         folder = Path(tmp)
@@ -399,7 +399,7 @@ def main() -> None:
     if args.aggregate_runs:
         with tempfile.TemporaryDirectory(prefix="fedkd-aggregate-") as tmp:
             figures.update(aggregate_of(args.aggregate_runs, Path(tmp)))
-    record(figures)
+    record(figures, head)
 
 
 if __name__ == "__main__":
