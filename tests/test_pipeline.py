@@ -544,3 +544,17 @@ def test_the_aggregate_reads_its_runs_from_a_file_that_gives_back_the_plans_runs
     assert plan.runs_list_digest("table3") != plan.runs_list_digest("table6")
     rule = (REPO / "workflow" / "rules" / "aggregate.smk").read_text()
     assert "--runs-file {input.runs:q}" in rule and "params.runs" not in rule
+
+
+def test_a_runs_file_line_with_a_tab_and_no_label_is_named(tmp_path):
+    from fedkd.report import ReportError
+    from fedkd.report.aggregate import read_runs_file
+
+    path = tmp_path / "t.runs"
+    path.write_text("M=1\tresults/runs/a/b/c/seed0\n\tresults/runs/a/b/c/seed1\n")
+    with pytest.raises(
+        ReportError, match=r"line 2: '\\tresults/runs/a/b/c/seed1' is not LABEL<TAB>"
+    ):
+        read_runs_file(path)
+    path.write_text("M=1\tresults/runs/a/b/c/seed0\n")
+    assert read_runs_file(path) == [("M=1", "results/runs/a/b/c/seed0")]
