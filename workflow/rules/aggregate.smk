@@ -1,15 +1,10 @@
-def write_runs_list(name, out):
-    from fedkd.files import atomic_write
-
-    text = plan.runs_list(name)
-    atomic_write(Path(out), lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
 rule runs_list:
-    """The runs a table or figure needs, one LABEL=RUN_DIR a line: the aggregate job reads them
+    """The runs a table or figure needs, one LABEL<TAB>RUN_DIR a line: the aggregate job reads them
     from this file, since a command line holds a few thousand at most."""
     output:
         "results/aggregate/{name}.runs",
+    log:
+        "results/logs/aggregate/{name}.runs.log",
     wildcard_constraints:
         name=names_regex(plan.names(input="aggregate")),
     localrule: True
@@ -19,7 +14,7 @@ rule runs_list:
     message:
         "list the runs of {output}"
     run:
-        write_runs_list(wildcards.name, output[0])
+        write_runs_list(wildcards.name, output[0], log[0])
 
 
 rule aggregate:

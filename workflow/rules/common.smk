@@ -73,6 +73,16 @@ def aggregate_inputs(wc):
     return plan.aggregate_inputs(wc.name)
 
 
+def write_runs_list(name, out, log):
+    """The runs of an aggregate, written for its job to read (rule runs_list)."""
+    from fedkd.files import atomic_write
+
+    text = plan.runs_list(name)
+    atomic_write(Path(out), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    Path(log).write_text(f"{out}: {len(plan.target_runs(name))} runs\n", encoding="utf-8")
+
+
 def features_inputs(wc):
     return plan.features_inputs(wc.name)
 
