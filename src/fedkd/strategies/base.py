@@ -268,28 +268,19 @@ class Strategy:
 
     @classmethod
     def param_value_errors(cls, given: dict[str, Any], dataset: str, model: str) -> list[str]:
-        """What ``make_params`` would refuse in ``given`` (the ranges ``Params`` checks), without
-        building anything, so that a run spec is refused when it is read or planned rather than
-        inside its training job. ``Params`` names the first bad parameter it meets; that one is
-        set aside and the rest tried again, so that every bad one is named."""
-        import re
-
-        errors: list[str] = []
-        remaining = dict(given)
-        while True:
-            try:
-                cls.make_params(remaining, dataset, model)
-                return errors
-            except (ValueError, TypeError) as exc:
-                named = re.match(r"params\.(\w+)", str(exc))
-                given_here = named is not None and named[1] in remaining
-                # once a bad value is set aside its default stands in; a check that then fails on
-                # that default (beta <= gamma) repeats an error already named
-                if given_here or not errors:
-                    errors.append(str(exc))
-                if not given_here:
-                    return errors
-                del remaining[named[1]]
+        """Every value that ``make_params`` would refuse in ``given`` (over the dataset's
+        defaults), each named with its value and what is allowed, without building anything, so
+        that a run spec is refused when it is read or planned rather than inside its training
+        job."""
+        values = {**cls.dataset_defaults(dataset, model), **given}
+        value_errors = getattr(cls.Params, "value_errors", None)
+        if value_errors is not None:  # a CheckedParams
+            return value_errors(values)
+        try:
+            cls.Params(**values)
+        except (ValueError, TypeError) as exc:
+            return [str(exc)]
+        return []
 
     # ---------------------------------------------------------------- hooks (defaults = FedAvg)
     def payload(self, round: int, global_model: FedModel) -> dict[str, Any]:
