@@ -234,6 +234,15 @@ class Strategy:
     paper: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
+    # The name tables and figures show; "" shows the class's name (FedProx). The report reads it,
+    # and code_choices, from the module's source without importing it: write each as a literal.
+    # (The module is hashed into its runs' identity: renaming here re-runs them; a table's
+    # `names:` in the configuration renames without that.)
+    display_name: ClassVar[str] = ""
+    # Where published code bases disagree on a detail their papers leave open, the parameter that
+    # selects each behaviour, with its default (the same as its Params default): a caption names
+    # a run that departs from it (fedkd.report.setting).
+    code_choices: ClassVar[dict[str, Any]] = {}
     traits: ClassVar[Traits] = Traits()
     uses_projection_head: ClassVar[bool] = False
     # whether the batched trainer (fedkd.engine.batched) may train this strategy's clients side
