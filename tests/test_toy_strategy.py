@@ -241,3 +241,57 @@ def test_the_toy_appears_in_a_table(trained, toy, tmp_path):
     assert toy_cell["mean"].tolist() == pytest.approx([best]) and toy_cell["n_seeds"].tolist() == [
         1
     ]
+
+
+# ------------------------------------------------------------------------------ the workflow
+TOY_CONFIG = """
+name: toy
+seeds: [0]
+defaults:
+  {partition: dirichlet-equal, alpha: 1.0, clients: 10, participation: 0.2, local_epochs: 1,
+   rounds: 2, device: cpu, model: cnn, model_options: {channels: [4, 8], hidden: 16}}
+variants:
+  fedavg: {strategy: fedavg}
+  toy-shrink: {strategy: toy-shrink, params: {decay: 0.5}}
+tables:
+  table3:
+    layout: grid
+    caption: Top-1 test accuracy (%).
+    grid: {dataset: [mnist5k]}
+    columns: {fedavg: fedavg, toy-shrink: toy-shrink}
+    options: {rows: [dataset], stat: best}
+"""
+
+
+def test_a_configuration_naming_the_toy_says_where_to_name_its_module(toy_file, monkeypatch):
+    import yaml
+
+    from fedkd.pipeline.validation import semantic_errors
+
+    config = yaml.safe_load(TOY_CONFIG)
+    monkeypatch.delenv(MODULES_VARIABLE, raising=False)
+    errors = semantic_errors(config, check_specs=False)
+    assert len(errors) == 1, errors
+    assert "variants.toy-shrink.strategy: 'toy-shrink' is not a registered strategy" in errors[0]
+    assert f"name its module's file in {MODULES_VARIABLE}" in errors[0]
+    monkeypatch.setenv(MODULES_VARIABLE, str(toy_file))
+    assert semantic_errors(config) == []
+
+
+@pytest.mark.slow
+def test_the_workflow_builds_a_table_of_the_toy(toy, tmp_path):
+    """The configuration names the strategy like any other; every process of the workflow (its
+    validation, the training jobs, the render job) finds it through the environment."""
+    from test_workflow import freeze_sources, snakemake
+
+    src = freeze_sources(tmp_path / "src")
+    config = tmp_path / "toy.yaml"
+    config.write_text(TOY_CONFIG)
+    work = tmp_path / "work"
+    snakemake(work, config, "results/tables/table3.md", "--cores", "2", src=src, timeout=900)
+    md = (work / "results" / "tables" / "table3.md").read_text()
+    assert "| FedAvg | ToyShrink |" in md, md
+    record = json.loads(
+        next((work / "results" / "runs" / "mnist5k" / "toy-shrink").rglob("run.json")).read_text()
+    )
+    assert record["status"] == "complete" and record["strategy_params"] == {"decay": 0.5}

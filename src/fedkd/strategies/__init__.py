@@ -144,11 +144,16 @@ def strategy_names() -> list[str]:
     return list(_registry())
 
 
+def choose_a_strategy() -> str:
+    """What to do about a strategy name that is not registered."""
+    return (
+        f"choose one of: {', '.join(_registry())} (a strategy of your own: name its module's "
+        f"file in {MODULES_VARIABLE}, see docs/adding-a-strategy.md)"
+    )
+
+
 def get_strategy_class(name: str) -> type[Strategy]:
     reg = _registry()
     if name not in reg:
-        raise ValueError(
-            f"unknown strategy {name!r}; choose one of: {', '.join(reg)} (a strategy of your own: "
-            f"name its module's file in {MODULES_VARIABLE}, docs/adding-a-strategy.md)"
-        )
+        raise ValueError(f"unknown strategy {name!r}; {choose_a_strategy()}")
     return reg[name]
