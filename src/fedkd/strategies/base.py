@@ -237,7 +237,7 @@ class Strategy:
     # The name tables and figures show; "" shows the class's name (FedProx). The report reads it,
     # and code_choices, from the module's source without importing it: write each as a literal.
     # (The module is hashed into its runs' identity: renaming here re-runs them; a table's
-    # `names:` in the configuration renames without that.)
+    # column_names option renames without that.)
     display_name: ClassVar[str] = ""
     # Where published code bases disagree on a detail their papers leave open, the parameter that
     # selects each behaviour, with its default (the same as its Params default): a caption names
