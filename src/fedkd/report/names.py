@@ -2,8 +2,8 @@
 figure: ``display_name("fedgkd-vote")`` is "FedGKD-VOTE", ``display_name("fedgkd-M5")`` is
 "FedGKD (M=5)". A strategy is shown by the name its class declares (``display_name``), else by its
 class's name (``FedProx``), read from its module without importing it (fedkd.report.declared).
-Only the exceptions are kept here: a paper's spelling that is no Python class name. Here, not in
-the strategy modules, because the sources a run depends on are hashed, and a renamed label must
+Only the exceptions are kept here: where a paper spells a strategy otherwise than its class is
+named. Here, not in the strategy modules, because the sources a run depends on are hashed, and a renamed label must
 not retrain anything."""
 
 from __future__ import annotations
