@@ -125,6 +125,39 @@ def test_what_the_report_reads_without_importing_is_what_importing_gives(toy):
     assert display_name("toy-shrink-decay2") == "ToyShrink (decay=2)"  # a variant of it
 
 
+def test_the_report_reads_bases_however_they_are_imported(toy_file, tmp_path, monkeypatch):
+    """A second module (the variable names two files): a base reached through a module alias, and
+    a subclass of a package strategy that inherits its published-code choices."""
+    import os
+
+    from fedkd.report.declared import declared_strategies
+
+    other = tmp_path / "other.py"
+    other.write_text(
+        "import fedkd.strategies.base as b\n"
+        "from fedkd.strategies.fedgkd import FedGKD as Teacher\n\n\n"
+        "class Plain(b.Strategy):\n"
+        '    name = "plain"\n\n\n'
+        "class MyGKD(Teacher):\n"
+        '    name = "my-gkd"\n'
+        '    display_name = "MyGKD!"\n\n\n'
+        "class NotAStrategy:\n"
+        '    name = "not-a-strategy"\n'
+    )
+    monkeypatch.setenv(MODULES_VARIABLE, os.pathsep.join([str(toy_file), str(other)]))
+    declared = declared_strategies()
+    assert {"plain", "my-gkd", "toy-shrink"} <= set(strategy_names())
+    assert set(declared) == set(strategy_names())  # not-a-strategy is no strategy
+    for name in ("plain", "my-gkd"):
+        cls = get_strategy_class(name)
+        assert (declared[name].class_name, declared[name].display_name) == (
+            cls.__name__,
+            cls.display_name,
+        )
+        assert declared[name].code_choices == cls.code_choices
+    assert declared["my-gkd"].code_choices == {"m1_teacher": "current"}
+
+
 def test_a_declaration_the_report_cannot_read_is_refused_by_name(tmp_path, monkeypatch):
     from fedkd.report.declared import declared_strategies
 

@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from fedkd.strategies import MODULES_VARIABLE, PACKAGE_DIR, strategy_module_files
+from fedkd.strategies import MODULES_VARIABLE, PACKAGE_DIR, module_files
 
 READ = ("name", "display_name", "code_choices")
 
@@ -62,11 +62,16 @@ def _literal(node: ast.expr, where: str) -> Any:
 
 def _classes(path: Path) -> dict[str, _Class]:
     tree = ast.parse(path.read_text(), filename=str(path))
-    imported: dict[str, tuple[Path | None, str]] = {}
+    local = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    imported: dict[str, tuple[Path | None, str]] = {}  # a name → (its module's file, class)
+    modules: dict[str, str] = {}  # a name → the module it stands for ("import ... as b")
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 imported[alias.asname or alias.name] = (_package_file(node.module), alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                modules[alias.asname or alias.name] = alias.name
     found = {}
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
@@ -74,10 +79,11 @@ def _classes(path: Path) -> dict[str, _Class]:
         bases = []
         for base in node.bases:
             if isinstance(base, ast.Name):
-                local = (path, base.id) if any(
-                    isinstance(n, ast.ClassDef) and n.name == base.id for n in tree.body
-                ) else imported.get(base.id, (None, base.id))  # fmt: skip
-                bases.append(local)
+                in_module = base.id in local
+                bases.append((path, base.id) if in_module else imported.get(base.id, (None, "")))
+            elif isinstance(base, ast.Attribute):  # b.Strategy, fedkd.strategies.base.Strategy
+                module = ast.unparse(base.value)
+                bases.append((_package_file(modules.get(module, module)), base.attr))
         values = {}
         for stmt in node.body:
             target = value = None
@@ -129,7 +135,7 @@ class _Reader:
 def _declared(modules_variable: str) -> dict[str, DeclaredStrategy]:
     reader = _Reader()
     found = {}
-    for path in strategy_module_files():
+    for path in module_files():
         for c in reader.classes(path).values():
             if "name" in c.values and c.values["name"] and reader.is_strategy(c):
                 found[c.values["name"]] = DeclaredStrategy(

@@ -62,7 +62,7 @@ def external_module_files() -> list[Path]:
     return files
 
 
-def strategy_module_files() -> list[Path]:
+def module_files() -> list[Path]:
     """Every strategy module's file: the package's, then those of FEDKD_STRATEGY_MODULES."""
     return [PACKAGE_DIR / f"{name}.py" for name in package_module_names()] + (
         external_module_files()
