@@ -84,6 +84,15 @@ def test_the_module_registers_only_where_it_is_named(toy_file, monkeypatch):
     assert get_strategy_class("toy-shrink").make_params({}, "mnist5k", "cnn").decay == 1.0
 
 
+def test_fedkd_strategies_lists_it_with_its_parameters(toy, capsys):
+    from fedkd.cli import main
+
+    assert main(["strategies", "--details"]) == 0
+    out = capsys.readouterr().out
+    assert "toy-shrink\ta test's toy\tCE + decay/2 ||w||^2" in out, out
+    assert "parameters: decay=0.5 (>= 0)" in out and "mnist5k (cnn): decay=1.0" in out, out
+
+
 def test_a_missing_module_file_is_refused_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv(MODULES_VARIABLE, str(tmp_path / "nosuch.py"))
     with pytest.raises(ValueError, match=rf"{MODULES_VARIABLE} names .*nosuch.py.*does not exist"):
