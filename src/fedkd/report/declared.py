@@ -38,7 +38,19 @@ class _Class:
     name: str
     path: Path
     bases: list[tuple[Path | None, str]]  # (module file, class name); None: not a fedkd module
-    values: dict[str, Any]
+    # the expressions assigned to the names read; evaluated only for a strategy (a helper class
+    # may compute its own ``name``)
+    assigned: dict[str, ast.expr]
+
+    def literal(self, key: str) -> Any:
+        where = f"{self.path.name}: {self.name}.{key}"
+        try:
+            return ast.literal_eval(self.assigned[key])
+        except ValueError:
+            raise ValueError(
+                f"{where} must be a literal (a string, or a dict of parameter names to values) "
+                "written in the class body: the report reads it without importing the module"
+            ) from None
 
 
 def _package_file(module: str) -> Path | None:
@@ -48,16 +60,6 @@ def _package_file(module: str) -> Path | None:
         return None
     path = PACKAGE_DIR / f"{module[len(prefix) :]}.py"
     return path if path.is_file() else None
-
-
-def _literal(node: ast.expr, where: str) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        raise ValueError(
-            f"{where} must be a literal (a string, or a dict of parameter names to values) "
-            "written in the class body: the report reads it without importing the module"
-        ) from None
 
 
 def _classes(path: Path) -> dict[str, _Class]:
@@ -84,7 +86,7 @@ def _classes(path: Path) -> dict[str, _Class]:
             elif isinstance(base, ast.Attribute):  # b.Strategy, fedkd.strategies.base.Strategy
                 module = ast.unparse(base.value)
                 bases.append((_package_file(modules.get(module, module)), base.attr))
-        values = {}
+        assigned = {}
         for stmt in node.body:
             target = value = None
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -92,9 +94,8 @@ def _classes(path: Path) -> dict[str, _Class]:
             elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
                 target, value = stmt.target, stmt.value
             if isinstance(target, ast.Name) and target.id in READ:
-                where = f"{path.name}: {node.name}.{target.id}"
-                values[target.id] = _literal(value, where)
-        found[node.name] = _Class(node.name, path, bases, values)
+                assigned[target.id] = value
+        found[node.name] = _Class(node.name, path, bases, assigned)
     return found
 
 
@@ -119,10 +120,10 @@ class _Reader:
         )
 
     def value(self, c: _Class, key: str, default: Any) -> Any:
-        """``key`` of the class, else of the first base that sets it (Python's order for a
-        single line of bases)."""
-        if key in c.values:
-            return c.values[key]
+        """``key`` of the class, else of the first base that sets it, depth first (Python's
+        order where each class has one base)."""
+        if key in c.assigned:
+            return c.literal(key)
         for base in (self.cls(*b) for b in c.bases):
             if base is not None:
                 found = self.value(base, key, None)
@@ -137,9 +138,12 @@ def _declared(modules_variable: str) -> dict[str, DeclaredStrategy]:
     found = {}
     for path in module_files():
         for c in reader.classes(path).values():
-            if "name" in c.values and c.values["name"] and reader.is_strategy(c):
-                found[c.values["name"]] = DeclaredStrategy(
-                    name=c.values["name"],
+            if "name" not in c.assigned or not reader.is_strategy(c):
+                continue
+            name = c.literal("name")
+            if name:
+                found[name] = DeclaredStrategy(
+                    name=name,
                     class_name=c.name,
                     display_name=reader.value(c, "display_name", ""),
                     code_choices=dict(reader.value(c, "code_choices", {})),
