@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from fedkd.strategies import MODULES_VARIABLE, PACKAGE_DIR, module_files
+from fedkd.strategies import MODULES_VARIABLE, STRATEGIES_DIR, module_files
 
 READ = ("name", "display_name", "code_choices")
 
@@ -58,7 +58,7 @@ def _package_file(module: str) -> Path | None:
     prefix = "fedkd.strategies."
     if not module.startswith(prefix):
         return None
-    path = PACKAGE_DIR / f"{module[len(prefix) :]}.py"
+    path = STRATEGIES_DIR / f"{module[len(prefix) :]}.py"
     return path if path.is_file() else None
 
 
@@ -112,7 +112,7 @@ class _Reader:
         return None if path is None else self.classes(path).get(name)
 
     def is_strategy(self, c: _Class, seen: frozenset = frozenset()) -> bool:
-        if c.name == "Strategy" and c.path == PACKAGE_DIR / "base.py":
+        if c.name == "Strategy" and c.path == STRATEGIES_DIR / "base.py":
             return True
         return any(
             base is not None and base.name not in seen and self.is_strategy(base, seen | {c.name})

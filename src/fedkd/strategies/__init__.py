@@ -5,7 +5,7 @@ docs/adding-a-strategy.md). Adding a strategy = adding one module.
 
 Only files the user names there are imported: a strategy's name, in a configuration or on the
 command line, is looked up among the registered ones and never imports anything itself. Importing
-this package does not import torch (the report lists the modules without loading them).
+this package does not import torch (the report reads the modules without importing them).
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ if TYPE_CHECKING:
 
 # a strategy module of one's own: a Python file, or several separated by os.pathsep (":")
 MODULES_VARIABLE = "FEDKD_STRATEGY_MODULES"
-PACKAGE_DIR = Path(__file__).resolve().parent
+STRATEGIES_DIR = Path(__file__).resolve().parent
 
 
 def package_module_names() -> list[str]:
     """The package's strategy modules (``fedprox``, ...), without importing them."""
     return [
         info.name
-        for info in pkgutil.iter_modules([str(PACKAGE_DIR)])
+        for info in pkgutil.iter_modules([str(STRATEGIES_DIR)])
         if not info.name.startswith("_") and info.name != "base"
     ]
 
@@ -45,14 +45,12 @@ def external_module_files() -> list[Path]:
         if not entry.strip():
             continue
         path = Path(entry).expanduser().resolve()
-        problem = (
-            "is not a Python file (.py)"
-            if path.suffix != ".py"
-            else None
-            if path.is_file()
-            else f"does not exist (resolved to {str(path)!r})"
-        )
-        if problem:
+        if path.suffix != ".py" or not path.is_file():
+            problem = (
+                "is not a Python file (.py)"
+                if path.suffix != ".py"
+                else f"does not exist (resolved to {str(path)!r})"
+            )
             raise ValueError(
                 f"{MODULES_VARIABLE} names {entry!r}, which {problem}; set it to the files of "
                 f"your own strategy modules, separated by {os.pathsep!r}"
@@ -64,7 +62,7 @@ def external_module_files() -> list[Path]:
 
 def module_files() -> list[Path]:
     """Every strategy module's file: the package's, then those of FEDKD_STRATEGY_MODULES."""
-    return [PACKAGE_DIR / f"{name}.py" for name in package_module_names()] + (
+    return [STRATEGIES_DIR / f"{name}.py" for name in package_module_names()] + (
         external_module_files()
     )
 
