@@ -236,8 +236,8 @@ class Strategy:
     Params: ClassVar[type] = NoParams
     # The name tables and figures show; "" shows the class's name (FedProx). The report reads it,
     # and code_choices, from the module's source without importing it: write each as a literal.
-    # (The module is hashed into its runs' identity: renaming here re-runs them; a table's
-    # column_names option renames without that.)
+    # (The module's source is hashed into its runs' parameters: renaming here re-runs them; a
+    # table's column_names option renames without that.)
     display_name: ClassVar[str] = ""
     # Where published code bases disagree on a detail their papers leave open, the parameter that
     # selects each behaviour, with its default (the same as its Params default): a caption names
@@ -278,9 +278,8 @@ class Strategy:
     @classmethod
     def param_value_errors(cls, given: dict[str, Any], dataset: str, model: str) -> list[str]:
         """Every value that ``make_params`` would refuse in ``given`` (over the dataset's
-        defaults), each named with its value and what is allowed, without building anything, so
-        that a run spec is refused when it is read or planned rather than inside its training
-        job."""
+        defaults), each named with its value and what is allowed, so that a run spec is refused
+        when it is read or planned rather than inside its training job."""
         values = {**cls.dataset_defaults(dataset, model), **given}
         value_errors = getattr(cls.Params, "value_errors", None)
         if value_errors is not None:  # a CheckedParams
