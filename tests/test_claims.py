@@ -23,9 +23,9 @@ from fedkd.pipeline.validation import semantic_errors
 from fedkd.report import aggregate_runs, render, write_aggregate
 from fedkd.report.claims import Claim, all_claims, sources
 from fedkd.report.claims.claim import METRICS, Trend, stands_for
-from fedkd.report.claims.paper_check import PaperGap, check_on_paper
 from fedkd.report.claims.compare import Comparison
 from fedkd.report.claims.evaluate import _row_paper_gap, claim_verdict
+from fedkd.report.claims.paper_check import PaperGap, check_on_paper
 from fedkd.report.claims.runs import setting_text
 from fedkd.report.claims.verdict import (
     MAX_SEEDS,
