@@ -9,7 +9,7 @@ from fedkd.collapse import MARK
 from fedkd.report.claims.claim import Claim, stands_for
 from fedkd.report.claims.paper_check import trend_ends
 from fedkd.report.claims.runs import SettingValues, setting_text
-from fedkd.report.claims.verdict import Verdict
+from fedkd.report.claims.verdict import Residual, Verdict
 from fedkd.report.names import display_name, paper_dataset_name
 from fedkd.report.text import DASH
 
@@ -33,6 +33,10 @@ class Comparison:
     paper_gap: float | None = None
     verdict: Verdict | None = None
     lacking: str = ""  # the method with no runs in this setting (a "not run" row)
+    missing: int = 0  # seeds of the setting without a pair (a run not there yet)
+    residual: Residual | None = None  # the setting's seed-to-seed variance on the row's seeds
+    parts: tuple = ()  # a trend: its (start, end) rows, whose contrasts it differences
+    neither_reached: bool = False  # rounds to target: neither method reached it on any seed
 
 
 def _value_kind(claim: Claim, sub: str, setting: dict):
@@ -63,18 +67,25 @@ def comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict) -> l
                     diffs[seed] = got[0] - got[1]
             notes = sorted(set(sv.treated.notes) | set(sv.base.notes))
             if missing:
-                notes.append(f"seed(s) {', '.join(map(str, missing))} without a pair left out")
+                notes.append(
+                    f"seed(s) {', '.join(map(str, missing))} without a pair: no verdict on the "
+                    "other seeds alone"
+                )
             margin, margin_note = claim.margin_for(sv.setting["dataset"], stand_ins)
             if margin_note:
                 notes.append(margin_note)
             runs = (frozenset(sv.treated.runs.values()), frozenset(sv.base.runs.values()))
             collapsed = sv.treated.collapsed or sv.base.collapsed
             text = setting_text(sv.setting, stand_ins, sub)
-            out.append(Comparison(
+            row = Comparison(
                 sv.table, {**sv.setting, "sub": sub}, text + (f" {MARK}" if collapsed else ""),
                 diffs, failed, notes, (runs, _value_kind(claim, sub, sv.setting)), margin,
-                collapsed,
-            ))  # fmt: skip
+                collapsed, missing=len(missing), residual=sv.residual(sub, sorted(diffs)),
+            )  # fmt: skip
+            if claim.metric == "rounds_to_target" and diffs and not failed and not missing:
+                never = float(sv.setting["rounds_planned"] + 1)
+                row.neither_reached = all(sv.pair(sub, s) == (never, never) for s in diffs)
+            out.append(row)
     return out
 
 
@@ -139,6 +150,7 @@ def trend_comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict
         out.append(Comparison(
             table, {**end.setting}, what, diffs, failed, notes,
             ("trend", start.key, end.key), 0.0, start.collapsed or end.collapsed,
+            missing=start.missing + end.missing, parts=(start, end),
         ))  # fmt: skip
     if not out and reasons:
         out.append(Comparison(rows[0].table if rows else "", {}, DASH, {}, 0, reasons[:1],

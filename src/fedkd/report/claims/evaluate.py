@@ -14,11 +14,14 @@ from fedkd.report.claims.compare import Comparison, comparisons, dedup, trend_co
 from fedkd.report.claims.paper_check import PaperCheck, check_on_paper, paper_gaps
 from fedkd.report.claims.runs import SettingValues, setting_values
 from fedkd.report.claims.verdict import (
+    MIN_DF,
     MIN_SEEDS,
-    VERDICTS,
+    Estimate,
     Hypothesis,
-    Sample,
-    family_verdicts,
+    claim_verdict,
+    combine,
+    contrast,
+    verdicts,
 )  # fmt: skip
 from fedkd.report.tables.vs_paper import paper_setting_text
 from fedkd.report.text import DASH, key_value
@@ -45,8 +48,7 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
     ]  # fmt: skip
     values: list[SettingValues] = []
     for name in tables:
-        rows = runs[(runs["table"] == name) & runs["label"].isin([claim.treatment,
-                                                                  claim.baseline])]  # fmt: skip
+        rows = runs[runs["table"] == name]  # every method: the setting's variance needs them
         if {claim.treatment, claim.baseline} <= held_labels(sources[name], runs, name):
             values += setting_values(claim, name, sources[name], rows, stand_ins)
     if claim.trend is not None:
@@ -68,7 +70,9 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
         if disagreement:
             r.notes.append(disagreement)
     hyps = [Hypothesis(claim.test, claim.direction, r.margin) for r in rows]
-    for r, h, v in zip(rows, hyps, family_verdicts([_sample(r) for r in rows], hyps), strict=True):
+    # rows of a claim on the average only describe: the average decides, uncorrected
+    found = verdicts([estimate(r) for r in rows], hyps, claim.aggregate)
+    for r, h, v in zip(rows, hyps, found, strict=True):
         r.verdict = v
         _note_no_spread(r, h)
     result.rows = rows
@@ -80,7 +84,7 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
             # an average over fewer settings than the claim's is not the claim's average
             result.verdict = claim_verdict(left_out)
     else:
-        result.verdict = claim_verdict([r.verdict.verdict for r in rows])
+        result.verdict = claim_verdict([r.verdict.verdict for r in rows], claim.aggregate)
     result.summary = sign_count(claim, rows, hyps)
     return result
 
@@ -98,30 +102,28 @@ def held_labels(info: dict, runs: pd.DataFrame, table: str) -> set[str]:
 
 def _note_no_spread(r: Comparison, hyp: Hypothesis) -> None:
     v = r.verdict
-    if v is None or v.n < MIN_SEEDS or v.sd != 0:
-        return
-    if hyp.distance(v.effect) == 0:
-        # a tie with the bound: neither side has a seed beyond it, so the sign test counts none
-        r.notes.append(
-            f"all {v.n} seeds give the same difference, which lies on the claim's bound: no "
-            "spread to estimate, and the exact sign test finds no seed on either side (p = 1)"
-        )
+    if v is None or v.n < MIN_SEEDS or v.se != 0 or v.df < MIN_DF or r.neither_reached:
         return
     r.notes.append(
-        f"all {v.n} seeds give the same difference: no spread to estimate, so the exact sign "
-        f"test decides (one-sided p = 0.5^{v.n} = {0.5**v.n:.3g} before Holm's correction)"
+        "no spread at all between the setting's seeds once each method's and each seed's mean "
+        "are removed: the t-test's limit decides (p 0 beyond the bound, 0.5 on it)"
     )
 
 
-def _sample(r: Comparison) -> Sample:
-    return Sample(tuple(r.diffs[s] for s in sorted(r.diffs)), r.failed)
+def estimate(r: Comparison) -> Estimate:
+    """The row's contrast: its setting's mean difference against the setting's variance, or
+    for a trend the difference of its two settings' contrasts."""
+    if r.parts:
+        return combine([estimate(p) for p in r.parts], (-1.0, 1.0))
+    lost = r.failed + r.missing
+    diffs = [r.diffs[s] for s in sorted(r.diffs)]
+    return contrast(diffs, r.residual, lost=lost, failed=r.failed)
 
 
 def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
-    """The per-seed mean over the settings with valid pairs, tested over the seeds."""
+    """The mean of the settings' contrasts (those with valid pairs), one test against its own
+    variance: the settings' variances summed over k²."""
     used = [r for r in rows if r.diffs]
-    seeds = sorted(set.intersection(*(set(r.diffs) for r in used))) if used else []
-    diffs = {s: math.fsum(r.diffs[s] for r in used) / len(used) for s in seeds}
     notes = []
     left = [r.text for r in rows if not r.diffs]
     if left:
@@ -129,30 +131,20 @@ def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
             f"left out of the average (no valid pair): {'; '.join(left)}; the claim's verdict "
             "is theirs, as this is not the average over all its settings"
         )
-    dropped = sorted(set().union(*(set(r.diffs) for r in used)) - set(seeds)) if used else []
-    if dropped:
-        notes.append(f"seed(s) {', '.join(map(str, dropped))} lack a setting: left out")
-    failed = max((r.failed for r in rows), default=0)
+    failed = sum(r.failed for r in rows)
     text = f"average over {len(used)} setting{'' if len(used) == 1 else 's'}"
-    avg = Comparison("", {}, text, diffs, failed, notes, ("average",), float(claim.margin))
+    # the per-seed means, for the record (the test is on the settings' contrasts)
+    seeds = sorted(set.intersection(*(set(r.diffs) for r in used))) if used else []
+    per_seed = {s: math.fsum(r.diffs[s] for r in used) / len(used) for s in seeds}
+    avg = Comparison("", {}, text, per_seed, failed, notes, ("average",), float(claim.margin))
     hyp = Hypothesis(claim.test, claim.direction, float(claim.margin))
-    avg.verdict = family_verdicts([_sample(avg)], hyp)[0]
-    _note_no_spread(avg, hyp)
+    est = combine([estimate(r) for r in used], [1 / len(used)] * len(used)) if used else (
+        contrast([])
+    )  # fmt: skip
+    avg.verdict = verdicts([est], hyp)[0]
     paper = [r.paper_gap for r in used if r.paper_gap is not None]
     avg.paper_gap = math.fsum(paper) / len(paper) if paper and len(paper) == len(used) else None
     return avg
-
-
-def claim_verdict(verdicts: list[str]) -> str:
-    """contradicted if any setting is; holds if every one does; else the first of inconclusive,
-    too few seeds, failed, not run that some setting has."""
-    if not verdicts:
-        return "not run"
-    if "contradicted" in verdicts:
-        return "contradicted"
-    if all(v == "holds" for v in verdicts):
-        return "holds"
-    return next(v for v in VERDICTS[2:] if v in verdicts)
 
 
 def sign_count(claim: Claim, rows: list[Comparison], hyps: list[Hypothesis]) -> str:

@@ -1,8 +1,9 @@
-"""The claims page: each claim's result as CSV records, Markdown/LaTeX rows and an HTML block."""
+"""The claims page: each evaluated claim as CSV records and Markdown/LaTeX rows (this module) and
+as an HTML block under an index of every claim (page_html.py), framed by a TableDoc that
+fedkd.report.writers writes out like any other table."""
 
 from __future__ import annotations
 
-import html
 import math
 
 import pandas as pd
@@ -11,15 +12,17 @@ from fedkd.report.claims.compare import Comparison
 from fedkd.report.claims.evaluate import ClaimResult
 from fedkd.report.claims.evaluate import number_text as _num
 from fedkd.report.claims.verdict import (
+    ALPHA,
     LEVEL,
     MAX_SEEDS,
+    MIN_DF,
     MIN_SEEDS,
     POWER,
+    POWER_MIN_SEEDS,
+    REPRODUCED_SHARE,
     VERDICTS,
     Verdict,
-    sign_test_seeds,
 )
-from fedkd.report.names import display_name
 from fedkd.report.options import Options
 from fedkd.report.tables.common import caption_and_label
 from fedkd.report.text import DASH, Text
@@ -29,74 +32,61 @@ CSV_COLUMNS = [
     "claim", "paper", "statement", "source", "quote", "test", "margin", "aggregate",
     "claim_verdict", "claim_summary", "paper_check", "paper_effect", "row", "table",
     "also_in", "setting", "dataset", "stand_in_for", "metric", "unit", "direction", "n",
-    "failed", "seeds", "effect", "sd", "ci_low", "ci_high", "p_holm", "verdict",
-    "seeds_needed", "paper_gap", "stated_gap", "shared_with", "note",
+    "failed", "seeds", "effect", "se", "df", "variance_from", "ci_low", "ci_high", "p_holds",
+    "p_contradicted", "p_adjusted", "verdict", "seeds_needed", "more_seeds", "neither_reached",
+    "paper_gap", "stated_gap", "shared_with", "note",
 ]  # fmt: skip
-# the verdicts' colours in the HTML (text on a light background)
-COLOURS = {
-    "holds": ("#14532d", "#dcfce7"),
-    "contradicted": ("#7f1d1d", "#fee2e2"),
-    "inconclusive": ("#713f12", "#fef3c7"),
-    "too few seeds": ("#334155", "#e2e8f0"),
-    "failed": ("#581c87", "#f3e8ff"),
-    "not run": ("#475569", "#f8fafc"),
-}
 
+# how to read a row, in one line (the page's first note; docs/pipeline.md has the procedure)
+READ_LINE = (
+    f"How to read a row: the effect is the mean per-seed difference (first method − second); "
+    f"its {LEVEL:.0%} interval and both p-values test it against the seed-to-seed variance of "
+    "the whole setting (all its methods, seed as a block). A row holds when p (claim) ≤ "
+    f"{ALPHA:.3g} — for a claim on every setting with no correction, as each setting must pass "
+    f"on its own — and is contradicted when p (against) ≤ {ALPHA:.3g}, Holm-corrected over the "
+    "claim's settings where marked (H)."
+)
 METHOD_NOTE = (
-    "How to read it. Each row pairs the claim's two methods by seed within one setting: runs "
-    "with the same seed share their data partition, so the per-seed difference (first method − "
-    "second) removes what the partition does to both. Effect: the mean of those differences; "
-    f"{LEVEL:.0%} interval: the paired t-interval, mean ± t(n−1, 0.975)·sd/√n. A claim with a "
-    "margin m (a bound the paper states, 'over 2.7%', or the gap 'comparable' or 'no more "
-    "benefit' tolerates) "
-    "states that the effect exceeds +m (superiority), exceeds −m (non-inferiority) or lies within "
-    "±m (equivalence); each is two one-sided t-tests at 2.5%, whose p-values are corrected by "
-    "Holm's method over the claim's settings. holds: the claimed region is shown (with one "
-    "setting: the interval lies inside it); contradicted: its complement is; inconclusive: the "
-    f"interval spans the margin; too few seeds: fewer than {MIN_SEEDS} paired seeds (no spread "
-    "worth the name), or every seed gives the same difference (no spread to estimate: the exact "
-    f"sign test decides, p = 0.5^n, and needs {sign_test_seeds()} seeds at 2.5%); failed: runs "
-    "that diverged, collapsed to chance or gave a non-finite value left too few seeds; not run: "
-    "the configuration has no runs for it, or one method has runs in the setting and the other "
-    "none (named in its note). A gap the paper states as its measurement ('by 5.6%', not "
-    "'over') is tested as that, not as a bound to clear (stated gap, shown in the Paper column): "
-    "holds when the effect is shown above 0 and not shown below the stated gap, contradicted when "
-    "it is shown below it. A claim holds when every "
-    "setting holds (or, for a claim on the average over settings, when the average does: the "
-    "per-seed mean over the settings, tested over the seeds); it is contradicted when any setting "
-    "is. A trend row tests the per-seed change of the gap between the two extreme settings "
-    "(difference of differences, seeds paired by their index). Seeds for 80% power: how many "
-    f"seeds a one-sided t-test at 2.5%/k (k: the claim's settings) needs for {POWER:.0%} power "
-    "if the observed effect and spread were the truth (noncentral t), left out where no spread "
-    f"is known; above {MAX_SEEDS} it says > {MAX_SEEDS}. Paper: the paper's own gap in the same "
-    "setting, where it prints both cells (where two of its tables print the setting, the one "
-    "naming more of its keys). Units: pp = percentage points of test accuracy; rounds; "
-    "F = forgetting."
+    "The procedure. Variance: in each setting the residual mean square of the method × seed "
+    "layout (additive model, (m−1)(n−1) degrees of freedom), from every method of the setting; "
+    "a contrast's standard error is √(2σ²/n), Student's t with those degrees of freedom. Each "
+    "claim is one pre-specified contrast, so no many-to-one correction applies. Hypotheses: "
+    "superiority (the effect exceeds +m), non-inferiority (exceeds −m), equivalence (within ±m), "
+    f"stated gap (a gap g the paper measured, 'by 5.6%' or 'over 2.7%' where 2.7 is its own "
+    f"gap: reproduced when the effect is shown above {REPRODUCED_SHARE:g}·g); each is two "
+    "one-sided t-tests at 2.5%. Over settings: 'in every setting' holds when every setting "
+    "holds (intersection-union, no correction) and is contradicted when some setting is shown "
+    "on the other side (Holm over the settings); 'on average' is one test of the mean of the "
+    "settings' contrasts (variance: the sum of theirs over k², Welch–Satterthwaite degrees of "
+    "freedom), the setting rows only describing; a trend is the difference of two settings' "
+    f"contrasts. too few seeds: fewer than {MIN_SEEDS} paired seeds or a variance on fewer than "
+    f"{MIN_DF} degrees of freedom, or a seed of the setting without a pair (a claim never holds "
+    "on a subset of its seeds); failed: a run with no value to compare (non-finite, or stopped "
+    "before its first round). A run that collapsed or diverged counts with what it reached. "
+    f"More seeds: for an unresolved row with at least {POWER_MIN_SEEDS} seeds, the seeds at which "
+    f"the test would have {POWER:.0%} power were the observed effect and variance the truth "
+    f"(above {MAX_SEEDS}: > {MAX_SEEDS}); with fewer seeds such a figure is noise, and the row "
+    "says 'more seeds needed'. Paper: the paper's own gap in the same setting, where it prints "
+    "both cells. Units: pp = percentage points of test accuracy; rounds; F = forgetting."
 )
 
 
-def claims_doc(results: list[ClaimResult], opts: Options) -> TableDoc:
-    """The claims page of the evaluated claims: CSV, Markdown/LaTeX rows and the HTML blocks."""
-    views = [ClaimView(res) for res in results]
+def claims_doc(views: list[ClaimView], opts: Options) -> TableDoc:
+    """The claims table of the evaluated claims: CSV and Markdown/LaTeX rows (the HTML page,
+    page_html.html_page, is set by the layout)."""
+    results = [v.res for v in views]
     records = [r for view in views for r in view.records()]
     caption, label = caption_and_label(opts)
-    caption = f"{caption.rstrip()} {summary(results)}".strip()
+    caption = f"{summary(results)} {caption.rstrip()}".strip()  # the counts first
     header = [Text.plain(h) for h in ("Claim / setting", "Verdict", "n", "Effect",
-                                      f"{LEVEL:.0%} CI", "Paper", "Seeds for 80% power")]  # fmt: skip
+                                      f"{LEVEL:.0%} CI", "p (claim)", "p (against)", "Paper",
+                                      "More seeds")]  # fmt: skip
     body = [line for view in views for line in view.lines()]
-    notes = [METHOD_NOTE]
     csv = pd.DataFrame(records, columns=CSV_COLUMNS)
-    for col in ("seeds_needed", "n", "failed"):
+    for col in ("seeds_needed", "n", "failed", "df"):
         csv[col] = csv[col].astype("Int64")  # counts: "4", not "4.0"
-    # the claims with runs first; those without are one line each, after them
-    ran = [v for v in views if v.res.verdict != "not run" or v.res.rows]
-    idle = [v for v in views if v not in ran]
-    page = "\n".join(v.html() for v in ran)
-    if idle:
-        page += f"\n<h3 class=idle>Not run on this configuration ({len(idle)} claims)</h3>\n"
-        page += '<ul class="idle">' + "".join(v.html_line() for v in idle) + "</ul>"
-    return TableDoc(caption, label, header, body, 1, csv, blank_repeats=False, notes=notes,
-                    html=page)  # fmt: skip
+    return TableDoc(caption, label, header, body, 1, csv, blank_repeats=False,
+                    notes=[READ_LINE, METHOD_NOTE])  # fmt: skip
 
 
 class ClaimView:
@@ -138,7 +128,31 @@ class ClaimView:
             text += f"; stated gap: {stated}"
         return text
 
-    # ------------------------------------------------------------------ output
+    def all_rows(self) -> list[Comparison]:
+        return list(self.res.rows) + ([self.res.average] if self.res.average else [])
+
+    def deciding(self) -> tuple[Comparison | None, str]:
+        """The row whose numbers decide the claim, and how it stands for it: the average (a claim
+        on the average), the one row, or for a claim on every setting the row shown on the
+        other side (contradicted) or else its weakest row (the largest p (claim))."""
+        res = self.res
+        if res.average is not None:
+            return res.average, "average"
+        tested = [r for r in res.rows if r.verdict and not math.isnan(r.verdict.p_holds)]
+        if len(res.rows) == 1:
+            return res.rows[0], ""
+        if not tested:
+            return None, ""
+        k = len(res.rows)
+        if res.claim.aggregate == "any":
+            best = min(tested, key=lambda r: r.verdict.p_holds)
+            return best, f"strongest of {k} settings"
+        against = [r for r in tested if r.verdict.verdict == "contradicted"]
+        if against:
+            return min(against, key=lambda r: r.verdict.p_contradicted), f"1 of {k} settings"
+        return max(tested, key=lambda r: r.verdict.p_holds), f"weakest of {k} settings"
+
+    # ------------------------------------------------------------------ CSV
     def records(self) -> list[dict]:
         rows = [("setting" if self.res.claim.trend is None else "trend", r) for r in self.res.rows]
         if self.res.average is not None:
@@ -152,7 +166,6 @@ class ClaimView:
         v = r.verdict if r is not None else None
         ds = None if r is None or not r.setting else str(r.setting.get("dataset"))
         nan = math.nan
-        p_holm = nan if v is None else v.p_holds
         return {
             "claim": c.id, "paper": c.paper, "statement": c.statement, "source": c.source,
             "quote": c.quote, "test": c.test, "margin": c.margin_text(),
@@ -166,10 +179,17 @@ class ClaimView:
             "metric": c.metric, "unit": c.unit, "direction": c.direction,
             "n": 0 if v is None else v.n, "failed": 0 if r is None else r.failed,
             "seeds": "" if r is None else ";".join(map(str, sorted(r.diffs))),
-            "effect": nan if v is None else v.effect, "sd": nan if v is None else v.sd,
+            "effect": nan if v is None else v.effect, "se": nan if v is None else v.se,
+            "df": 0 if v is None else v.df,
+            "variance_from": "" if r is None or r.residual is None else r.residual.text,
             "ci_low": nan if v is None else v.ci_low, "ci_high": nan if v is None else v.ci_high,
-            "p_holm": p_holm, "verdict": "not run" if v is None else v.verdict,
+            "p_holds": nan if v is None else v.p_holds,
+            "p_contradicted": nan if v is None else v.p_contradicted,
+            "p_adjusted": "" if v is None else v.adjusted,
+            "verdict": "not run" if v is None else v.verdict,
             "seeds_needed": None if v is None else v.seeds_needed,
+            "more_seeds": False if v is None else v.more_seeds,
+            "neither_reached": False if r is None else r.neither_reached,
             "paper_gap": nan if r is None or r.paper_gap is None else r.paper_gap,
             "stated_gap": r.margin if r is not None and c.test == "stated-gap" else nan,
             "shared_with": "" if r is None else "; ".join(r.shared_with),
@@ -179,146 +199,88 @@ class ClaimView:
     def _stand_in(self, ds) -> str:
         return self.res.stand_ins.get(ds, "") if ds else ""
 
+    # ------------------------------------------------------------------ Markdown and LaTeX
     def lines(self) -> list[list[Text]]:
         """The Markdown and LaTeX rows: the claim, then its settings (indented)."""
         c = self.res.claim
-        head = [f"{c.statement} [{c.id}]", self.res.verdict.upper(), "", "", "", self.paper, ""]
+        head = [f"{c.statement} [{c.id}]", self.res.verdict.upper(), "", "", "", "", "",
+                self.paper, ""]  # fmt: skip
         out = [[Text.plain(t) for t in head]]
-        rows = list(self.res.rows) + ([self.res.average] if self.res.average else [])
+        rows = self.all_rows()
         for r in rows:
             v = r.verdict
             out.append([Text.plain(t) for t in (
                 f"  {r.text}" + (f" [{r.table}]" if r.table else ""), v.verdict, str(v.n),
-                self._effect(v.effect), self._interval(v), self._paper_cell(r),
-                _seeds_text(v),
+                self.effect_text(r), self.interval_text(r), self.p_text(v, "holds"),
+                self.p_text(v, "contradicted"), self.paper_cell(r), seeds_text(v),
             )])  # fmt: skip
         if not rows:
             out.append([Text.plain(t) for t in (f"  ({self.res.reason})", "not run", "0", DASH,
-                                                DASH, "", "")])  # fmt: skip
+                                                DASH, DASH, DASH, "", "")])  # fmt: skip
         return out
 
-    def _num(self, x, signed=True) -> str:
+    # ------------------------------------------------------------------ cells
+    def num(self, x, signed=True) -> str:
         return _num(x, self.res.claim.unit, signed)
 
-    def _paper_cell(self, r: Comparison) -> str:
+    def paper_cell(self, r: Comparison) -> str:
         """The paper's gap in the row's setting and, for a stated gap, the gap tested: "+5.62
         (stated 5.6)"."""
-        text = self._num(r.paper_gap)
+        text = self.num(r.paper_gap)
         if self.res.claim.test != "stated-gap":
             return text
         return f"{text} (stated {r.margin})" if text != DASH else f"stated {r.margin}"
 
-    def _effect(self, x) -> str:
-        text = self._num(x)
+    def effect_text(self, r: Comparison) -> str:
+        if r.neither_reached:
+            return "neither reached T"
+        text = self.num(r.verdict.effect)
         return text if text == DASH else f"{text} {self.res.claim.unit}"
 
-    def _interval(self, v: Verdict) -> str:
-        if math.isnan(v.ci_low):
+    def interval_text(self, r: Comparison) -> str:
+        v = r.verdict
+        if r.neither_reached or math.isnan(v.ci_low):
             return DASH
-        return f"[{self._num(v.ci_low)}, {self._num(v.ci_high)}]"
+        return f"[{self.num(v.ci_low)}, {self.num(v.ci_high)}]"
 
-    def html(self) -> str:
-        """One block: the verdict and statement, the paper's gap beside ours, then a table of the
-        settings (verdict, n, effect, interval first; the setting last, wrapping), and notes."""
-        c, esc = self.res.claim, html.escape
-        out = [f'<section class="claim" id="{esc(c.id)}">',
-               f"<h3>{_badge(self.res.verdict)} {esc(c.statement)}</h3>"]  # fmt: skip
-        meta = [f"<code>{esc(c.id)}</code>", esc(f"{display_name(c.paper)} {c.source}")]
-        if self.res.summary:
-            meta.append(esc(self.res.summary))
-        out.append(f'<p class="meta">{" · ".join(meta)}</p>')
-        ours = self._ours()
-        out.append(f'<p class="gap"><b>Paper:</b> {esc(self.paper or DASH)} &nbsp; '
-                   f"<b>Ours:</b> {esc(ours)}</p>")  # fmt: skip
-        rows = list(self.res.rows) + ([self.res.average] if self.res.average else [])
-        notes: list[str] = []
-        if rows:
-            out.append("<table><thead><tr><th>Verdict</th><th>n</th><th>Effect</th>"
-                       f"<th>{LEVEL:.0%} CI</th><th>Paper</th><th>p (Holm)</th>"
-                       "<th>Seeds for 80% power</th><th class=stub>Setting</th></tr></thead>"
-                       "<tbody>")  # fmt: skip
-            for r in rows:
-                v = r.verdict
-                refs = []
-                row_notes = list(r.notes)
-                if r.also:
-                    row_notes.insert(0, "same runs also in " + "; ".join(r.also))
-                if r.shared_with:
-                    row_notes.insert(0, "the same comparison is a row of " +
-                                     ", ".join(r.shared_with))  # fmt: skip
-                for note in row_notes:
-                    notes.append(note)
-                    refs.append(str(len(notes)))
-                mark = f" <sup>{','.join(refs)}</sup>" if refs else ""
-                where = f"{esc(r.text)} <span class=table>[{esc(r.table)}]</span>" if r.table \
-                    else esc(r.text)  # fmt: skip
-                if r is self.res.average:
-                    where = f"<b>{where}</b>"
-                out.append(
-                    f"<tr><td>{_badge(v.verdict)}</td><td>{v.n}</td>"
-                    f"<td>{esc(self._effect(v.effect))}</td><td>{esc(self._interval(v))}</td>"
-                    f"<td>{esc(self._paper_cell(r))}</td><td>{_p_text(v.p_holds)}</td>"
-                    f"<td>{esc(_seeds_text(v))}</td><td class=stub>{where}{mark}</td></tr>"
-                )
-            out.append("</tbody></table>")
-        else:
-            notes.append(self.res.reason)
-        quote = f"“{esc(c.quote)}”"
-        out.append(f'<p class="quote">{quote}</p>')
-        if c.note:
-            out.append(f'<p class="note">Formalised so: {esc(c.note)}.</p>')
-        if self.paper_status and self.paper_status != "holds":
-            out.append(f'<p class="note">On the paper\'s own cells: {esc(self.paper_status)}.</p>')
-        if notes:
-            out.append('<ol class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in notes)
-                       + "</ol>")  # fmt: skip
-        out.append("</section>")
-        return "\n".join(out)
+    @staticmethod
+    def p_text(v: Verdict, side: str) -> str:
+        p = v.p_holds if side == "holds" else v.p_contradicted
+        if p is None or math.isnan(p):
+            return DASH
+        text = "< 0.001" if p < 0.001 else f"{p:.3f}"
+        return f"{text} (H)" if v.adjusted == side else text
 
-    def html_line(self) -> str:
-        """A claim without runs: its statement and why, on one line."""
-        c, esc = self.res.claim, html.escape
-        return (f'<li id="{esc(c.id)}">{esc(c.statement)} <code>{esc(c.id)}</code>: '
-                f"{esc(self.res.reason)}</li>")  # fmt: skip
-
-    def _ours(self) -> str:
-        row = self.res.average or (self.res.rows[0] if len(self.res.rows) == 1 else None)
+    def ours(self) -> str:
+        """The effect that decides the claim, with its interval: "+1.20 pp [+0.40, +2.00]
+        (average over settings)"."""
+        row, how = self.deciding()
         if row is not None and row.verdict and row.verdict.n:
-            v = row.verdict
-            text = self._effect(v.effect)
-            if not math.isnan(v.ci_low):
-                text += f" {self._interval(v)}"
-            return text + (" (average over settings)" if row is self.res.average else "")
+            text = self.effect_text(row)
+            if not math.isnan(row.verdict.ci_low) and not row.neither_reached:
+                text += f" {self.interval_text(row)}"
+            how = "average over settings" if how == "average" else how
+            return text + (f" ({how})" if how else "")
         effects = [r.verdict.effect for r in self.res.rows if r.verdict and r.verdict.n]
         if not effects:
             return "no runs" if not self.res.rows else "no valid pairs"
-        return f"from {self._num(min(effects))} to {self._num(max(effects))} {self.res.claim.unit}"
+        return f"from {self.num(min(effects))} to {self.num(max(effects))} {self.res.claim.unit}"
 
 
-def _seeds_text(v: Verdict) -> str:
+def seeds_text(v: Verdict) -> str:
+    if v.more_seeds:
+        return "more seeds needed"
     if v.seeds_needed is None:
         return ""
     return f"> {MAX_SEEDS}" if v.seeds_needed > MAX_SEEDS else str(v.seeds_needed)
 
 
-def _p_text(p: float) -> str:
-    if p is None or math.isnan(p):
-        return DASH
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def _badge(verdict: str) -> str:
-    fg, bg = COLOURS[verdict]
-    return (f'<span class="verdict" style="color:{fg};background:{bg};border:1px solid {fg}">'
-            f"{html.escape(verdict)}</span>")  # fmt: skip
-
-
 def summary(results: list[ClaimResult]) -> str:
-    """E.g. "Of 36 claims: 12 hold, 2 contradicted, ...; 3 comparisons are rows of several
+    """E.g. "37 claims: 12 hold, 2 contradicted, ...; 3 comparisons are rows of several
     claims." (per claim, not per row)."""
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
-    text = f"Of {len(results)} claims: " + ", ".join(f"{counts[v]} {_plural(v, counts[v])}"
-                                                     for v in VERDICTS)  # fmt: skip
+    text = f"{len(results)} claims: " + ", ".join(f"{counts[v]} {_plural(v, counts[v])}"
+                                                  for v in VERDICTS)  # fmt: skip
     shared = {r.key for res in results for r in res.rows if r.shared_with}
     if shared:
         text += (f"; {len(shared)} comparison{'s are rows' if len(shared) > 1 else ' is a row'} "

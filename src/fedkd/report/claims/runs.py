@@ -12,6 +12,7 @@ from fedkd.collapse import MARK
 from fedkd.report.aggregate import SETTING_KEYS, ReportError
 from fedkd.report.best_of import pick_best_of
 from fedkd.report.claims.claim import Claim
+from fedkd.report.claims.verdict import Residual, two_way_residual
 from fedkd.report.keys import check_same_setting, group_runs, order_rows
 from fedkd.report.names import display_name
 from fedkd.report.options import Options
@@ -41,10 +42,14 @@ class MethodRuns:
 
 @dataclass
 class SettingValues:
+    """The claim's two methods in one setting, and every method of the setting (``methods``,
+    label -> runs, the two included) for the setting's seed-to-seed variance."""
+
     table: str
     setting: dict
     treated: MethodRuns
     base: MethodRuns
+    methods: dict[str, MethodRuns] = field(default_factory=dict)
 
     def subs(self) -> list[str]:
         found = [s for m in (self.treated, self.base) for v in m.values.values() for s in v]
@@ -72,10 +77,21 @@ class SettingValues:
         sides = ((claim.treatment, self.treated), (claim.baseline, self.base))
         return [label for label, m in sides if not m.runs]
 
+    def residual(self, sub: str, seeds: list[int]) -> Residual:
+        """The setting's seed-to-seed variance at ``sub`` on ``seeds``: the two-way residual of
+        every method with a value at each of them."""
+        methods = self.methods or {"treated": self.treated, "base": self.base}
+        values = {
+            label: {s: v[sub] for s, v in m.values.items() if sub in v}
+            for label, m in methods.items()
+        }
+        return two_way_residual(values, seeds)
+
 
 def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand_ins) -> list:
     """The claim's methods' values in each accepted setting of ``table`` where either has runs
-    (a setting where only one has them is missing the other's: it becomes a "not run" row)."""
+    (a setting where only one has them is missing the other's: it becomes a "not run" row), with
+    the values of the setting's other methods (``df``: every method of the table)."""
     options = info.get("options") or {}
     df = _best_of(claim, table, info, df)
     groups = group_runs(df, SETTING)
@@ -85,14 +101,19 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
         by_label = groups[key]
         if not claim.accepts(setting, stand_ins):
             continue
+        if not ({claim.treatment, claim.baseline} & set(by_label)):
+            continue
         for label, runs in by_label.items():
             # one run per seed and method: the pairing needs it
             check_same_setting(
                 runs, f"claims: {table} {setting_text(setting, {})} {label!r}", "rows"
             )
-        treated = _method_runs(claim, claim.treatment, by_label, table, options, setting)
-        base = _method_runs(claim, claim.baseline, by_label, table, options, setting)
-        out.append(SettingValues(table, setting, treated, base))
+        methods = {
+            label: _method_runs(claim, label, by_label, table, options, setting)
+            for label in dict.fromkeys([claim.treatment, claim.baseline, *by_label])
+        }
+        treated, base = methods[claim.treatment], methods[claim.baseline]
+        out.append(SettingValues(table, setting, treated, base, methods))
     return out
 
 
@@ -131,31 +152,38 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
         played = rows[rows["round"] >= 1].sort_values("round", kind="mergesort")
         # accuracy at a round, or the round a target is reached, needs only the rounds up to it
         partial = claim.metric in ("at_round", "rounds_to_target")
-        failed = status in FAILED_STATUSES
+        # a run that diverged or failed ended there: it counts with what it reached (intention
+        # to treat); one still running is missing
+        stopped = status in FAILED_STATUSES
         if "collapsed" in rows.columns and bool(rows["collapsed"].iloc[0]):
             out.collapsed = True
-            out.lost[seed] = "failed"
-            events.append((f" collapsed to chance {MARK}", seed, run))
-            continue
+            events.append((f" collapsed to chance {MARK}, counted as it is", seed, run))
         bad = _non_finite(played, claim.metric)
         if bad:
             out.lost[seed] = "failed"
-            events.append((f": non-finite {bad}, left out", seed, run))
+            events.append((f": non-finite {bad}, no value to compare", seed, run))
             continue
-        if played.empty or (status != "complete" and not partial):
-            out.lost[seed] = "failed" if failed else "missing"
+        if played.empty:
+            out.lost[seed] = "failed" if stopped else "missing"
+            events.append((f" {status or 'unfinished'} before its first round", seed, run))
+            continue
+        if status != "complete" and not stopped and not partial:
+            out.lost[seed] = "missing"
             events.append((f" {status or 'unfinished'}", seed, run))
             continue
-        values, note = metric_values(claim.metric, played, status, options, setting, table)
+        values, note = metric_values(
+            claim.metric, played, "complete" if stopped else status, options, setting, table
+        )
         if claim.metric == "at_round":
             values = {s: v for s, v in values.items() if int(s.split()[1]) >= claim.rounds_from}
         if note:
             events.append((f": {note}", seed, ""))
-        if status != "complete":
-            # rounds it never reached are lost to its divergence (or missing, if unfinished)
-            out.lost[seed] = "failed" if failed else "missing"
-            if failed:
-                events.append((f" {status}", seed, run))
+        if stopped:
+            last = int(played["round"].iloc[-1])
+            events.append((f" {status} after round {last}, counted with what it reached", seed,
+                           run))  # fmt: skip
+        elif status != "complete":
+            out.lost[seed] = "missing"  # rounds it has not reached yet
         elif not values:
             out.lost[seed] = "missing"
         out.values[seed] = values
@@ -224,6 +252,10 @@ def metric_values(
     if metric == "at_round":
         rounds = options.get("rounds") or DEFAULT_ROUNDS
         have = dict(zip(rows["round"].astype(int), acc, strict=True))
+        last = int(rows["round"].iloc[-1])
+        if status == "complete":  # a run that stopped early keeps its last accuracy after it
+            planned = int(setting["rounds_planned"])
+            have.update({int(r): acc.iloc[-1] for r in rounds if last < int(r) <= planned})
         return {f"round {int(r)}": 100 * float(have[int(r)]) for r in rounds if int(r) in have}, ""
     if metric == "rounds_to_target":
         target = _target(target_accuracies(table, options), setting["alpha"], table)

@@ -17,7 +17,8 @@ import pandas as pd
 
 from fedkd.report.aggregate import ReportError
 from fedkd.report.claims.evaluate import evaluate_all
-from fedkd.report.claims.page import claims_doc
+from fedkd.report.claims.page import ClaimView, claims_doc
+from fedkd.report.claims.page_html import html_page
 from fedkd.report.options import Options
 from fedkd.report.writers import TableDoc
 
@@ -25,8 +26,10 @@ from fedkd.report.writers import TableDoc
 def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     sources = opts.mapping("sources")
     stand_ins = {str(k): str(v) for k, v in opts.mapping("stand_ins").items()}
-    results = evaluate_all(split_labels(df), sources, stand_ins)
-    return claims_doc(results, opts)
+    views = [ClaimView(res) for res in evaluate_all(split_labels(df), sources, stand_ins)]
+    doc = claims_doc(views, opts)
+    doc.html = html_page(views)
+    return doc
 
 
 def split_labels(df: pd.DataFrame) -> pd.DataFrame:
