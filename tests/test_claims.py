@@ -120,11 +120,16 @@ def test_each_claim_cites_the_paper_and_finds_its_runs(claim: Claim):
 # claims whose paper prints no cells to check them on, and why (asserted, not skipped)
 UNCHECKABLE = {
     "fedgkd-fewer-rounds-than-fedavg": "rounds_to_target",  # the abstract's; no table of rounds
-    "fedntd-beats-fedavg": "final",  # Table 1 prints FedAvg's accuracy without saying which round
     "fedcad-beats-fedlsd": "(fedcad)",  # FedCAD's results are figures only
     "fedcad-beats-fedprox": "(fedcad)",
     "fedcad-beats-fedavg": "(fedcad)",
     "fedcad-local-beats-fedavg": "(fedcad)",
+}
+
+
+# claims registered as the paper says them that its own cells do not bear out, and where
+PAPER_OVERSTATES = {
+    "fedgkd+-beats-moon": "dataset=sst5, alpha=0.1",  # "consistently"; MOON ahead on SST-5
 }
 
 
@@ -133,6 +138,9 @@ def test_each_claim_holds_on_the_papers_own_cells(claim: Claim):
     check = check_on_paper(claim)
     if claim.id in UNCHECKABLE:
         assert check.status == "uncheckable" and UNCHECKABLE[claim.id] in check.reason, check
+        return
+    if claim.id in PAPER_OVERSTATES:
+        assert check.status == "fails" and PAPER_OVERSTATES[claim.id] in check.reason, check
         return
     assert check.status == "holds", f"{claim.id}: {check.reason}"
     assert check.gaps, claim.id
@@ -163,7 +171,6 @@ def test_a_flipped_or_mispointed_claim_fails_on_the_papers_cells(claim: Claim):
         ("fedgkd-buffer-5-beats-1", {"where": {"dataset": ("cifar100",), "alpha": (1.0, 0.1)}}),
         ("fedgkd-buffer-5-beats-1", {"treatment": "M=1", "baseline": "M=5"}),
         ("fedgkd-vote-buffer-7-no-better-than-5", {"treatment": "M=7", "baseline": "M=5"}),
-        ("fedgkd+-beats-moon", {"tables": ("fedgkd_table4",)}),  # MOON is ahead on SST-5
         ("fedgkd-beats-moon", {"aggregate": "each"}),  # MOON is ahead in 3 of 11 cells
         ("fedgkd-beats-fedavg-alpha0.1-by-stated-gaps", {"where": {"alpha": (1.0,)}}),
         ("fedgkd-gap-grows-with-fewer-participants", {"baseline": "fedgen"}),
@@ -173,6 +180,15 @@ def test_known_misreadings_fail_on_the_papers_cells(claim_id, change):
     claim = next(c for c in CLAIMS if c.id == claim_id)
     assert check_on_paper(claim).status == "holds"
     assert check_on_paper(replace(claim, **change)).status == "fails", change
+
+
+def test_a_claim_is_registered_as_the_paper_says_it_even_where_its_cells_fail():
+    """FedGKD+ "consistently outperforms MOON": Tables 3, 4 and 5 included, although MOON is
+    ahead on SST-5 in Table 4; without Table 4 the paper's cells bear it out."""
+    claim = next(c for c in CLAIMS if c.id == "fedgkd+-beats-moon")
+    assert "fedgkd_table4" in claim.tables and check_on_paper(claim).status == "fails"
+    change = {"tables": ("fedgkd_table3", "fedgkd_table5")}
+    assert check_on_paper(replace(claim, **change)).status == "holds"
 
 
 def test_the_claims_the_issue_found_wrong_are_gone_or_fixed():
@@ -188,6 +204,9 @@ def test_the_claims_the_issue_found_wrong_are_gone_or_fixed():
 
 
 STATED_GAP_CLAIMS = {
+    "fedgkd-beats-fedprox-tinyimagenet-by-2.7",  # "over 2.7%": the paper's own gap is 2.71
+    "fedgkd-buffer-5-beats-1",  # "over 0.5%": its own gaps are 0.56 and 0.54
+    "fedprox-beats-fedavg-tinyimagenet-by-2.9",  # "2.9% higher"
     "fedgkd-beats-fedavg-alpha0.1-by-stated-gaps",  # "can outperform FedAvg by 5.6% ..."
     "fedgkd+-beats-moon-alpha0.1-by-stated-gaps",  # "still outperforms MOON by 1.9%, ..."
     "fedgkd-kl-beats-mse-cifar10",  # "1.6% worse on CIFAR-10"
@@ -199,15 +218,21 @@ _GOOD_CLAIM = dict(id="x-y", paper="fedgkd", source="Table 3", quote="q", treatm
                    baseline="b", tables=("table3",))  # fmt: skip
 
 
-def test_a_gap_the_paper_measured_is_a_stated_gap_and_over_is_a_bound():
-    """A sentence that says "by 5.6%" reports the authors' measurement (a stated gap); one that
-    says "over 2.7%" states a bound the gap must clear (superiority)."""
+def test_a_gap_the_paper_measured_is_a_stated_gap_even_when_it_says_over():
+    """A sentence that says "by 5.6%" reports the authors' measurement (a stated gap), and so does
+    "over 2.7%" where 2.7 is the paper's own gap: a faithful reproduction would clear it as a
+    bound about one time in forty. No claim keeps such a bound as a superiority margin."""
     assert {c.id for c in CLAIMS if c.test == "stated-gap"} == STATED_GAP_CLAIMS
     for claim in CLAIMS:
         if claim.test == "stated-gap":
-            assert "not significantly short of the stated gap" in claim.statement, claim.id
-        elif claim.test == "superiority" and claim.margin:
-            assert re.search(r"\bover\b|more than", claim.quote), claim.id
+            assert "reproducing the stated gap" in claim.statement, claim.id
+        assert not (claim.test == "superiority" and claim.margin), claim.id
+    # the paper's own gap clears its stated one: it is the measurement, reproduced
+    for claim_id in ("fedgkd-beats-fedprox-tinyimagenet-by-2.7", "fedgkd-buffer-5-beats-1"):
+        claim = next(c for c in CLAIMS if c.id == claim_id)
+        check = check_on_paper(claim)
+        assert check.status == "holds"
+        assert all(claim.margin <= abs(g.gap) < claim.margin + 0.1 for g in check.gaps), claim_id
     assert Claim(**{**_GOOD_CLAIM, "test": "stated-gap", "margin": 1.0}).test == "stated-gap"
     with pytest.raises(ValueError, match="needs a margin > 0"):
         Claim(**{**_GOOD_CLAIM, "test": "stated-gap"})
@@ -403,7 +428,7 @@ def test_claims_table_gives_each_verdict_on_constructed_runs(tmp_path):
     assert trend["row"] == "trend" and trend["effect"] == pytest.approx(1 / 3 - 2)
     assert "α=0.1 against α=1" in trend["setting"]
     md = (tmp_path / "out" / "claims.md").read_text()
-    assert "residual mean square" in md and "Table: 37 claims: " in md and "Holm" in md
+    assert "residual mean square" in md and f"Table: {len(CLAIMS)} claims: " in md and "Holm" in md
 
 
 def test_a_nan_or_inf_run_is_named_and_fails_its_setting(tmp_path):
@@ -714,7 +739,7 @@ def test_a_rows_paper_gap_is_the_most_specific_cell_and_each_cell_counts_once(tm
     assert moon.loc[row.format(0.4), "paper_gap"] == pytest.approx(78.28 - 78.20)
     md = (tmp_path / "out" / "claims.md").read_text().splitlines()
     (head,) = [line for line in md if "[fedgkd+-beats-moon]" in line]
-    assert "(12 settings)" in head
+    assert "(14 settings)" in head  # Tables 3 and 5 (12 cells) and Table 4's two
     cells = check_on_paper(next(c for c in CLAIMS if c.id == "fedgkd+-beats-moon")).gaps
     settings = [dict(g.setting) for g in cells]
     assert {"dataset": "cifar10", "alpha": 0.5} not in settings

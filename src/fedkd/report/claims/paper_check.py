@@ -124,11 +124,16 @@ def _values(claim: Claim, key: str, values: dict):
             if (setting, method) in best:
                 yield setting, method, best[(setting, method)] - c["mean"]
         return
+    # a table whose cells name no statistic prints one accuracy per method and setting (FedNTD's
+    # Table 1): the accuracy its claims read, whichever round the paper took it at
+    one_accuracy = not any("stat" in c for c in cells)
     for c in cells:
         setting = _setting(c)
         if metric == "best" and c.get("stat", "best") == "best" and "round" not in c:
             value = c["mean"]
-        elif metric == "final" and c.get("stat") == "final":
+        elif metric == "final" and (
+            c.get("stat") == "final" or one_accuracy and "round" not in c and "mean" in c
+        ):
             value = c["mean"]
         elif metric == "at_round" and "round" in c and c["round"] >= claim.rounds_from:
             setting, value = (*setting, ("round", c["round"])), c["mean"]

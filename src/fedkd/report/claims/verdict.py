@@ -107,16 +107,19 @@ class Hypothesis:
             return (self.sign * m * REPRODUCED_SHARE,)
         return (-m, m)
 
-    def on_claimed_side(self, effect: float) -> bool:
-        """Whether an effect (a point, e.g. a paper's mean gap) lies in the claimed region."""
-        e = self.sign * effect
+    def in_region(self, effect: float) -> bool:
+        """Whether an effect lies strictly inside the region the tests show (beyond the bound)."""
         if self.test == "equivalence":
             return -self.margin < effect < self.margin
-        if self.test == "non-inferiority":
-            return e > -self.margin
+        (bound,) = self.bounds()
+        return self.sign * (effect - bound) > 0
+
+    def on_claimed_side(self, effect: float) -> bool:
+        """Whether a point (the paper's own mean gap) bears the claim out: in the tested region,
+        and for a stated gap at least the gap the paper states (its own measurement, rounded)."""
         if self.test == "stated-gap":
-            return e > self.margin * REPRODUCED_SHARE
-        return e > self.margin
+            return self.sign * effect >= self.margin
+        return self.in_region(effect)
 
     def pvalues(self, effect: float, se: float, df: int) -> tuple[float, float]:
         """One-sided p-values (claimed region, its complement) of the t-tests. se = 0 (no spread
