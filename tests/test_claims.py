@@ -417,6 +417,8 @@ def test_claims_table_gives_each_verdict_on_constructed_runs(tmp_path):
     assert (beats.loc[[KEY.format(a) for a in (1, 0.5, 0.1)], "df"] == 4).all()
     assert "from 3 methods × 3 seeds (4 df)" in beats.loc[KEY.format(1), "variance_from"]
     assert (beats["n"] == 3).all() and (beats["seeds"] == "0;1;2").all()
+    # three CIFAR-10 settings of the paper's eleven (Tables 3 and 4): the scope it holds on
+    assert (claim["scope"] == "tested on 3 of the paper's 11 settings").all()
     moon = df[df["claim"] == "fedgkd-beats-moon"]
     assert list(moon["verdict"]) == ["not run"] and "moon" in moon["note"].iloc[0]
     # every claim has a row, and every row names its stand-in
@@ -827,6 +829,17 @@ def test_the_html_has_a_coloured_block_per_claim_with_the_numbers_first(tmp_path
     gaps = {1.0: [0.020, 0.022, 0.018]}
     render_claims(tmp_path, pair_runs(tmp_path / "runs", "table3", gaps), TABLE3)
     page = (tmp_path / "out" / "claims.html").read_text()
+    # the first line gives the counts, then an index of every claim, each linked to its block
+    first = re.search(r'<p class="caption">([^<]*)', page)[1]
+    assert first.startswith(f"{len(CLAIMS)} claims: 1 holds, 0 contradicted, ")
+    index = page[page.index('<table class="index">') : page.index("</table>")]
+    assert page.index('<table class="index">') < page.index('<section class="claim"')
+    assert index.count("<tr><td>") == len(CLAIMS)
+    assert index.count('<a href="#') == len(CLAIMS) and 'href="#fedgkd-beats-fedavg"' in index
+    # the claim that ran shows the effect that decides it, with its interval
+    line = index[index.index('href="#fedgkd-beats-fedavg"') :]
+    line = line[: line.index("</tr>")]
+    assert re.search(r"\+2\.00 pp \[\+\d\.\d\d, \+\d\.\d\d\] \(average over settings\)", line)
     ran = {"fedgkd-beats-fedavg"}  # the only claim with runs at alpha 1
     assert page.count('<section class="claim"') == len(ran)
     # the claims without runs: one line each, after those with runs

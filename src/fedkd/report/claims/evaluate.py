@@ -39,6 +39,7 @@ class ClaimResult:
     reason: str = ""  # why there is no row
     paper_check: PaperCheck | None = None  # the claim on the paper's own cells
     stand_ins: dict = field(default_factory=dict)
+    scope: tuple[int, int] | None = None  # (the paper's settings tested, all the claim's)
 
 
 def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -> ClaimResult:
@@ -69,6 +70,12 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
         r.paper_gap, disagreement = _row_paper_gap(claim, r, stand_ins, gaps)
         if disagreement:
             r.notes.append(disagreement)
+    if gaps and claim.trend is None:
+        # the paper's settings the runs test: a verdict holds on these, not beyond them
+        tested = {
+            g.setting for r in rows if r.diffs for g in _paper_cells(claim, r, stand_ins, gaps)
+        }
+        result.scope = (len(tested), len(gaps))
     hyps = [Hypothesis(claim.test, claim.direction, r.margin) for r in rows]
     # rows of a claim on the average only describe: the average decides, uncorrected
     found = verdicts([estimate(r) for r in rows], hyps, claim.aggregate)
@@ -203,8 +210,22 @@ def _row_paper_gap(
     CIFAR-10, α 0.5, C 0.1 over Table 3's CIFAR-10, α 0.5, which names no C). Equally specific
     matches with one gap give it; with different gaps (a stand-in for two paper datasets) none,
     and the note gives them."""
-    if claim.trend is not None or not row.setting:
+    best = _paper_cells(claim, row, stand_ins, gaps)
+    if not best:
         return None, ""
+    found = {round(g.gap, 9) for g in best}  # the same cell read through two tables: one gap
+    if len(found) == 1:
+        return best[0].gap, ""
+    cells = "; ".join(
+        f"{paper_setting_text(dict(g.setting))}: {number_text(g.gap, claim.unit)}" for g in best
+    )
+    return None, f"the paper's gap differs between the settings this row stands for ({cells})"
+
+
+def _paper_cells(claim: Claim, row: Comparison, stand_ins: dict, gaps: list) -> list:
+    """The paper's settings (of ``gaps``) a row stands for: the most specific that match."""
+    if claim.trend is not None or not row.setting:
+        return []
     sub = row.setting.get("sub", "")
     matches = []
     for g in gaps:
@@ -224,16 +245,9 @@ def _row_paper_gap(
         if ok:
             matches.append(g)
     if not matches:
-        return None, ""
+        return []
     most = max(len(g.setting) for g in matches)
-    best = [g for g in matches if len(g.setting) == most]
-    found = {round(g.gap, 9) for g in best}  # the same cell read through two tables: one gap
-    if len(found) == 1:
-        return best[0].gap, ""
-    cells = "; ".join(
-        f"{paper_setting_text(dict(g.setting))}: {number_text(g.gap, claim.unit)}" for g in best
-    )
-    return None, f"the paper's gap differs between the settings this row stands for ({cells})"
+    return [g for g in matches if len(g.setting) == most]
 
 
 def _equal(a, b) -> bool:

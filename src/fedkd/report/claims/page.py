@@ -34,6 +34,7 @@ CSV_COLUMNS = [
     "also_in", "setting", "dataset", "stand_in_for", "metric", "unit", "direction", "n",
     "failed", "seeds", "effect", "se", "df", "variance_from", "ci_low", "ci_high", "p_holds",
     "p_contradicted", "p_adjusted", "verdict", "seeds_needed", "more_seeds", "neither_reached",
+    "scope",
     "paper_gap", "stated_gap", "shared_with", "note",
 ]  # fmt: skip
 
@@ -128,6 +129,14 @@ class ClaimView:
             text += f"; stated gap: {stated}"
         return text
 
+    @property
+    def scope(self) -> str:
+        """E.g. "tested on 2 of the paper's 4 settings"; "" where all are, or it is unknown."""
+        if self.res.scope is None:
+            return ""
+        tested, total = self.res.scope
+        return "" if tested >= total else f"tested on {tested} of the paper's {total} settings"
+
     def all_rows(self) -> list[Comparison]:
         return list(self.res.rows) + ([self.res.average] if self.res.average else [])
 
@@ -190,6 +199,7 @@ class ClaimView:
             "seeds_needed": None if v is None else v.seeds_needed,
             "more_seeds": False if v is None else v.more_seeds,
             "neither_reached": False if r is None else r.neither_reached,
+            "scope": self.scope,
             "paper_gap": nan if r is None or r.paper_gap is None else r.paper_gap,
             "stated_gap": r.margin if r is not None and c.test == "stated-gap" else nan,
             "shared_with": "" if r is None else "; ".join(r.shared_with),

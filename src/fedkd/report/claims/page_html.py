@@ -52,12 +52,17 @@ def index(views: list[ClaimView]) -> str:
     lines = [
         f"<tr><td>{badge(v.res.verdict)}</td>"
         f'<td class=stub><a href="#{esc(v.res.claim.id)}"><code>{esc(v.res.claim.id)}</code></a>'
-        f"</td><td class=stub>{esc(v.ours() if v.res.rows else v.res.reason or DASH)}</td></tr>"
+        f"</td><td class=stub>{esc(_index_effect(v))}</td></tr>"
         for v in ranked
     ]
     return ('<table class="index"><thead><tr><th>Verdict</th><th class=stub>Claim</th>'
             "<th class=stub>Effect that decides, with its 95% interval</th></tr></thead><tbody>"
             + "".join(lines) + "</tbody></table>")  # fmt: skip
+
+
+def _index_effect(view: ClaimView) -> str:
+    text = view.ours() if view.res.rows else view.res.reason or DASH
+    return f"{text}; {view.scope}" if view.scope else text
 
 
 class Footnotes:
@@ -104,6 +109,8 @@ def block(view: ClaimView) -> str:
     meta = [f"<code>{esc(c.id)}</code>", esc(f"{display_name(c.paper)} {c.source}")]
     if res.summary:
         meta.append(esc(res.summary))
+    if view.scope:
+        meta.append(f"<b>{esc(view.scope)}</b>")
     out.append(f'<p class="meta">{" · ".join(meta)}</p>')
     out.append(f'<p class="gap"><b>Paper:</b> {esc(view.paper or DASH)} &nbsp; '
                f"<b>Ours:</b> {esc(view.ours())}</p>")  # fmt: skip
