@@ -81,6 +81,12 @@ def test_the_two_way_residual_is_the_textbook_one():
     assert two_way_residual({**values, "d": {0: 1.0, 1: 2.0}}, [0, 1, 2]).methods == 3
     many = {str(k): {s: float(k + s + (k * s) % 3) for s in range(3)} for k in range(8)}
     assert two_way_residual(many, [0, 1, 2]).df == 14
+    # the check of equal variance: one method far noisier than the rest is named
+    assert not res.unequal and "holds" not in res.text
+    wild = {**additive, "d": {0: 5.0, 1: 30.0, 2: 0.0}}
+    noisy = two_way_residual(wild, [0, 1, 2])
+    assert noisy.unequal and noisy.largest == "d" and noisy.largest_share > 0.5
+    assert "d holds" in noisy.text and "unequal" in noisy.text
 
 
 def test_two_methods_give_the_paired_t_test():

@@ -60,6 +60,9 @@ VERDICTS = ("holds", "contradicted", "inconclusive", "too few seeds", "failed", 
 # to the paper's own gap with margin g/2): a faithful reproduction holds with the power of the
 # test against g/2, a tie never does, and the test has one bound, so it is monotone
 REPRODUCED_SHARE = 0.5
+# a method holding more than this share of a setting's residual sum of squares (with 3 or more
+# methods) marks the equal-variance assumption as doubtful there (a collapsed or unstable method)
+DOMINANT_SHARE = 0.5
 
 
 # --------------------------------------------------------------------------- hypotheses
@@ -159,19 +162,36 @@ class Residual:
     df: int
     methods: int
     seeds: int
+    # the check of equal variance across methods: the method with the largest share of the
+    # residual sum of squares, and that share (1/methods each if all are alike)
+    largest: str = ""
+    largest_share: float = 0.0
+
+    @property
+    def unequal(self) -> bool:
+        """Whether one method holds more than DOMINANT_SHARE of the residual (with 3+ methods):
+        the equal-variance assumption is doubtful, and the note says so."""
+        return self.methods >= 3 and self.largest_share > DOMINANT_SHARE
 
     @property
     def text(self) -> str:
-        return (
+        text = (
             f"σ = {math.sqrt(self.variance):.3g} from {self.methods} methods × {self.seeds} "
             f"seeds ({self.df} df)"
         )
+        if self.unequal:
+            text += (
+                f"; {self.largest} holds {self.largest_share:.0%} of the residual, so the "
+                "methods' variances look unequal and the test is less trustworthy here"
+            )
+        return text
 
 
 def two_way_residual(values: dict[str, dict[int, float]], seeds: Sequence[int]) -> Residual:
     """The residual of the method × seed layout of ``values`` (method -> seed -> value) on
     ``seeds``, from the methods that have a value at every one of them (a complete block)."""
-    rows = [[float(v[s]) for s in seeds] for v in values.values() if all(s in v for s in seeds)]
+    names = [m for m, v in values.items() if all(s in v for s in seeds)]
+    rows = [[float(values[m][s]) for s in seeds] for m in names]
     m, n = len(rows), len(seeds)
     if m < 2 or n < 2:
         return Residual(math.nan, 0, m, n)
@@ -181,17 +201,18 @@ def two_way_residual(values: dict[str, dict[int, float]], seeds: Sequence[int]) 
     grand = math.fsum(map(math.fsum, rows)) / (m * n)
     row_means = [math.fsum(r) / n for r in rows]
     col_means = [math.fsum(r[j] for r in rows) / m for j in range(n)]
-    ss = math.fsum(
-        (y - row_means[i] - col_means[j] + grand) ** 2
+    per_method = [
+        math.fsum((y - row_means[i] - col_means[j] + grand) ** 2 for j, y in enumerate(r))
         for i, r in enumerate(rows)
-        for j, y in enumerate(r)
-    )
+    ]
+    ss = math.fsum(per_method)
     df = (m - 1) * (n - 1)
     scale = max([1.0] + [abs(y) for r in rows for y in r])
     variance = ss / df
     if variance <= (1e-12 * scale) ** 2:  # equal up to rounding: no spread at all
-        variance = 0.0
-    return Residual(variance, df, m, n)
+        return Residual(0.0, df, m, n)
+    top = max(range(m), key=per_method.__getitem__)
+    return Residual(variance, df, m, n, names[top], per_method[top] / ss)
 
 
 def pair_residual(diffs: Sequence[float]) -> Residual:
