@@ -42,7 +42,9 @@ class ClaimResult:
     scope: tuple[int, int] | None = None  # (the paper's settings tested, all the claim's)
 
 
-def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -> ClaimResult:
+def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict,
+             memo: dict | None = None) -> ClaimResult:  # fmt: skip
+    """One claim on the runs (``memo``: what the claims of one table share, see setting_values)."""
     tables = [
         name for name, info in sources.items()
         if claim.selects(name, info.get("paper"), str(info.get("layout", "")))
@@ -51,7 +53,7 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict) -
     for name in tables:
         rows = runs[runs["table"] == name]  # every method: the setting's variance needs them
         if {claim.treatment, claim.baseline} <= held_labels(sources[name], runs, name):
-            values += setting_values(claim, name, sources[name], rows, stand_ins)
+            values += setting_values(claim, name, sources[name], rows, stand_ins, memo)
     if claim.trend is not None:
         rows = trend_comparisons(claim, values, stand_ins)
     else:
@@ -258,7 +260,8 @@ def _equal(a, b) -> bool:
 
 def evaluate_all(runs: pd.DataFrame, sources: dict, stand_ins: dict) -> list[ClaimResult]:
     """Every claim of the registry evaluated on ``runs`` (the aggregate, labels split)."""
-    results = [evaluate(claim, runs, sources, stand_ins) for claim in all_claims()]
+    memo: dict = {}
+    results = [evaluate(claim, runs, sources, stand_ins, memo) for claim in all_claims()]
     _name_shared(results)
     return results
 

@@ -88,13 +88,18 @@ class SettingValues:
         return two_way_residual(values, seeds)
 
 
-def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand_ins) -> list:
+def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand_ins,
+                   memo: dict | None = None) -> list:  # fmt: skip
     """The claim's methods' values in each accepted setting of ``table`` where either has runs
     (a setting where only one has them is missing the other's: it becomes a "not run" row), with
-    the values of the setting's other methods (``df``: every method of the table)."""
+    the values of the setting's other methods (``df``: every method of the table). ``memo``
+    keeps what claims reading the same table on the same metric share."""
+    memo = {} if memo is None else memo
     options = info.get("options") or {}
-    df = _best_of(claim, table, info, df)
-    groups = group_runs(df, SETTING)
+    picked = ("groups", table, claim.metric == "rounds_to_target")
+    if picked not in memo:
+        memo[picked] = group_runs(_best_of(claim, table, info, df), SETTING)
+    groups = memo[picked]
     out = []
     for key in order_rows(SETTING, groups, {}):
         setting = dict(zip(SETTING, key, strict=True))
@@ -108,10 +113,12 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
             check_same_setting(
                 runs, f"claims: {table} {setting_text(setting, {})} {label!r}", "rows"
             )
-        methods = {
-            label: _method_runs(claim, label, by_label, table, options, setting)
-            for label in dict.fromkeys([claim.treatment, claim.baseline, *by_label])
-        }
+        methods = {}
+        for label in dict.fromkeys([claim.treatment, claim.baseline, *by_label]):
+            done = ("runs", table, claim.metric, claim.rounds_from, key, label)
+            if done not in memo:
+                memo[done] = _method_runs(claim, label, by_label, table, options, setting)
+            methods[label] = memo[done]
         treated, base = methods[claim.treatment], methods[claim.baseline]
         out.append(SettingValues(table, setting, treated, base, methods))
     return out
