@@ -43,9 +43,10 @@ READ_LINE = (
     f"How to read a row: the effect is the mean per-seed difference (first method − second); "
     f"its {LEVEL:.0%} interval and both p-values test it against the seed-to-seed variance of "
     "the whole setting (all its methods, seed as a block). A row holds when p (claim) ≤ "
-    f"{ALPHA:.3g} — for a claim on every setting with no correction, as each setting must pass "
-    f"on its own — and is contradicted when p (against) ≤ {ALPHA:.3g}, Holm-corrected over the "
-    "claim's settings where marked (H)."
+    f"{ALPHA:.3g} and is contradicted when p (against) ≤ {ALPHA:.3g}. A p marked (H) is "
+    "Holm-corrected over the claim's settings: the side on which any one setting decides the "
+    "claim (a contradiction of an every-setting claim); the other side needs every setting on "
+    "its own and is not corrected."
 )
 METHOD_NOTE = (
     "The procedure. Variance: in each setting the residual mean square of the method × seed "
