@@ -45,8 +45,9 @@ def badge(verdict: str) -> str:
 
 
 def index(views: list[ClaimView]) -> str:
-    """One line per claim, the contradicted first, then those that hold, then the rest."""
-    order = {"contradicted": 0, "holds": 1}
+    """One line per claim: the contradicted first, then those that hold, the other claims with
+    runs, and those without."""
+    order = {"contradicted": 0, "holds": 1, "not run": 3}
     ranked = sorted(views, key=lambda v: order.get(v.res.verdict, 2))  # stable: registry order
     esc = html.escape
     lines = [
@@ -61,7 +62,9 @@ def index(views: list[ClaimView]) -> str:
 
 
 def _index_effect(view: ClaimView) -> str:
-    text = view.ours() if view.res.rows else view.res.reason or DASH
+    if not view.res.rows:
+        return "no runs in this configuration (below)"
+    text = view.ours()
     return f"{text}; {view.scope}" if view.scope else text
 
 
