@@ -935,3 +935,27 @@ def test_the_claims_section_opens_the_report():
     # the report's menu sorts sections by name (JavaScript localeCompare: case-insensitive)
     others = [*PAPER_SECTIONS.values(), "Beside the paper", "Other tables", "Other figures"]
     assert sorted([*others, CLAIMS_SECTION], key=str.casefold)[0] == CLAIMS_SECTION
+
+
+def test_a_settings_variance_pools_every_tables_methods_in_it(tmp_path):
+    """Table 7 compares two buffer lengths (2 methods, 3 seeds: 2 degrees of freedom, no
+    verdict on its own); Table 3 runs three methods in the same setting, one of them the same
+    runs as M=5. The variance pools Table 3's two other columns (the shared runs count once):
+    4 methods × 3 seeds, 6 degrees of freedom."""
+    root = tmp_path / "runs"
+    runs = pair_runs(root, "table7", {1.0: [0.012, 0.011, 0.013]}, treatment="M=5",
+                     baseline="M=1", bystander=False)  # fmt: skip
+    m5 = [(lab, d) for lab, d in runs if lab == "table7/M=5"]
+    runs += [("table3/fedgkd", d) for _, d in m5]  # Table 3's FedGKD is Table 7's M=5
+    runs += [(lab, d) for lab, d in pair_runs(root / "t3", "table3", {1.0: [0.02, 0.021, 0.019]})
+             if not lab.endswith("/fedgkd")]  # fmt: skip
+    src = {**TABLE3, "table7": {"paper": "fedgkd_table7", "layout": "grid", "options": {},
+                                "best_of": {}}}  # fmt: skip
+    df = render_claims(tmp_path, runs, src)
+    row = df[df["claim"] == "fedgkd-buffer-5-beats-1"].iloc[0]
+    assert row["df"] == 6 and "from 4 methods × 3 seeds (6 df)" in row["variance_from"]
+    assert row["verdict"] != "too few seeds"
+    alone = render_claims(tmp_path / "alone", [r for r in runs if r[0].startswith("table7/")],
+                          {"table7": src["table7"]})  # fmt: skip
+    lone = alone[alone["claim"] == "fedgkd-buffer-5-beats-1"].iloc[0]
+    assert lone["df"] == 2 and lone["verdict"] == "too few seeds"

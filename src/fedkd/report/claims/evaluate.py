@@ -12,7 +12,7 @@ from fedkd.report.claims import all_claims
 from fedkd.report.claims.claim import Claim, stands_for
 from fedkd.report.claims.compare import Comparison, comparisons, dedup, trend_comparisons
 from fedkd.report.claims.paper_check import PaperCheck, check_on_paper, paper_gaps
-from fedkd.report.claims.runs import SettingValues, setting_values
+from fedkd.report.claims.runs import SettingValues, pool_methods, setting_values
 from fedkd.report.claims.verdict import (
     MIN_DF,
     MIN_SEEDS,
@@ -54,6 +54,8 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict,
         rows = runs[runs["table"] == name]  # every method: the setting's variance needs them
         if {claim.treatment, claim.baseline} <= held_labels(sources[name], runs, name):
             values += setting_values(claim, name, sources[name], rows, stand_ins, memo)
+    # the variance of a setting from every table's methods in it
+    pool_methods(claim, values, sources, runs, {} if memo is None else memo)
     if claim.trend is not None:
         rows = trend_comparisons(claim, values, stand_ins)
     else:

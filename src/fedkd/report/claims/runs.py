@@ -25,6 +25,9 @@ from fedkd.report.text import key_value
 METHOD_KEYS = ("strategy", "params", "variant", "model")
 SETTING = [k for k in SETTING_KEYS if k not in METHOD_KEYS]
 FAILED_STATUSES = ("diverged", "failed")
+# metrics a run has whatever table lists it (no table option such as rounds or targets): the
+# variance of a setting pools every table's methods of that setting on these
+POOLED_METRICS = ("best", "final", "drop", "forgetting", "local_final")
 
 
 # --------------------------------------------------------------------------- one setting's values
@@ -96,10 +99,7 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
     keeps what claims reading the same table on the same metric share."""
     memo = {} if memo is None else memo
     options = info.get("options") or {}
-    picked = ("groups", table, claim.metric == "rounds_to_target")
-    if picked not in memo:
-        memo[picked] = group_runs(_best_of(claim, table, info, df), SETTING)
-    groups = memo[picked]
+    groups = _groups(claim, table, info, df, memo)
     out = []
     for key in order_rows(SETTING, groups, {}):
         setting = dict(zip(SETTING, key, strict=True))
@@ -113,15 +113,63 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
             check_same_setting(
                 runs, f"claims: {table} {setting_text(setting, {})} {label!r}", "rows"
             )
-        methods = {}
-        for label in dict.fromkeys([claim.treatment, claim.baseline, *by_label]):
-            done = ("runs", table, claim.metric, claim.rounds_from, key, label)
-            if done not in memo:
-                memo[done] = _method_runs(claim, label, by_label, table, options, setting)
-            methods[label] = memo[done]
+        methods = {
+            label: _memo_runs(memo, claim, label, by_label, table, options, key)
+            for label in dict.fromkeys([claim.treatment, claim.baseline, *by_label])
+        }
         treated, base = methods[claim.treatment], methods[claim.baseline]
         out.append(SettingValues(table, setting, treated, base, methods))
     return out
+
+
+def _groups(claim: Claim, table: str, info: dict, df: pd.DataFrame, memo: dict) -> dict:
+    picked = ("groups", table, claim.metric == "rounds_to_target")
+    if picked not in memo:
+        memo[picked] = group_runs(_best_of(claim, table, info, df), SETTING)
+    return memo[picked]
+
+
+def _memo_runs(memo: dict, claim: Claim, label: str, by_label: dict, table: str, options: dict,
+               key: tuple) -> MethodRuns:  # fmt: skip
+    done = ("runs", table, claim.metric, claim.rounds_from, key, label)
+    if done not in memo:
+        setting = dict(zip(SETTING, key, strict=True))
+        memo[done] = _method_runs(claim, label, by_label, table, options, setting)
+    return memo[done]
+
+
+def pool_methods(claim: Claim, values: list[SettingValues], sources: dict, runs: pd.DataFrame,
+                 memo: dict) -> None:  # fmt: skip
+    """Adds to each setting's methods those the other tables of ``sources`` run in the same
+    setting (a table's column whose runs are already there counts once), for the metrics whose
+    value does not depend on the table (POOLED_METRICS)."""
+    if claim.metric not in POOLED_METRICS or not values:
+        return
+    by_setting: dict[tuple, dict[str, MethodRuns]] = {}
+    for name in dict.fromkeys(runs["table"]):
+        info = sources.get(name)
+        if info is None:
+            continue
+        options = info.get("options") or {}
+        groups = _groups(claim, name, info, runs[runs["table"] == name], memo)
+        for key, by_label in groups.items():
+            found = by_setting.setdefault(_same_key(key), {})
+            for label in by_label:
+                m = _memo_runs(memo, claim, label, by_label, name, options, key)
+                found[f"{name}/{label}"] = m
+    for sv in values:
+        seen = {frozenset(m.runs.values()) for m in sv.methods.values()}
+        key = _same_key(tuple(sv.setting[k] for k in SETTING))
+        for label, m in by_setting.get(key, {}).items():
+            ran = frozenset(m.runs.values())
+            if label.split("/", 1)[0] != sv.table and m.runs and ran not in seen:
+                seen.add(ran)
+                sv.methods[label] = m
+
+
+def _same_key(key: tuple) -> tuple:
+    """A setting key that equals another table's for the same setting (NaN included)."""
+    return tuple(str(key_value(v)) for v in key)
 
 
 def _best_of(claim: Claim, table: str, info: dict, df: pd.DataFrame) -> pd.DataFrame:
