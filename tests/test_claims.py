@@ -959,3 +959,14 @@ def test_a_settings_variance_pools_every_tables_methods_in_it(tmp_path):
                           {"table7": src["table7"]})  # fmt: skip
     lone = alone[alone["claim"] == "fedgkd-buffer-5-beats-1"].iloc[0]
     assert lone["df"] == 2 and lone["verdict"] == "too few seeds"
+
+
+def test_runs_that_stop_at_a_target_do_not_join_a_settings_variance(tmp_path):
+    root = tmp_path / "runs"
+    runs = pair_runs(root, "table3", {1.0: [0.02, 0.021, 0.019]})
+    stopped = pair_runs(root / "rtt", "rounds_to_target", {1.0: [0.0, 0.0, 0.0]})
+    src = {**TABLE3, "rounds_to_target": {"paper": "feddf_table1", "layout": "rounds_to_target",
+           "options": {"targets": [{"alpha": 1.0, "accuracy": 0.8}]}, "best_of": {}}}  # fmt: skip
+    df = render_claims(tmp_path, runs + stopped, src)
+    row = df[df["claim"] == "fedgkd-beats-fedavg"].iloc[0]
+    assert row["df"] == 4 and "from 3 methods × 3 seeds" in row["variance_from"]

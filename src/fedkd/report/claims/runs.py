@@ -148,7 +148,8 @@ def pool_methods(claim: Claim, values: list[SettingValues], sources: dict, runs:
     by_setting: dict[tuple, dict[str, MethodRuns]] = {}
     for name in dict.fromkeys(runs["table"]):
         info = sources.get(name)
-        if info is None:
+        # runs that stop at a target accuracy are another treatment of the setting: left out
+        if info is None or info.get("layout") == "rounds_to_target":
             continue
         options = info.get("options") or {}
         groups = _groups(claim, name, info, runs[runs["table"] == name], memo)
