@@ -272,6 +272,8 @@ class ClaimView:
                 text += f" {self.interval_text(row)}"
             how = "average over settings" if how == "average" else how
             return text + (f" ({how})" if how else "")
+        if self.res.rows and all(r.neither_reached for r in self.res.rows):
+            return "neither method reached T"
         effects = [r.verdict.effect for r in self.res.rows if r.verdict and r.verdict.n]
         if not effects:
             return "no runs" if not self.res.rows else "no valid pairs"
