@@ -122,9 +122,11 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
     return out
 
 
-def _groups(claim: Claim, table: str, info: dict, df: pd.DataFrame, memo: dict) -> dict:
+def _groups(claim: Claim, table: str, info: dict, df, memo: dict) -> dict:
+    """The table's runs by setting and label (``df``: its runs, or a function giving them)."""
     picked = ("groups", table, claim.metric == "rounds_to_target")
     if picked not in memo:
+        df = df() if callable(df) else df
         memo[picked] = group_runs(_best_of(claim, table, info, df), SETTING)
     return memo[picked]
 
@@ -152,7 +154,7 @@ def pool_methods(claim: Claim, values: list[SettingValues], sources: dict, runs:
         if info is None or info.get("layout") == "rounds_to_target":
             continue
         options = info.get("options") or {}
-        groups = _groups(claim, name, info, runs[runs["table"] == name], memo)
+        groups = _groups(claim, name, info, lambda n=name: runs[runs["table"] == n], memo)
         for key, by_label in groups.items():
             found = by_setting.setdefault(_same_key(key), {})
             for label in by_label:

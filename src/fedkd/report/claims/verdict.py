@@ -297,11 +297,6 @@ class Verdict:
     adjusted: str = ""  # "holds" or "contradicted": the side whose p is Holm-adjusted
     more_seeds: bool = False  # unresolved, and too few seeds for a power figure
 
-    @property
-    def sd(self) -> float:
-        """The sd of one seed's difference the standard error implies: se·√n."""
-        return self.se * math.sqrt(self.n) if self.n else math.nan
-
 
 def _untested_verdict(est: Estimate) -> str:
     if est.failed:
