@@ -7,8 +7,12 @@ fills in.
 A claim reads the settings of every table it selects. The same two sets of runs compared on the
 same value (table 3 at α 0.5 and table 5 at C 0.2; a final round and the last of the at-round
 columns) are one comparison: a claim keeps it once and names the other tables that share it; a
-comparison two claims share is named in both. Runs that diverged, collapsed to chance or report a
-non-finite value are named and left out; a setting they leave with too few seeds is "failed".
+comparison two claims share is named in both. Runs that diverged or collapsed to chance are named
+and count with what they reached; a run with no value to compare makes its setting "failed".
+
+The work is split so: runs.py reads each method's values per setting and seed, compare.py makes
+a claim's rows, verdict.py (with tdist.py) tests them, evaluate.py puts a claim together (plain
+data), and page.py / page_html.py write it out.
 """
 
 from __future__ import annotations
