@@ -295,3 +295,40 @@ def test_shrinking_the_datas_spread_never_weakens_a_setting(spread):
         assert last is None or rank >= last
         last = rank
     assert hyp.bounds() == (0.0,)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.floats(-2, 2), min_size=3, max_size=3), min_size=3, max_size=8),
+    st.floats(-3, 3),
+    st.floats(0.05, 0.95),
+    hypotheses,
+)
+def test_a_setting_with_less_noise_never_gets_a_weaker_verdict(noise, gap, k, hyp):
+    """A whole setting (methods × 3 seeds: seed effects, a gap between the first two methods,
+    noise): scaling the noise of every run by k < 1 keeps a verdict that held or contradicted,
+    and scaling it up never turns an unresolved row into a resolved one."""
+    seeds = [0, 1, 2]
+    base = {0: 70.0, 1: 60.0, 2: 65.0}
+    # the noise as departures from additivity (centred per method and per seed), so that
+    # scaling it leaves every method's mean, and so the effect, where it is
+    m = len(noise)
+    rows = [sum(e) / 3 for e in noise]
+    cols = [sum(e[s] for e in noise) / m for s in seeds]
+    grand = sum(rows) / m
+    noise = [[e[s] - rows[i] - cols[s] + grand for s in seeds] for i, e in enumerate(noise)]
+
+    def verdict(scale: float) -> str:
+        values = {
+            f"m{i}": {s: base[s] + (gap if i == 0 else 0.0) + scale * e[s] for s in seeds}
+            for i, e in enumerate(noise)
+        }
+        diffs = [values["m0"][s] - values["m1"][s] for s in seeds]
+        residual = two_way_residual(values, seeds)
+        return verdicts([contrast(diffs, residual)], hyp)[0].verdict
+
+    wide, narrow = verdict(1.0), verdict(k)
+    if wide in ("holds", "contradicted"):
+        assert narrow == wide
+    if narrow == "inconclusive":
+        assert wide == "inconclusive"
