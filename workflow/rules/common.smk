@@ -83,8 +83,23 @@ def features_inputs(wc):
     return plan.features_inputs(wc.name)
 
 
+# Snakemake shows a report job's params in a <script> element of the report, and its caption
+# file reads params.caption as reStructuredText: both carry user text, made inert
+# (fedkd.report.sections).
 def render_options(wc):
-    return json.dumps(plan.render_options(wc.name), sort_keys=True)
+    return sections.script_safe_json(plan.render_options(wc.name))
+
+
+def vs_paper_options(wc):
+    return sections.script_safe_json(plan.vs_paper_options(wc.name))
+
+
+def report_caption(wc):
+    return sections.rst_text(plan.caption(wc.name))
+
+
+def vs_paper_caption(wc):
+    return sections.rst_text(plan.vs_paper_options(wc.name)["caption"])
 
 
 def report_section(name):
@@ -107,22 +122,26 @@ def table_html() -> list[str]:
 # default target would name every output, and the report would stop at the first missing one.
 # A table counts once its HTML exists. (The Snakefile sees the command line only through sys.argv;
 # `--report-after-run` builds everything first.)
-REPORTING = any(
-    a == "--report" or a.startswith("--report=") for a in sys.argv
-) and not any(a == "--report-after-run" for a in sys.argv)
+REPORT_ASKED = any(a == "--report" or a.startswith("--report=") for a in sys.argv)
+REPORTING = REPORT_ASKED and not any(a == "--report-after-run" for a in sys.argv)
 
 
 def front_page():
-    """The report's front page: the fixed text, plus the agreement summary when reporting."""
+    """The report's front page: the fixed text with the configuration's name and description
+    (as text, never markup), plus the agreement summary when reporting what exists (after the
+    run, the tables read now would be out of date)."""
     template = Path(workflow.basedir) / "workflow" / "report" / "workflow.rst"
-    if not (REPORTING and workflow.is_main_process):
-        return str(template)
+    if not (REPORT_ASKED and workflow.is_main_process):
+        return str(template)  # no report is built: Snakemake only notes the path
     return str(
         agreement.write_front_page(
             template,
             Path("results/tables"),
             Path("results/report/front_page.rst").resolve(),
             stand_in=bool(config.get("stand_ins")),
+            name=str(config.get("name", "")),
+            description=str(config.get("description", "")),
+            summary=REPORTING,
         )
     )
 
