@@ -221,3 +221,78 @@ def test_a_report_from_hostile_configuration_text_runs_no_script_and_reads_no_fi
     assert " ".join(texts["include"].split()) in captions["table1.html"]
     assert " ".join(texts["raw_file"].split()) in captions["grid.html"]
     assert " ".join(texts["links"].split()) in captions["curves.png"]
+
+
+# ----------------------------------------------------------------------------- table files
+
+HOSTILE_LABELS = {
+    "A|B <b>x</b>\nnew": "fedavg",  # a pipe, HTML and a line break
+    '=HYPERLINK("http://evil.invalid","x")': "fedprox",  # a spreadsheet formula
+    "nul\x00here": "fedgkd",
+}
+
+
+def hostile_table(tmp_path) -> Path:
+    from fedkd.report.render import render
+    from test_report import agg_file, make_run
+
+    runs = []
+    for i, (label, strategy) in enumerate(HOSTILE_LABELS.items()):
+        run = make_run(tmp_path / "runs", f"r{i}", [0.1, 0.5 + i / 10], strategy=strategy,
+                       variant=f"{strategy}-v")  # fmt: skip
+        runs.append((label, run))
+    caption = "First line.\n\nSecond <script>x</script> with NUL \x00 and `code`."
+    out = tmp_path / "t"
+    render("grid", out, aggregate=agg_file(tmp_path, runs),
+           options={"columns": list(HOSTILE_LABELS), "caption": caption})  # fmt: skip
+    return out
+
+
+def test_a_label_or_caption_is_text_in_every_table_format(tmp_path):
+    out = hostile_table(tmp_path)
+    files = {suffix: out.with_name(out.name + suffix).read_text() for suffix in EXTENSIONS}
+    for suffix, text in files.items():
+        assert "\x00" not in text, suffix
+    tex = files[".tex"]
+    caption = re.search(r"\\caption\{(.*)\}\n", tex)[1]
+    assert r"A\textbar{}B \textless{}b\textgreater{}x" in tex and r"\textbackslash" not in tex
+    assert "\n\n" not in tex and r"\texttt{code}" in caption and r"nul?here" in tex
+    md = files[".md"]
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    cells = {len(re.findall(r"(?<!\\)\|", line)) for line in table}
+    assert len(cells) == 1, "every row has the header's cells: no label broke a row"
+    assert r"A\|B &lt;b&gt;x&lt;/b&gt; new" in md and "<b>" not in md and "<script>" not in md
+    assert md.splitlines()[0].startswith("Table: First line. Second &lt;script&gt;")
+    assert "nul\ufffdhere" in md
+    page = parse(files[".html"])
+    assert not [t for t, _ in page.tags if t == "script"]
+    assert "A|B <b>x</b> new" in "".join(page.text) and "nul\ufffdhere" in files[".html"]
+    assert "&lt;b&gt;x&lt;/b&gt;" in files[".html"]
+
+
+def test_a_csv_cell_that_starts_a_formula_starts_with_a_quote(tmp_path):
+    import pandas as pd
+
+    from fedkd.report.writers import csv_cell
+
+    out = hostile_table(tmp_path)
+    csv = pd.read_csv(out.with_name("t.csv"))
+    labels = set(csv["label"])
+    assert '\'=HYPERLINK("http://evil.invalid","x")' in labels and "nul\ufffdhere" in labels
+    for start in ("=", "+", "-", "@", "\t", "\r"):
+        assert csv_cell(start + "1+2") == "'" + start.replace("\r", "\ufffd") + "1+2"
+    assert csv_cell(-1.5) == -1.5 and csv_cell("fedavg") == "fedavg"
+
+
+def test_a_latex_label_cannot_end_itself(tmp_path):
+    from fedkd.report.aggregate import ReportError
+    from fedkd.report.render import render
+    from test_report import agg_file, make_run
+
+    agg = agg_file(tmp_path, [("fedavg", make_run(tmp_path / "runs", "a", [0.5]))])
+    with pytest.raises(ReportError, match=r"label 'x}\\\\input\{/etc/passwd' is not a LaTeX"):
+        render("grid", tmp_path / "t", aggregate=agg,
+               options={"columns": ["fedavg"], "label": "x}\\input{/etc/passwd"})  # fmt: skip
+
+
+EXTENSIONS = (".tex", ".md", ".csv", ".html")
