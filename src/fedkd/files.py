@@ -3,16 +3,21 @@ a clear error. Free of torch, so the report reads runs without importing it.
 
 Every file here is read by ``read_regular_file``: a FIFO, a device or a directory in a file's
 place is refused unread (reading one would wait for ever, or until memory runs out), and so is a
-file larger than any of its kind."""
+file larger than any of its kind.
+
+Every file fedkd writes is written by ``atomic_write``, which never writes through a symbolic
+link: one planted in results/ would otherwise have fedkd overwrite the file it points to,
+anywhere the user may write."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from fedkd.values import MAX_DEPTH, ValueTooLarge, is_int, load_json
 
@@ -96,17 +101,63 @@ def read_regular_file(path: Path, what: str, max_bytes: int) -> bytes:
     return data
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` next to ``path``, then rename over it: a reader never sees half a file, and
-    a failed write (a full disk, a kill of the writer aside) leaves the old file (or none) and no
-    temporary file."""
-    tmp = path.with_name(path.name + ".tmp")
+class SymlinkError(ValueError):
+    """A path fedkd was to write, or to write into, is a symbolic link."""
+
+
+def refuse_link(path: Path) -> None:
+    """``SymlinkError`` naming ``path`` and where it points when it is a symbolic link."""
+    if os.path.islink(path):
+        try:
+            target = f" (to {os.readlink(path)})"
+        except OSError:
+            target = ""
+        raise SymlinkError(
+            f"{path} is a symbolic link{target}; fedkd writes nothing through a link, which "
+            "could replace a file outside the results: remove the link and run again"
+        )
+
+
+def refuse_links(paths) -> None:
+    """``refuse_link`` for each of ``paths``, in order: the first that is a link is named."""
+    for path in paths:
+        refuse_link(Path(path))
+
+
+# a new file, never an existing one nor what a link at its name points to
+_EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """``write(file)`` into a new temporary file next to ``path``, then rename it over ``path``:
+    a reader never sees half a file, and a failed write (a full disk, a kill of the writer aside)
+    leaves the old file (or none) and no temporary file.
+
+    The temporary file has a random name and is created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW),
+    so nothing planted at its name is written through; ``path`` being a symbolic link is refused
+    (``SymlinkError``), before the write and again before the rename (which would replace the
+    link, not what it points to)."""
+    path = Path(path)
+    refuse_link(path)
+    fd, tmp = _create_exclusive(path)
     try:
-        write(tmp)
+        with os.fdopen(fd, "wb") as file:
+            write(file)
+        refuse_link(path)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _create_exclusive(path: Path) -> tuple[int, Path]:
+    for _ in range(100):  # a name taken (by a planted file or link) is passed over
+        tmp = path.with_name(f"{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, _EXCLUSIVE, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name next to {path} in 100 tries")
 
 
 class RunRecordError(ValueError):

@@ -15,6 +15,7 @@ from fedkd.pipeline.plan import FEATURES_CODE, REPORT_CODE
 from fedkd.forkserver import ForkServer
 from fedkd.provenance import package_files_hash
 from fedkd.report import agreement, sections
+from fedkd import files
 
 # Snakemake read the configuration files with its YAML 1.1 loader (010 is 8 there, 1:30 is 90,
 # yes is true): they are read again as `fedkd train` reads every value (YAML 1.2, fedkd.values),
@@ -51,7 +52,28 @@ def train_code_hash(wc):
 
 
 def train_stamp(wc):
+    # The job's shell writes the run's .stamp, may delete its checkpoint.pt and writes its log:
+    # a link at any of them, or at a folder above them, is refused here, when the job is
+    # planned (a check in the shell would change its text, and Snakemake re-runs every job of
+    # a rule whose text changed). fedkd train refuses a linked run folder again as it starts.
+    parts = [wc.dataset, wc.variant, wc.setting, f"seed{wc.seed}"]
+    try:
+        files.refuse_links(
+            [*nested("results/runs", parts), *nested("results/logs/train", parts[:-1])]
+            + [
+                f"results/runs/{'/'.join(parts)}/{name}"
+                for name in (".stamp", files.CHECKPOINT)
+            ]
+            + [f"results/logs/train/{'/'.join(parts)}.log"]
+        )
+    except files.SymlinkError as exc:
+        raise WorkflowError(str(exc)) from None
     return plan.train_stamp(wc.dataset, wc.variant, wc.setting, wc.seed)
+
+
+def nested(root: str, parts: list[str]) -> list[str]:
+    """root/a, root/a/b, ... for parts [a, b, ...]: each folder of a path below root."""
+    return [f"{root}/{'/'.join(parts[: i + 1])}" for i in range(len(parts))]
 
 
 def train_resource(key, default):

@@ -192,7 +192,7 @@ def load_tinyimagenet(
             ) from exc
         source = str(tree.path)
         if cache:  # decoding 110,000 JPEGs takes minutes; later runs read the tensors
-            atomic_write(cache_file, lambda tmp: torch.save(arrays, tmp))
+            atomic_write(cache_file, lambda file: torch.save(arrays, file))
     train, val = split_train_val(ArraySplit(arrays["train_x"], arrays["train_y"]), seed)
     return FedDataset(
         "tinyimagenet", "image", 200, train, val,

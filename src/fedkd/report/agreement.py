@@ -201,5 +201,5 @@ def write_front_page(
     if not out.exists() or out.read_text() != text:
         out.parent.mkdir(parents=True, exist_ok=True)
         data = text.encode()
-        atomic_write(out, lambda tmp: tmp.write_bytes(data))
+        atomic_write(out, lambda file: file.write(data))
     return out

@@ -25,7 +25,7 @@ PNG_DPI = 150
 def write_atomic(path: Path, data: bytes | str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = data.encode() if isinstance(data, str) else data
-    atomic_write(path, lambda tmp: tmp.write_bytes(data))
+    atomic_write(path, lambda file: file.write(data))
 
 
 def output_path(prefix: str | Path, suffix: str) -> Path:
