@@ -282,6 +282,10 @@ def test_a_csv_cell_that_starts_a_formula_starts_with_a_quote(tmp_path):
     for start in ("=", "+", "-", "@", "\t", "\r"):
         assert csv_cell(start + "1+2") == "'" + start.replace("\r", "\ufffd") + "1+2"
     assert csv_cell(-1.5) == -1.5 and csv_cell("fedavg") == "fedavg"
+    # a number written as text stays a number; one hiding a formula behind it does not
+    assert csv_cell("-0.5") == "-0.5" and csv_cell("+3e2") == "+3e2"
+    assert csv_cell("-0.5+cmd|' /C calc'!A0") == "'-0.5+cmd|' /C calc'!A0"
+    assert csv_cell("\t-1") == "'\t-1"
 
 
 def test_a_latex_label_cannot_end_itself(tmp_path):
@@ -296,3 +300,19 @@ def test_a_latex_label_cannot_end_itself(tmp_path):
 
 
 EXTENSIONS = (".tex", ".md", ".csv", ".html")
+
+
+def test_a_figure_caption_with_nul_is_written_replaced_into_its_metadata(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from fedkd.report.writers import save_figure
+
+    fig = plt.figure()
+    pdf, png = save_figure(fig, tmp_path / "f", "cap\x00tion", "lab\x00el")
+    plt.close(fig)
+    assert Image.open(png).text == {"Title": "cap\ufffdtion", "Description": "lab\ufffdel"}
+    assert b"cap\x00tion" not in pdf.read_bytes()

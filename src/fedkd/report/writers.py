@@ -292,12 +292,21 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 def csv_cell(value):
     """A text cell as a spreadsheet shows it: one that would start a formula ("=HYPERLINK(...)")
-    after a "'", control characters as U+FFFD; numbers and other values as they are."""
+    after a "'", control characters as U+FFFD; numbers, and text that is one ("-0.5"), as they
+    are."""
     if not isinstance(value, str):
         return value
-    if value.startswith(FORMULA_START):
+    if value.startswith(FORMULA_START) and not _is_number(value):
         value = "'" + value
     return CONTROL.sub(REPLACEMENT, value)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text == text.strip()  # float() allows the spaces a formula could hide behind
 
 
 def _csv_text(df: pd.DataFrame) -> str:
@@ -315,6 +324,7 @@ def save_figure(fig, prefix, caption: str, label: str) -> list[Path]:
     """PREFIX.pdf and PREFIX.png; the caption and label go into the files' metadata."""
     import matplotlib
 
+    caption, label = CONTROL.sub(REPLACEMENT, caption), CONTROL.sub(REPLACEMENT, label)
     pdf_meta = {
         "CreationDate": None,
         "ModDate": None,
