@@ -6,6 +6,7 @@ file:, no local file's content, no docutils error box. The report is parsed, not
 from __future__ import annotations
 
 import json
+import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -316,3 +317,34 @@ def test_a_figure_caption_with_nul_is_written_replaced_into_its_metadata(tmp_pat
     plt.close(fig)
     assert Image.open(png).text == {"Title": "cap\ufffdtion", "Description": "lab\ufffdel"}
     assert b"cap\x00tion" not in pdf.read_bytes()
+
+
+def test_the_reports_docutils_inserts_no_file_whatever_the_text_says(tmp_path):
+    """Defence behind the escaping: the workflow has docutils read workflow/report/docutils.conf
+    after the user's own configuration files, and an `include` or `raw :file:` is refused."""
+    import subprocess
+    import sys
+
+    from fedkd.report.sections import restrict_docutils
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    conf = Path(__file__).resolve().parents[1] / "workflow" / "report" / "docutils.conf"
+    user_conf = tmp_path / "user.conf"
+    user_conf.write_text("[general]\nfile_insertion_enabled: true\n")
+    environ = {"DOCUTILSCONFIG": str(user_conf)}
+    restrict_docutils(conf, environ)
+    restrict_docutils(conf, environ)  # once only
+    assert environ["DOCUTILSCONFIG"].split(os.pathsep) == [str(user_conf), str(conf)]
+    default: dict = {}
+    restrict_docutils(conf, default)
+    assert default["DOCUTILSCONFIG"].endswith(os.pathsep + str(conf))
+    text = f".. include:: {secret}\n\n.. raw:: html\n   :file: {secret}\n"
+    code = (
+        "import sys; from docutils.core import publish_parts; "
+        "print(publish_parts(sys.stdin.read(), writer='html')['body'])"
+    )
+    for env, inserted in (({}, True), (environ, False)):
+        proc = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True,
+                              text=True, env={**os.environ, **env}, cwd=tmp_path, check=True)  # fmt: skip
+        assert (SECRET in proc.stdout) == inserted, proc.stdout

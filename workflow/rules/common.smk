@@ -140,6 +140,12 @@ def table_html() -> list[str]:
     return [f"results/tables/{name}.html" for name in plan.names(output="table")]
 
 
+# no file or URL is inserted into the report, whatever its reStructuredText says
+sections.restrict_docutils(
+    Path(workflow.basedir) / "workflow" / "report" / "docutils.conf"
+)
+
+
 # `snakemake --report` reports the outputs built so far: after a partial build (one table) the
 # default target would name every output, and the report would stop at the first missing one.
 # A table counts once its HTML exists. (The Snakefile sees the command line only through sys.argv;

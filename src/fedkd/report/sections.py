@@ -10,8 +10,10 @@ directives enabled, and embeds each report job's params in a ``<script>`` elemen
 from __future__ import annotations
 
 import json
+import os
 import re
 import unicodedata
+from pathlib import Path
 
 # the papers as the configuration's captions cite them → their section title
 PAPERS = {
@@ -69,3 +71,16 @@ def script_safe_json(value: object) -> str:
     same JSON to any parser, and no "</script" or "<!--" when Snakemake embeds it in its page."""
     text = json.dumps(value, sort_keys=True)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def restrict_docutils(config_file: Path, environ=os.environ) -> None:
+    """Have docutils read ``config_file`` (workflow/report/docutils.conf: no file insertion)
+    after the configuration files it reads already, through ``DOCUTILSCONFIG``: Snakemake's
+    report renders its reStructuredText with docutils' defaults, which read any file named."""
+    current = environ.get("DOCUTILSCONFIG")
+    if current is None:  # docutils' own list, which DOCUTILSCONFIG replaces
+        files = ["/etc/docutils.conf", "./docutils.conf", "~/.docutils"]
+    else:
+        files = current.split(os.pathsep)
+    if str(config_file) not in files:
+        environ["DOCUTILSCONFIG"] = os.pathsep.join([*files, str(config_file)])
