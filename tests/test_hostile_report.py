@@ -153,6 +153,11 @@ def test_the_front_page_shows_the_configuration_name_and_description_as_text(tmp
     assert_inert(html, "front page")
     shown = "".join(parse(html).text)
     assert " ".join(name.split()) in shown and " ".join(description.split()) in shown
+    for name in (" ", ""):  # bold text of nothing would be a docutils error
+        out = write_front_page(template, tmp_path / "none", tmp_path / "blank.rst", False,
+                               name=name, summary=False)  # fmt: skip
+        html = publish_parts(out.read_text(), writer="html")["body"]
+        assert "system-message" not in html and f"<strong>{name!r}</strong>" in html
 
 
 def test_a_table_file_name_in_the_front_page_summary_is_text(tmp_path):

@@ -192,7 +192,10 @@ def write_front_page(
     a report built meanwhile never reads half a page) and return ``out``."""
     text = Path(template).read_text().rstrip("\n") + "\n\n"
     # both filled at once: a name holding the other field's marker stays the name
-    fields = {NAME_FIELD: rst_text(name), DESCRIPTION_FIELD: rst_text(description)}
+    # (a name of spaces alone is shown quoted: the template sets the name in bold, and empty bold
+    # text is a docutils error)
+    shown = rst_text(name) or rst_text(repr(name))
+    fields = {NAME_FIELD: shown, DESCRIPTION_FIELD: rst_text(description)}
     text = re.sub("|".join(map(re.escape, fields)), lambda m: fields[m[0]], text)
     if summary:
         text += claims_rst(Path(tables_dir) / "claims.csv")
