@@ -283,3 +283,19 @@ def test_a_subprocess_writer_names_the_link_on_the_command_line(tmp_path, victim
     assert proc.returncode == 2, proc.stderr
     assert f"{out}.tex is a symbolic link" in proc.stderr and "Traceback" not in proc.stderr
     assert victim.read_bytes() == VICTIM_TEXT
+
+
+@pytest.mark.parametrize("command", ["train", "partition", "aggregate"])
+def test_an_out_path_that_is_a_link_is_refused_before_any_work(tmp_path, victim, command, capsys):
+    from fedkd.cli import main
+
+    out = plant(tmp_path / "results" / "out", victim.parent if command == "train" else victim)
+    args = {
+        "train": ["train", "--out", str(out), "--dataset", "mnist5k"],
+        "partition": ["partition", "--out", str(out), "--dataset", "mnist5k", "--clients", "2"],
+        "aggregate": ["aggregate", "--out", str(out), "--run", f"fedavg={tmp_path}"],
+    }[command]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"fedkd {command}: error: {out} is a symbolic link" in err, err
+    assert victim.read_bytes() == VICTIM_TEXT and sorted(victim.parent.iterdir()) == [victim]
