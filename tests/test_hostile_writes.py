@@ -299,3 +299,14 @@ def test_an_out_path_that_is_a_link_is_refused_before_any_work(tmp_path, victim,
     err = capsys.readouterr().err
     assert f"fedkd {command}: error: {out} is a symbolic link" in err, err
     assert victim.read_bytes() == VICTIM_TEXT and sorted(victim.parent.iterdir()) == [victim]
+
+
+def test_status_calls_a_planned_run_folder_that_is_a_link_damaged_naming_it(tmp_path, victim):
+    from fedkd.tools.status import collect
+
+    root = tmp_path / "results" / "runs"
+    name = "mnist5k/fedavg/iid-K2-C1-E1-R3/seed0"
+    plant(root / name, victim.parent)
+    (progress,) = collect(root, planned=[name])
+    assert progress.state == "damaged"
+    assert f"{root / name} is a symbolic link" in progress.problem

@@ -36,9 +36,11 @@ from fedkd.files import (
     RUN_JSON,
     MetricsError,
     RunRecordError,
+    SymlinkError,
     metrics_expected,
     missing_metrics,
     read_run_record,
+    refuse_link,
 )
 from fedkd.runtime.processes import PROC, is_same_process, is_verified, valid_pid
 
@@ -257,6 +259,11 @@ def collect(root: Path, planned: list[str] | None = None, now: float | None = No
                 out.append(_damaged_run(found[name], root, exc))
         else:
             rounds = _rounds_from_path(name)
+            try:  # a run folder that is a link is not searched, and training refuses it
+                refuse_link(root / name)
+            except SymlinkError as exc:
+                out.append(RunProgress(name, "damaged", 0, rounds, None, problem=str(exc)))
+                continue
             out.append(RunProgress(name, "not started", 0, rounds, None))
     return out
 
