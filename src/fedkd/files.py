@@ -105,17 +105,26 @@ class SymlinkError(ValueError):
     """A path fedkd was to write, or to write into, is a symbolic link."""
 
 
+def link_problem(path: Path) -> str | None:
+    """What is wrong with ``path`` being a symbolic link, naming it and where it points; None
+    when it is none."""
+    if not os.path.islink(path):
+        return None
+    try:
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return (
+        f"{path} is a symbolic link{target}; fedkd writes nothing through a link, which could "
+        "replace a file outside the results: remove the link and run again"
+    )
+
+
 def refuse_link(path: Path) -> None:
-    """``SymlinkError`` naming ``path`` and where it points when it is a symbolic link."""
-    if os.path.islink(path):
-        try:
-            target = f" (to {os.readlink(path)})"
-        except OSError:
-            target = ""
-        raise SymlinkError(
-            f"{path} is a symbolic link{target}; fedkd writes nothing through a link, which "
-            "could replace a file outside the results: remove the link and run again"
-        )
+    """``SymlinkError`` (``link_problem``'s message) when ``path`` is a symbolic link."""
+    problem = link_problem(path)
+    if problem:
+        raise SymlinkError(problem)
 
 
 def refuse_links(paths) -> None:

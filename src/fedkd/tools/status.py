@@ -36,11 +36,10 @@ from fedkd.files import (
     RUN_JSON,
     MetricsError,
     RunRecordError,
-    SymlinkError,
+    link_problem,
     metrics_expected,
     missing_metrics,
     read_run_record,
-    refuse_link,
 )
 from fedkd.runtime.processes import PROC, is_same_process, is_verified, valid_pid
 
@@ -258,13 +257,10 @@ def collect(root: Path, planned: list[str] | None = None, now: float | None = No
             except Exception as exc:  # noqa: BLE001 - one run's trouble must not hide the rest
                 out.append(_damaged_run(found[name], root, exc))
         else:
-            rounds = _rounds_from_path(name)
-            try:  # a run folder that is a link is not searched, and training refuses it
-                refuse_link(root / name)
-            except SymlinkError as exc:
-                out.append(RunProgress(name, "damaged", 0, rounds, None, problem=str(exc)))
-                continue
-            out.append(RunProgress(name, "not started", 0, rounds, None))
+            # a run folder that is a link is not searched, and training refuses it
+            problem = link_problem(root / name)
+            state = "damaged" if problem else "not started"
+            out.append(RunProgress(name, state, 0, _rounds_from_path(name), None, problem=problem))
     return out
 
 
