@@ -310,3 +310,22 @@ def test_status_calls_a_planned_run_folder_that_is_a_link_damaged_naming_it(tmp_
     (progress,) = collect(root, planned=[name])
     assert progress.state == "damaged"
     assert f"{root / name} is a symbolic link" in progress.problem
+
+
+def test_the_planning_check_walks_a_runs_paths_down_to_the_first_missing_one(tmp_path, victim):
+    from fedkd.files import refuse_links_below
+
+    root = tmp_path / "results" / "runs"
+    parts = ["mnist5k", "fedavg", "iid-K2-C1-E1-R3", "seed0"]
+    refuse_links_below(root, parts, (".stamp",))  # nothing there yet
+    run = root.joinpath(*parts)
+    run.mkdir(parents=True)
+    refuse_links_below(root, parts, (".stamp", "checkpoint.pt"))
+    checkpoint = plant(run / "checkpoint.pt", victim)
+    with pytest.raises(SymlinkError, match=rf"{checkpoint} is a symbolic link"):
+        refuse_links_below(root, parts, (".stamp", "checkpoint.pt"))
+    variant = root / "mnist5k" / "fedavg"
+    variant.rename(tmp_path / "moved")
+    plant(variant, tmp_path / "moved")  # a folder above the run
+    with pytest.raises(SymlinkError, match=rf"{variant} is a symbolic link"):
+        refuse_links_below(root, parts, (".stamp",))

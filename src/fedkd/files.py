@@ -127,10 +127,29 @@ def refuse_link(path: Path) -> None:
         raise SymlinkError(problem)
 
 
-def refuse_links(paths) -> None:
-    """``refuse_link`` for each of ``paths``, in order: the first that is a link is named."""
-    for path in paths:
-        refuse_link(Path(path))
+def refuse_links_below(root: str | Path, parts: list[str], leaves: tuple[str, ...] = ()) -> None:
+    """``refuse_link`` for root/a, root/a/b, ... (``parts`` a, b, ...) and then for each of
+    ``leaves`` in the last of them; a path that does not exist ends the walk, as nothing below
+    it can be a link (a plan of 100,000 runs not started checks one path a run)."""
+    path = Path(root)
+    for part in parts:
+        path = path / part
+        mode = _lstat_mode(path)
+        if mode is None:
+            return
+        if stat.S_ISLNK(mode):
+            refuse_link(path)
+    for leaf in leaves:
+        mode = _lstat_mode(path / leaf)
+        if mode is not None and stat.S_ISLNK(mode):
+            refuse_link(path / leaf)
+
+
+def _lstat_mode(path: Path) -> int | None:
+    try:
+        return os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 # a new file, never an existing one nor what a link at its name points to

@@ -58,22 +58,13 @@ def train_stamp(wc):
     # a rule whose text changed). fedkd train refuses a linked run folder again as it starts.
     parts = [wc.dataset, wc.variant, wc.setting, f"seed{wc.seed}"]
     try:
-        files.refuse_links(
-            [*nested("results/runs", parts), *nested("results/logs/train", parts[:-1])]
-            + [
-                f"results/runs/{'/'.join(parts)}/{name}"
-                for name in (".stamp", files.CHECKPOINT)
-            ]
-            + [f"results/logs/train/{'/'.join(parts)}.log"]
+        files.refuse_links_below("results/runs", parts, (".stamp", files.CHECKPOINT))
+        files.refuse_links_below(
+            "results/logs/train", [*parts[:-1], f"{parts[-1]}.log"]
         )
     except files.SymlinkError as exc:
         raise WorkflowError(str(exc)) from None
     return plan.train_stamp(wc.dataset, wc.variant, wc.setting, wc.seed)
-
-
-def nested(root: str, parts: list[str]) -> list[str]:
-    """root/a, root/a/b, ... for parts [a, b, ...]: each folder of a path below root."""
-    return [f"{root}/{'/'.join(parts[: i + 1])}" for i in range(len(parts))]
 
 
 def train_resource(key, default):
