@@ -5,6 +5,7 @@ file:, no local file's content, no docutils error box. The report is parsed, not
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -75,12 +76,14 @@ def parse(html: str) -> Elements:
     return parser
 
 
-def assert_inert(html: str, where: str) -> None:
+def assert_inert(html: str, where: str, allowed: tuple[str, ...] = ()) -> None:
     """No element or attribute in ``html`` (a caption or the front page, as Snakemake made it)
-    that runs or loads anything, and no docutils error box."""
+    that runs or loads anything, and no docutils error box; ``allowed``: elements the page has
+    of its own (a table's <b> best value)."""
     page = parse(html)
     for tag, attrs in page.tags:
-        assert tag not in ("script", "img", "iframe", "object", "embed", "b"), (where, tag)
+        forbidden = {"script", "img", "iframe", "object", "embed", "b"} - set(allowed)
+        assert tag not in forbidden, (where, tag)
         for name, value in attrs:
             assert not name.lower().startswith("on"), (where, tag, name)
             if name in ("href", "src") and value:
@@ -223,6 +226,10 @@ def test_a_report_from_hostile_configuration_text_runs_no_script_and_reads_no_fi
     for path, result in results.items():
         assert_inert(result["caption"], path)
         assert "alert" not in json.dumps(result["labels"]), path
+        if path.endswith(".html"):  # the table itself, embedded as a data URI
+            head, _, body = result["data_uri"].partition(",")
+            assert head.endswith(";base64"), head
+            assert_inert(base64.b64decode(body).decode(), path, allowed=("b",))
     captions = {Path(p).name: "".join(parse(r["caption"]).text) for p, r in results.items()}
     assert " ".join(texts["include"].split()) in captions["table1.html"]
     assert " ".join(texts["raw_file"].split()) in captions["grid.html"]
