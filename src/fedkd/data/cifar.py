@@ -75,6 +75,11 @@ class _ArrayType:
     """What the unpickler gives for ``numpy.ndarray``: the official pickles name it only as the
     type ``_reconstruct`` makes, and calling ``numpy.ndarray(shape)`` would allocate any size."""
 
+    def __new__(cls, *args):
+        raise pickle.UnpicklingError(
+            f"refusing to call numpy.ndarray{args!r}: an array of any size from a few bytes"
+        )
+
 
 class _SafeUnpickler(pickle.Unpickler):
     """Only what the official CIFAR pickles (Python 2 + numpy, or Python 3) reference, and no
