@@ -90,7 +90,7 @@ def test_a_run_initialises_its_classifier_as_its_spec_says(tmp_path):
         run = Run(RunSpec(**SMALL, classifier_init=init), tmp_path / init, log=lambda m: None,
                   dataset=DATA)  # fmt: skip
         run.prepare()
-        stds[init] = float(run.global_model.classifier.weight.std())
+        stds[init] = float(run.global_model.classifier.weight.detach().std())
     assert stds["pytorch"] == pytest.approx(1 / math.sqrt(3 * 64), rel=0.15)
     assert stds["normal"] == pytest.approx(0.01, rel=0.15)
 

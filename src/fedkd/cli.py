@@ -76,8 +76,13 @@ class OutputPathError(ValueError):
 def check_output_path(path: str | Path, kind: str, example: str = "") -> None:
     """Refuse, before any work, an ``--out`` path that cannot become a ``kind``: "directory" (a
     run), "file" (``example``: a file name to suggest), or "prefix" (files PATH.suffix); the
-    nearest existing path above it must be a directory."""
+    nearest existing path above it must be a directory, and the path no symbolic link (a run
+    folder or file written through one would replace what it points to)."""
+    from fedkd.files import refuse_link
+
     path = Path(path)
+    if kind != "prefix":
+        refuse_link(path)
     if kind == "directory" and path.exists() and not path.is_dir():
         raise OutputPathError(
             f"--out {path} is a file, and a run writes a directory there; give a new path or "

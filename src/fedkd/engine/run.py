@@ -41,6 +41,7 @@ from fedkd.files import (
     MetricsError,
     read_metrics_table,
     read_run_record,
+    refuse_link,
 )
 from fedkd.runtime.evaluate import evaluate
 from fedkd.runtime.seeding import sample_clients
@@ -122,7 +123,9 @@ class Run(RunSetup):
     def run(self, stop_after_round: int | None = None) -> dict:
         """Train to the last round (or stop after ``stop_after_round`` rounds, for tests).
         Resumes from the checkpoint in the output directory if there is one. The directory is
-        locked (``RunLock``) while this process writes it."""
+        locked (``RunLock``) while this process writes it. A directory that is a symbolic link is
+        refused: training would replace the files of the folder it points to."""
+        refuse_link(self.out)
         if (prev := self._finished_record()) is not None:
             return prev
         try:

@@ -428,7 +428,7 @@ def _normalise_types(df: pd.DataFrame) -> pd.DataFrame:
 def write_aggregate(df: pd.DataFrame, out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, lambda tmp: df.to_parquet(tmp, index=False))
+    atomic_write(out, lambda file: df.to_parquet(file, index=False))
     return out
 
 

@@ -4,9 +4,12 @@ the aggregate, so it states what was run, whatever the configuration's caption s
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pandas as pd
 
-from fedkd.choices import departures
+from fedkd.report.declared import declared_strategies
 from fedkd.report.text import key_value
 from fedkd.run_choices import choice_departures
 from fedkd.values import load_json
@@ -53,8 +56,28 @@ def _model_texts(runs: pd.DataFrame) -> list[str]:
     return sorted(texts)
 
 
+def departures(strategy: str, params: dict[str, Any] | str | None) -> list[str]:
+    """``"key value"`` for each published-code choice of ``strategy`` (its ``code_choices``)
+    that ``params`` (the resolved parameters, or their JSON) sets to other than the default, e.g.
+    ``["first_negative own-init"]``."""
+    if isinstance(params, str):
+        try:
+            params = load_json(params, "the parameters") if params else {}
+        except ValueError:  # not JSON, or nested too deep to be parameters
+            return []
+    if not isinstance(params, dict):
+        return []
+    declared = declared_strategies().get(strategy)
+    out = []
+    for key, default in (declared.code_choices if declared else {}).items():
+        if key in params and params[key] != default:
+            value = params[key]
+            out.append(f"{key} {json.dumps(value) if isinstance(value, bool) else value}")
+    return out
+
+
 def _choice_texts(runs: pd.DataFrame) -> list[str]:
-    """Each strategy whose runs depart from a default choice (fedkd.choices), e.g. "moon with
+    """Each strategy whose runs depart from a published-code choice's default, e.g. "moon with
     first_negative own-init"."""
     if not {"strategy", "params"} <= set(runs.columns):
         return []

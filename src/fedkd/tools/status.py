@@ -35,6 +35,7 @@ from fedkd.files import (
     RUN_JSON,
     MetricsError,
     RunRecordError,
+    link_problem,
     metrics_expected,
     missing_metrics,
     read_run_record,
@@ -256,8 +257,10 @@ def collect(root: Path, planned: list[str] | None = None, now: float | None = No
             except Exception as exc:  # noqa: BLE001 - one run's trouble must not hide the rest
                 out.append(_damaged_run(found[name], root, exc))
         else:
-            rounds = _rounds_from_path(name)
-            out.append(RunProgress(name, "not started", 0, rounds, None))
+            # a run folder that is a link is not searched, and training refuses it
+            problem = link_problem(root / name)
+            state = "damaged" if problem else "not started"
+            out.append(RunProgress(name, state, 0, _rounds_from_path(name), None, problem=problem))
     return out
 
 
