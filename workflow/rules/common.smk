@@ -90,10 +90,11 @@ def write_runs_list(name, out, log):
     """The runs of an aggregate, written for its job to read (rule runs_list)."""
     from fedkd.files import atomic_write
 
-    text = plan.runs_list(name)
-    atomic_write(Path(out), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    runs = plan.runs_list(name).encode("utf-8")
+    atomic_write(Path(out), lambda file: file.write(runs))
+    note = f"{out}: {len(plan.target_runs(name))} runs\n".encode("utf-8")
     Path(log).parent.mkdir(parents=True, exist_ok=True)
-    Path(log).write_text(f"{out}: {len(plan.target_runs(name))} runs\n", encoding="utf-8")
+    atomic_write(Path(log), lambda file: file.write(note))
 
 
 def features_inputs(wc):
