@@ -102,13 +102,17 @@ def test_a_data_root_a_job_would_refuse_is_refused_at_planning(root, says):
     assert f"datasets.mnist5k.data_root: {root[:80]!r} {says}" in errors_of(cfg)
 
 
-def test_nul_anywhere_is_refused_with_its_key():
+def test_nul_in_a_label_or_a_data_root_is_refused_and_elsewhere_escaped():
+    """A label or data_root reaches a job as it is, and no argument holds NUL; other text reaches
+    jobs JSON- or YAML-escaped (captions, options) or only the report (the description)."""
+    assert "holds a control character" in errors_of(with_label("fed\0avg"))
     cfg = small_config()
-    cfg["description"] = "a\0b"
-    assert "description: the text holds NUL" in errors_of(cfg)
-    assert "tables.table3.columns: the key 'fed\\x00avg' holds NUL" in errors_of(
-        with_label("fed\0avg")
-    )
+    cfg["defaults"]["data_root"] = "da\0ta"
+    assert "defaults.data_root: 'da\\x00ta' holds a control character" in errors_of(cfg)
+    cfg = small_config()
+    cfg["description"] = "before\0after"
+    cfg["tables"]["table3"]["caption"] = "a\0b"
+    validate_config(cfg, SCHEMA)
 
 
 def test_a_caption_too_long_for_a_command_line_is_refused():

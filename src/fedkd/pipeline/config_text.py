@@ -88,23 +88,6 @@ def data_root_errors(cfg: dict) -> list[str]:
     return errors
 
 
-def nul_errors(node, where: str = "") -> list[str]:
-    """Any text of the configuration holding NUL, which no argument or file name can hold."""
-    if isinstance(node, str):
-        return [f"{where or '(top level)'}: the text holds NUL (\\0); remove it"] * ("\0" in node)
-    if isinstance(node, dict):
-        errors = []
-        for k, v in node.items():
-            path = f"{where}.{k}" if where else str(k)
-            if isinstance(k, str) and "\0" in k:
-                errors.append(f"{where or '(top level)'}: the key {k!r} holds NUL (\\0); remove it")
-            errors += nul_errors(v, path)
-        return errors
-    if isinstance(node, list):
-        return [e for i, v in enumerate(node) for e in nul_errors(v, f"{where}[{i}]")]
-    return []
-
-
 def render_option_errors(plan) -> list[str]:
     """Each render job's options within what one command-line argument may hold."""
     errors = []

@@ -23,7 +23,6 @@ from fedkd.pipeline.config_text import (
     data_root_errors,
     dataset_option_errors,
     label_errors,
-    nul_errors,
     render_option_errors,
 )
 from fedkd.pipeline.grid import PlanTooLarge, check_plan_size, grid_points
@@ -57,7 +56,7 @@ def validate_config(cfg: dict, schema_path: Path, check_specs: bool = True) -> N
     errors = _option_size_errors(cfg, "")
     if errors:  # refused before anything copies or walks them per run
         raise ConfigError("the configuration is refused:" + "".join(f"\n  - {e}" for e in errors))
-    errors = schema_errors(cfg, schema_path) + nul_errors(cfg)
+    errors = schema_errors(cfg, schema_path)
     if not errors:
         errors = semantic_errors(cfg, check_specs)
     if errors:
