@@ -1,6 +1,8 @@
-"""The workflow's logic as a tested package: run paths (paths), the plan of runs, partitions and
-job arguments of a configuration (plan), and the config's validation (validation). The rules in
-workflow/rules/*.smk are thin adapters over these."""
+"""The workflow's logic as a tested package: run paths (paths), a configuration's grids and
+their size (grid), the plan of runs, partitions and job arguments of a configuration (plan), the
+configuration files' reader (config_file), the config's validation (validation, config_text),
+and the check of a command line's configuration files before Snakemake reads them (precheck).
+The rules in workflow/rules/*.smk are thin adapters over these."""
 
 from fedkd.pipeline.grid import grid_points
 from fedkd.pipeline.plan import Plan
