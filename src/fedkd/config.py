@@ -7,7 +7,6 @@ its hash guards checkpoints, so a restarted run never resumes from a different c
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -19,9 +18,10 @@ from fedkd.run_choices import CHOICES as RUN_CHOICES
 from fedkd.runtime.seeding import clients_a_round
 from fedkd.values import (
     ValueTooLarge,
+    as_float,
+    as_int,
     as_number,
     check_size,
-    exact_int,
     is_finite_number,
     is_int,
     load_json,
@@ -183,9 +183,9 @@ class RunSpec:
         are one spec) and int keys take integral floats. Anything else is left for validate()
         to name."""
         for key in FLOAT_KEYS:
-            setattr(self, key, _as_float(getattr(self, key)))
+            setattr(self, key, as_float(getattr(self, key)))
         for key in INT_KEYS:
-            setattr(self, key, _as_int(getattr(self, key)))
+            setattr(self, key, as_int(getattr(self, key)))
         for key in ("model_options", "dataset_options"):
             v = getattr(self, key)
             if isinstance(v, dict):
@@ -195,6 +195,7 @@ class RunSpec:
 
             if self.strategy in strategy_names():
                 from fedkd.strategies import get_strategy_class
+                from fedkd.strategies.param_types import normalise_params
 
                 self.params = normalise_params(get_strategy_class(self.strategy), self.params)
 
@@ -305,26 +306,6 @@ def with_params(
     return {**data, "params": {**params, **param_updates}}
 
 
-def _is_number(v: Any) -> bool:
-    """A finite int or float, never a bool (``true`` is not 1 here) nor NaN or infinity."""
-    return is_finite_number(v)
-
-
-def _as_float(v: Any) -> Any:
-    """A float value as meant: text spelling a number read, an int (never a bool) as a float,
-    -0.0 as 0.0 (one number, one spec); anything else unchanged, for validation to name."""
-    v = as_number(v)
-    if is_int(v):
-        return float(v)
-    return v + 0.0 if isinstance(v, float) else v
-
-
-def _as_int(v: Any) -> Any:
-    """An int value as meant: text spelling a number read, an integral float as an int where
-    the float holds it exactly (a larger one stays a float, so the check refuses it)."""
-    return exact_int(as_number(v))
-
-
 def spec_errors(s: RunSpec) -> list[str]:
     """Every problem of a spec at once, each naming the key, the value and what to do."""
     from fedkd.strategies import strategy_names
@@ -348,7 +329,9 @@ def spec_errors(s: RunSpec) -> list[str]:
     choice("memory_format", MEMORY_FORMATS)
     for key, options in RUN_CHOICES.items():
         choice(key, options)
-    if s.stop_at_acc is not None and (not _is_number(s.stop_at_acc) or not 0 < s.stop_at_acc <= 1):
+    if s.stop_at_acc is not None and (
+        not is_finite_number(s.stop_at_acc) or not 0 < s.stop_at_acc <= 1
+    ):
         e.append(f"stop_at_acc={s.stop_at_acc!r} must lie in (0, 1] (an accuracy), or null")
     names = strategy_names()
     if s.strategy not in names:
@@ -363,11 +346,11 @@ def spec_errors(s: RunSpec) -> list[str]:
         elif v > UPPER[key]:
             e.append(f"{key}={v!r} is more than {UPPER[key]:,}; set a smaller value")
     if s.partition in ("dirichlet-equal", "dirichlet"):
-        if not _is_number(s.alpha) or s.alpha <= 0:
+        if not is_finite_number(s.alpha) or s.alpha <= 0:
             e.append(
                 f"alpha={s.alpha!r} must be a number > 0 for partition {s.partition!r} (e.g. 0.1, 0.5, 1)"
             )
-    elif s.alpha is not None and not _is_number(s.alpha):
+    elif s.alpha is not None and not is_finite_number(s.alpha):
         e.append(f"alpha={s.alpha!r} must be a number, or null (partition {s.partition!r})")
     if s.partition == "shards" and (not is_int(s.shards) or s.shards < 1):
         e.append(
@@ -375,15 +358,15 @@ def spec_errors(s: RunSpec) -> list[str]:
         )
     elif s.shards is not None and (not is_int(s.shards) or s.shards > UPPER["shards"]):
         e.append(f"shards={s.shards!r} must be a positive integer, or null")
-    if not _is_number(s.participation) or not 0 < s.participation <= 1:
+    if not is_finite_number(s.participation) or not 0 < s.participation <= 1:
         e.append(f"participation={s.participation!r} (C) must lie in (0, 1], e.g. 0.2")
-    if not _is_number(s.lr) or s.lr <= 0:
+    if not is_finite_number(s.lr) or s.lr <= 0:
         e.append(f"lr={s.lr!r} must be a finite number > 0, e.g. 0.05 or 1e-3")
-    if not _is_number(s.momentum) or not 0 <= s.momentum < 1:
+    if not is_finite_number(s.momentum) or not 0 <= s.momentum < 1:
         e.append(f"momentum={s.momentum!r} must lie in [0, 1)")
-    if not _is_number(s.weight_decay) or s.weight_decay < 0:
+    if not is_finite_number(s.weight_decay) or s.weight_decay < 0:
         e.append(f"weight_decay={s.weight_decay!r} must be a finite number >= 0, e.g. 1e-5")
-    if s.grad_clip is not None and (not _is_number(s.grad_clip) or s.grad_clip <= 0):
+    if s.grad_clip is not None and (not is_finite_number(s.grad_clip) or s.grad_clip <= 0):
         e.append(
             f"grad_clip={s.grad_clip!r} must be a finite number > 0, or null to disable clipping"
         )
@@ -417,6 +400,8 @@ def spec_errors(s: RunSpec) -> list[str]:
 
         cls = get_strategy_class(s.strategy)
         e.extend(cls.param_errors(s.params))
+        from fedkd.strategies.param_types import param_type_errors
+
         e.extend(param_type_errors(cls, s.params))
         if not e:  # the ranges the strategy's Params check, named before any job starts
             e.extend(
@@ -441,92 +426,6 @@ def model_option_errors(model: str, options: dict[str, Any]) -> list[str]:
         if problem:
             errors.append(f"model_options.{key}={value!r} {problem}")
     return errors
-
-
-# ---------------------------------------------------------------------------- strategy parameters
-@functools.cache  # a strategy's Params are fixed; planning 100,000 runs read them 200,000 times
-def _param_types(cls) -> dict[str, Any]:
-    import typing
-
-    return typing.get_type_hints(cls.Params)
-
-
-def _type_parts(hint) -> tuple[tuple[type, ...], tuple[Any, ...] | None, bool]:
-    """(plain types, Literal choices or None, whether None is allowed) of a Params annotation."""
-    import types
-    import typing
-
-    args = (
-        typing.get_args(hint)
-        if isinstance(hint, types.UnionType) or (typing.get_origin(hint) is typing.Union)
-        else (hint,)
-    )
-    nullable = type(None) in args
-    plain, choices = [], None
-    for a in args:
-        if a is type(None):
-            continue
-        if typing.get_origin(a) is typing.Literal:
-            choices = typing.get_args(a)
-        else:
-            plain.append(a)
-    return tuple(plain), choices, nullable
-
-
-def normalise_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-    """Strategy parameters as their declared types want them: numbers from text, floats for
-    float parameters (``mu: 1`` and ``mu: 1.0`` are one run), ints from integral floats."""
-    hints = _param_types(cls)
-    out = {}
-    for key, value in params.items():
-        plain, _, _ = _type_parts(hints[key]) if key in hints else ((), None, False)
-        if float in plain:
-            value = _as_float(value)
-        elif int in plain:
-            value = _as_int(value)
-        out[key] = value
-    return out
-
-
-def _type_name(plain, choices, nullable) -> str:
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "a text"}
-    parts = [names.get(t, t.__name__) for t in plain]
-    if choices:
-        parts.append("one of " + ", ".join(map(str, choices)))
-    if nullable:
-        parts.append("null")
-    return " or ".join(parts)
-
-
-def param_type_errors(cls, params: dict[str, Any]) -> list[str]:
-    """Each given strategy parameter against the type its Params dataclass declares."""
-    hints = _param_types(cls)
-    errors = []
-    for key, value in params.items():
-        if key not in hints:
-            continue  # named by Strategy.param_errors
-        plain, choices, nullable = _type_parts(hints[key])
-        ok = (
-            (value is None and nullable)
-            or (choices is not None and value in choices)
-            or (bool in plain and isinstance(value, bool))
-            or (int in plain and is_int(value))
-            or (float in plain and _is_number(value))
-            or (str in plain and isinstance(value, str))
-        )
-        if not ok:
-            errors.append(
-                f"params.{key}={value!r} must be {_type_name(plain, choices, nullable)} "
-                f"(strategy {cls.name!r}, e.g. --param {key}={_example(cls, key)})"
-                f"{yaml11_note(value)}"
-            )
-    return errors
-
-
-def _example(cls, key: str) -> str:
-    """The parameter's default as it is written on the command line."""
-    default = {f.name: f.default for f in dataclasses.fields(cls.Params)}.get(key)
-    return json.dumps(default) if default is None or isinstance(default, bool) else str(default)
 
 
 # ---------------------------------------------------------------------------- overrides, diffs

@@ -392,3 +392,18 @@ def positive_zero(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(positive_zero(v) for v in value)
     return value
+
+
+def as_float(v: Any) -> Any:
+    """A float value as meant: text spelling a number read, an int (never a bool) as a float,
+    -0.0 as 0.0 (one number, one spec); anything else unchanged, for validation to name."""
+    v = as_number(v)
+    if is_int(v):
+        return float(v)
+    return v + 0.0 if isinstance(v, float) else v
+
+
+def as_int(v: Any) -> Any:
+    """An int value as meant: text spelling a number read, an integral float as an int where
+    the float holds it exactly (a larger one stays a float, so the check refuses it)."""
+    return exact_int(as_number(v))
