@@ -1,12 +1,13 @@
-"""The batched engine on CUDA, with and without CUDA graphs, against the sequential engine.
+"""The batched engine on CUDA, with CUDA graphs and its compiled step (``engine: batched``, the
+default there) and without either (``batched-eager``), against the sequential engine.
 
 Skipped without a GPU (``bash scripts/gpu-tests.sh`` on a CUDA machine runs it); with
 ``FEDKD_TEST_DEVICE=cpu`` (``bash scripts/gpu-tests.sh --device cpu``) the comparisons without
 graphs run on the CPU and the graphed ones are skipped with the reason. Every strategy is compared
-(all train on the batched trainer), with the server-side work kept small; fedavg, fedgkd,
-scaffold and moon, the four compared before, passed on an H200 with and without graphs
-(2026-11-26); the others have not yet run on a GPU, and the bound below was measured on those
-four only. The weights are compared
+(all train on the batched trainer), with the server-side work kept small; every strategy passed
+on an H200 with and without graphs (2026-11-28, 877b17b: 31 passed), before the step was
+compiled: the compiled step has not run on a GPU yet. The weights are compared
+The weights are compared
 relative to how far training moved them, like tests/test_trainers.py, but the bound is looser:
 this setting trains 2 rounds of 2 local epochs (about 60 steps), over which float32 differences
 in summation order grow. On a CPU in float32 the two trainers end 3e-2 to 4.5e-2 of the update
@@ -24,7 +25,6 @@ import pytest
 import torch
 
 from fedkd.config import RunSpec
-from fedkd.engine.cuda_graphs import GRAPHS_ENV
 from fedkd.engine.run import Run
 from fedkd.strategies import strategy_names
 from small_runs import SMALL_SERVER_PARAMS
@@ -64,18 +64,19 @@ def update_diff(a, b, init) -> float:
 
 
 @pytest.mark.parametrize("strategy", strategy_names())
-@pytest.mark.parametrize("graphs", ["0", "1"])
-def test_batched_on_cuda_matches_sequential(strategy, graphs, device, tmp_path, monkeypatch):
-    if graphs == "1":
+@pytest.mark.parametrize("engine", ["batched-eager", "batched"])
+def test_batched_on_cuda_matches_sequential(strategy, engine, device, tmp_path):
+    """``batched``: on CUDA with CUDA graphs and the compiled step (the default), ``batched-eager``
+    without either."""
+    if engine == "batched":
         skip_without_cuda_graphs(device)
     base = dict(
         SMALL, strategy=strategy, device=device, params=SMALL_SERVER_PARAMS.get(strategy, {})
     )
     seq, _, ms = train(RunSpec(engine="sequential", **base), tmp_path / "seq")
-    monkeypatch.setenv(GRAPHS_ENV, graphs)
-    bat, record, mb = train(RunSpec(engine="batched", **base), tmp_path / "bat")
-    engine = json.loads((tmp_path / "bat" / "run.json").read_text())["engine"]
-    assert engine["used"] == "batched" and engine["cuda_graphs"] == (graphs == "1")
+    bat, record, mb = train(RunSpec(engine=engine, **base), tmp_path / "bat")
+    recorded = json.loads((tmp_path / "bat" / "run.json").read_text())["engine"]
+    assert recorded["used"] == "batched" and recorded["cuda_graphs"] == (engine == "batched")
     assert record["status"] == "complete"
     init = Run(RunSpec(**base), tmp_path / "init", log=lambda msg: None)
     init.prepare()
@@ -85,9 +86,8 @@ def test_batched_on_cuda_matches_sequential(strategy, graphs, device, tmp_path, 
     assert (ms["test_acc"] - mb["test_acc"]).abs().max() <= 0.01 + 1e-9
 
 
-def test_graphed_run_repeats_itself(device, tmp_path, monkeypatch):
+def test_graphed_run_repeats_itself(device, tmp_path):
     skip_without_cuda_graphs(device)
-    monkeypatch.setenv(GRAPHS_ENV, "1")
     spec = RunSpec(
         engine="batched", deterministic=True, **dict(SMALL, strategy="fedavg", device=device)
     )
