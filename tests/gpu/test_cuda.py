@@ -78,14 +78,13 @@ def test_killed_cuda_run_resumes_bit_identical_with_deterministic(tmp_path, stra
 
 
 @pytest.mark.parametrize("strategy", ["fedgkd", "moon"])
-def test_killed_graphed_cuda_run_resumes_bit_identical(tmp_path, strategy, device, monkeypatch):
-    """With CUDA graphs (FEDKD_CUDA_GRAPHS=1) a killed run resumes bit for bit, its graphs
-    captured again in the new process. fedgkd's teacher and moon's global model are shared
+def test_killed_graphed_cuda_run_resumes_bit_identical(tmp_path, strategy, device):
+    """With CUDA graphs (the default on CUDA: no flag) a killed run resumes bit for bit, its
+    graphs captured again in the new process. fedgkd's teacher and moon's global model are shared
     models (run unfolded), moon's previous models per-client ones (folded). Graphed against
     sequential: tests/test_batched_gpu.py."""
     if device != "cuda":
         pytest.skip("CUDA graphs need a CUDA device")
-    monkeypatch.setenv("FEDKD_CUDA_GRAPHS", "1")
     det = ["--deterministic", "true"]
     full = tmp_path / "full"
     _run(_train_cmd(strategy, full, device, *det))
