@@ -326,7 +326,7 @@ def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(
 def test_k_client_step_stays_within_its_kernel_budget():
     """The op budget of one 4-client step of ResNet-8-GN (``fedkd bench --ops``): counts, not
     times, so the same on any machine."""
-    from fedkd.tools.bench_ops import ops_report
+    from fedkd.tools.bench.ops import ops_report
 
     counts = dict(ops_report(["fedavg", "fedgkd"]))
     assert counts["fedavg"]["kernels"] <= 120 and counts["fedavg"]["syncs"] == 0

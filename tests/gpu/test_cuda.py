@@ -135,7 +135,7 @@ def test_bench_smoke_on_cuda(tmp_path, device):
     """Every section of ``fedkd bench`` on small shapes: the bare-loop comparison, a table-3
     round per engine, and fedgkd table-3 runs timed after their warm-up."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    engines = "batched,graphs" if device == "cuda" else "batched"
+    engines = "batched-eager,batched" if device == "cuda" else "batched"
     done = subprocess.run(
         [sys.executable, "-m", "fedkd.tools.bench", "--device", device, "--steps", "4", "--repeats",
          "1", "--rounds-bench", "table3", "--client-samples", "128", "--train-images", "1280",
@@ -148,5 +148,7 @@ def test_bench_smoke_on_cuda(tmp_path, device):
     runs = [r for r in rows if r["what"].startswith("table-3 run fedgkd")]
     assert len(rows) == 2 + len(engines.split(",")) and len(runs) == len(engines.split(","))
     assert all(r["details"]["timed_rounds"] == [3] and r["img_s"] > 0 for r in runs)
+    assert all(set(r) >= {"date", "device", "commit", "command"} for r in rows)
     if device == "cuda":
         assert "CUDA graphs" in runs[-1]["details"]["engine"]
+        assert "CUDA graphs" not in runs[0]["details"]["engine"]
