@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from fedkd.config import RunSpec
+from fedkd.engine import compiled_step
 from fedkd.engine.run import Run
 from fedkd.strategies import strategy_names
 from small_runs import SMALL_SERVER_PARAMS
@@ -63,13 +64,9 @@ def update_diff(a, b, init) -> float:
     return float((flat(a) - flat(b)).norm() / (flat(b) - flat(init)).norm())
 
 
-@pytest.mark.parametrize("strategy", strategy_names())
-@pytest.mark.parametrize("engine", ["batched-eager", "batched"])
-def test_batched_on_cuda_matches_sequential(strategy, engine, device, tmp_path):
-    """``batched``: on CUDA with CUDA graphs and the compiled step (the default), ``batched-eager``
-    without either."""
-    if engine == "batched":
-        skip_without_cuda_graphs(device)
+def compare_with_sequential(strategy: str, engine: str, device: str, tmp_path) -> dict:
+    """Train ``strategy`` through the sequential trainer and through ``engine``; returns the
+    batched run's engine record."""
     base = dict(
         SMALL, strategy=strategy, device=device, params=SMALL_SERVER_PARAMS.get(strategy, {})
     )
@@ -84,14 +81,44 @@ def test_batched_on_cuda_matches_sequential(strategy, engine, device, tmp_path):
     # at most 1% of the test images apart; accuracies are counts over the test set, so exactly
     # 1% (0.91 - 0.90 = 0.010000000000000009 in floats) must pass
     assert (ms["test_acc"] - mb["test_acc"]).abs().max() <= 0.01 + 1e-9
+    return recorded
 
 
-def test_graphed_run_repeats_itself(device, tmp_path):
+@pytest.mark.parametrize("strategy", strategy_names())
+@pytest.mark.parametrize("engine", ["batched-eager", "batched"])
+def test_batched_on_cuda_matches_sequential(strategy, engine, device, tmp_path):
+    """``batched``: on CUDA with CUDA graphs (a 2-round run is too short to compile its step:
+    the next test compiles it), ``batched-eager`` without."""
+    if engine == "batched":
+        skip_without_cuda_graphs(device)
+    compare_with_sequential(strategy, engine, device, tmp_path)
+
+
+# one strategy of each kind of declaration: none, a shared model, per-client tensors, a
+# per-client model and a shared one
+COMPILED = ["fedavg", "fedgkd", "scaffold", "moon"]
+
+
+@pytest.mark.parametrize("strategy", COMPILED)
+def test_compiled_graphed_step_on_cuda_matches_sequential(strategy, device, tmp_path, monkeypatch):
+    """The default of a long run on CUDA: CUDA graphs and the compiled folded step (compiled here
+    whatever the run's length). A compile that fails is a finding: the run.json reason says why."""
     skip_without_cuda_graphs(device)
+    monkeypatch.setattr(compiled_step, "COMPILE_MIN_STEPS", 0)
+    recorded = compare_with_sequential(strategy, "batched", device, tmp_path)
+    assert recorded["compile_step"] is True, recorded["compile_step_reason"]
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_graphed_run_repeats_itself(compiled, device, tmp_path, monkeypatch):
+    skip_without_cuda_graphs(device)
+    if compiled:
+        monkeypatch.setattr(compiled_step, "COMPILE_MIN_STEPS", 0)
     spec = RunSpec(
         engine="batched", deterministic=True, **dict(SMALL, strategy="fedavg", device=device)
     )
-    a, _, ma = train(spec, tmp_path / "a")
+    a, ra, ma = train(spec, tmp_path / "a")
     b, _, mb = train(spec, tmp_path / "b")
+    assert ra["engine"]["compile_step"] is compiled
     assert max_abs_diff(a.global_model, b.global_model) == 0
     assert list(ma["test_acc"]) == list(mb["test_acc"])

@@ -41,14 +41,15 @@ BENCH_STEPS = [
     "install the wheels of", "environment (python, torch, the device, fedkd from src/)",
     "op counts of one batched step (fedavg, fedgkd)", "sequential trainer vs bare PyTorch loop",
     "one round's local training per engine (default and table-3 shapes)",
-    "table-3 runs, fedavg and fedgkd, engines batched",
+    "table-3 runs, fedavg and fedgkd, as config/paper.yaml runs them (engine auto, tf32)",
+    "table-3 runs, fedavg and fedgkd, engine batched-eager, fp32 (the defaults before)",
     "table-3 runs, fedavg and fedgkd, sequential engine",
     "packed table-3 fedgkd runs (2 at once, engine batched)",
     "fedgkd table-3 run, engine batched, deterministic: false",
     "fedgkd table-3 run, engine batched, deterministic: true",
     "fedgkd table-3 run, engine batched, bf16",
     "fedgkd table-3 run, bf16, torch.compile reduce-overhead",
-    "fp32 vs bf16 best accuracy on mnist5k", "profiles of one fedgkd round per engine",
+    "fp32 vs tf32 vs bf16 best accuracy on mnist5k", "profiles of one fedgkd round per engine",
 ]  # fmt: skip
 
 
