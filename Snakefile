@@ -34,7 +34,6 @@ validate_config(
 report: front_page()
 
 
-include: "workflow/rules/console.smk"
 include: "workflow/rules/partition.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
@@ -43,20 +42,6 @@ include: "workflow/rules/render.smk"
 
 localrules:
     all,
-
-
-onstart:
-    start_fork_server()
-    # a Ctrl-C Snakemake's console would swallow still stops the workflow
-    stop_on_interrupt(getattr(workflow, "scheduler", None))
-
-
-onsuccess:
-    FORK_SERVER.stop()
-
-
-onerror:
-    FORK_SERVER.stop()
 
 
 rule all:

@@ -14,7 +14,6 @@ TINY_ARGS = [
     "--device", "cpu", "--model-options", "{channels: [4, 8], hidden: 16}",
 ]  # fmt: skip
 ENV = {**os.environ, "PYTHONHASHSEED": "0"}
-ENV.pop("FEDKD_FORKSERVER", None)
 
 # server-side work kept small where a strategy has a knob for it, in the tests that compare the
 # trainers (the clients' side is what they test); noise is feddf's unlabeled data, since its

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -23,12 +22,6 @@ from fedkd.tools.bench import command as bench
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "config" / "tiny.yaml"
 SEED_BOUNDS = "must be an integer from 0 to 2^63 - 1"
-
-
-@pytest.fixture(autouse=True)
-def in_this_process(monkeypatch):
-    """Commands run here, not in a fork server a workflow may have left in the environment."""
-    monkeypatch.delenv("FEDKD_FORKSERVER", raising=False)
 
 
 def refused_by_argparse(argv: list[str], capsys) -> str:
@@ -245,28 +238,6 @@ def test_a_features_file_of_pickled_objects_is_named_without_numpys_advice(tmp_p
     )
     assert f"features file {features} does not hold what `fedkd features` writes" in err
     assert "allow_pickle" not in err
-
-
-# ----------------------------------------------------------------------------- fork server
-@pytest.mark.parametrize(
-    "value, fragment",
-    [("nan", "'nan' is not a finite number"), ("-1", "'-1' must be a number above 0"),
-     ("0", "'0' must be a number above 0")],
-)  # fmt: skip
-def test_forkserver_idle_exit_must_be_a_positive_number(value, fragment, capsys):
-    with pytest.raises(SystemExit):
-        build_parser("forkserver").parse_args(["forkserver", "--socket", "s", "--idle-exit", value])
-    assert f"argument --idle-exit: {fragment}" in capsys.readouterr().err
-
-
-def test_forkserver_serve_refuses_an_idle_exit_it_would_never_or_at_once_reach(tmp_path):
-    from fedkd.forkserver import serve
-
-    not_our_parent = os.getpid()  # a server given it would end at its first look
-    for idle_exit in (math.nan, -1.0, 0.0):
-        with pytest.raises(ValueError, match="idle_exit=.* must be a number of seconds above 0"):
-            serve(str(tmp_path / "s"), parent=not_our_parent, idle_exit=idle_exit)
-    assert not (tmp_path / "s").exists()
 
 
 # ----------------------------------------------------------------------------- partition --seed

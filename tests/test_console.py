@@ -1,15 +1,18 @@
-"""The workflow's console (fedkd.pipeline.console): one line per job start, one per finish with
-the step count and an ETA, fed the same log records Snakemake's scheduler emits."""
+"""The workflow's console (fedkd.pipeline.console, the logger plugin ``--logger fedkd``): one line
+per job start, one per finish with the step count and an ETA, fed the same log records
+Snakemake's scheduler emits."""
 
 from __future__ import annotations
 
 import io
 import logging
+from types import SimpleNamespace
 
 import pytest
-from snakemake.logging import ColorizingTextHandler, DefaultFilter, DefaultFormatter, LogEvent
+from snakemake.logging import LogEvent
+from snakemake_interface_logger_plugins.registry import LoggerPluginRegistry
 
-from fedkd.pipeline.console import Progress, fmt_eta, install
+from fedkd.pipeline.console import ConsoleHandler, Progress, console_stream, fmt_duration
 
 
 class Clock:
@@ -20,16 +23,20 @@ class Clock:
         return self.now
 
 
-def console(dryrun: bool = False):
-    """A logger wired like Snakemake's: its console handler, default filter and formatter."""
+def settings(dryrun: bool = False) -> SimpleNamespace:
+    """Snakemake's output settings as a logger plugin receives them (a quiet console)."""
+    return SimpleNamespace(printshellcmds=False, nocolor=True, quiet=set(), debug_dag=False,
+                           verbose=False, show_failed_logs=False, stdout=False, dryrun=dryrun)  # fmt: skip
+
+
+def console(dryrun: bool = False, clock=None):
+    """A logger wired as Snakemake wires one with ``--logger fedkd``: the plugin's handler only."""
     logger = logging.getLogger(f"test-console-{id(object())}")
     logger.propagate = False
     logger.setLevel(logging.INFO)
     stream = io.StringIO()
-    handler = ColorizingTextHandler(nocolor=True, stream=stream)
-    handler.name = "DefaultStreamHandler"
-    handler.addFilter(DefaultFilter(set(), False, False, dryrun, False))
-    handler.setFormatter(DefaultFormatter(set()))
+    handler = ConsoleHandler(settings(dryrun), None)
+    handler.console = console_stream(settings(dryrun), clock or Clock(), stream)
     logger.addHandler(handler)
     return logger, stream
 
@@ -52,9 +59,8 @@ def finish(logger, jobid, rule, done, total):
 
 
 def test_one_line_per_start_and_finish_with_an_eta():
-    logger, stream = console()
     clock = Clock()
-    assert install(logger, clock=clock)
+    logger, stream = console(clock=clock)
     logger.info("Job stats: ...", extra=dict(event=LogEvent.RUN_INFO,
                                              stats={"train": 3, "render": 1, "total": 4}))  # fmt: skip
     logger.info("Select jobs to execute...")
@@ -85,7 +91,6 @@ def test_one_line_per_start_and_finish_with_an_eta():
 
 def test_the_last_step_has_no_eta_and_errors_keep_snakemakes_format():
     logger, stream = console()
-    install(logger, clock=Clock())
     logger.info("Job stats", extra=dict(event=LogEvent.RUN_INFO, stats={"train": 1, "total": 1}))
     job_info(logger, 7, "train", "train results/runs/a")
     finish(logger, 7, "train", 1, 1)
@@ -94,11 +99,23 @@ def test_the_last_step_has_no_eta_and_errors_keep_snakemakes_format():
     assert stream.getvalue().splitlines()[-1] == "Error in rule train: the full block"
 
 
-def test_a_dry_run_keeps_snakemakes_job_blocks_and_install_is_idempotent():
-    logger, _ = console(dryrun=True)
-    assert not install(logger)
-    logger, _ = console()
-    assert install(logger) and not install(logger)
+def test_a_dry_run_keeps_snakemakes_job_blocks():
+    logger, stream = console(dryrun=True)
+    job_info(logger, 1, "train", "train results/runs/a")
+    text = stream.getvalue()
+    assert "Job 1: train results/runs/a\nReason: Missing output files" in text
+    assert "] start" not in text
+
+
+def test_snakemake_finds_the_plugin_and_the_default_profile_names_it():
+    from pathlib import Path
+
+    import yaml
+
+    plugin = LoggerPluginRegistry().get_plugin("fedkd")
+    assert plugin.log_handler is ConsoleHandler
+    profile = Path(__file__).parents[1] / "profiles" / "default" / "config.yaml"
+    assert yaml.safe_load(profile.read_text())["logger"] == ["fedkd"]
 
 
 def test_eta_waits_for_a_measurement_and_counts_running_jobs_at_half():
@@ -114,8 +131,8 @@ def test_eta_waits_for_a_measurement_and_counts_running_jobs_at_half():
     assert progress.eta() == pytest.approx(2.5 * 8.0)
 
 
-def test_fmt_eta():
-    assert [fmt_eta(s) for s in (5, 75, 3725)] == ["5 s", "1 min 15 s", "1 h 02 min"]
+def test_fmt_duration():
+    assert [fmt_duration(s) for s in (5, 75, 3725)] == ["5 s", "1 min 15 s", "1 h 02 min"]
 
 
 def test_a_rule_with_no_finished_job_counts_at_least_its_running_jobs_age():

@@ -150,7 +150,7 @@ def _run_script(script: str, out: Path, env: dict, *parts: str) -> subprocess.Co
 
 # part 2 on the CPU: fedavg's comparison without graphs runs, the graphed one is skipped, named
 GPU_TESTS_ON_CPU = (
-    "checkpoint_from_cuda_resumes_on_cpu or fork_server"
+    "checkpoint_from_cuda_resumes_on_cpu"
     " or (batched_on_cuda_matches_sequential and fedavg and not fedavgm)"
 )
 

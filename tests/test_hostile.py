@@ -1,7 +1,6 @@
 """Hostile inputs and faults: a run resumed at its last round, crafted checkpoints, two runs on
 one directory, damaged run records, a full disk, crafted dataset files, collapsed runs, and kills
-at random moments. Each test is an attack that once succeeded. The fork server's are in
-tests/test_forkserver.py."""
+at random moments. Each test is an attack that once succeeded."""
 
 from __future__ import annotations
 
@@ -325,9 +324,9 @@ def test_aggregate_and_table_writers_leave_no_temporary_file_on_failure(tmp_path
     run = make_run(tmp_path / "runs", "a", [0.5, 0.6])
     df = aggregate_runs([("fedavg", str(run))])
 
-    def half_parquet(self, path, *args, **kwargs):
-        Path(path).write_bytes(b"PAR1 half")
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    def half_parquet(self, file, *args, **kwargs):
+        file.write(b"PAR1 half")
+        raise OSError(errno.ENOSPC, "No space left on device", getattr(file, "name", None))
 
     monkeypatch.setattr(pd.DataFrame, "to_parquet", half_parquet)
     with pytest.raises(OSError, match="No space"):
@@ -336,17 +335,34 @@ def test_aggregate_and_table_writers_leave_no_temporary_file_on_failure(tmp_path
     monkeypatch.undo()
     write_aggregate(df, tmp_path / "agg.parquet")
 
-    real_write_bytes = Path.write_bytes
+    real_fdopen = os.fdopen
 
-    def half_then_full(self, data):
-        real_write_bytes(self, data[:10])
-        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+    class HalfFile:
+        """A file that takes ten bytes, then finds the disk full."""
 
-    monkeypatch.setattr(Path, "write_bytes", half_then_full)
+        def __init__(self, file):
+            self.file = file
+
+        def write(self, data):
+            self.file.write(data[:10])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        file = real_fdopen(fd, mode, *args, **kwargs)
+        return HalfFile(file) if "w" in mode else file
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
     tables = tmp_path / "tables"
     with pytest.raises(OSError, match="No space"):
         render("grid", tables / "t", aggregate=tmp_path / "agg.parquet")
-    assert not list(tables.glob("*.tmp"))
+    monkeypatch.undo()
+    assert not list(tables.glob("*.tmp")) and not list(tables.glob("*"))
 
 
 # --------------------------------------------------------------------------- 7. loaders

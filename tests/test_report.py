@@ -21,6 +21,7 @@ from fedkd.report import (
     write_aggregate,
 )
 from fedkd.report.names import display_name
+from fedkd.run_choices import DEFAULTS as RUN_CHOICES
 
 
 # --------------------------------------------------------------------------- fake runs
@@ -52,7 +53,7 @@ def make_run(
         "dataset": dataset, "model": "auto", "strategy": strategy, "params": params or {},
         "clients": 20, "partition": partition, "alpha": alpha, "shards": shards,
         "participation": participation, "rounds": rounds or len(accs), "local_epochs": local_epochs,
-        "batch_size": 64, "seed": seed, "eval_local": local_acc is not None,
+        "batch_size": 64, "seed": seed, "eval_local": local_acc is not None, **RUN_CHOICES,
     }  # fmt: skip
     rec = {
         "status": status,
@@ -727,10 +728,22 @@ def test_real_run_tsne(tmp_path, real_run):
 
 # --------------------------------------------------------------------------- what a reader sees
 def test_every_registered_strategy_has_its_papers_name():
-    from fedkd.report.names import STRATEGY_NAMES
-    from fedkd.strategies import strategy_names
+    from fedkd.report.names import PAPER_NAMES, strategy_display_names
+    from fedkd.strategies import get_strategy_class, strategy_names
 
-    assert set(STRATEGY_NAMES) == set(strategy_names())
+    shown = strategy_display_names()
+    assert set(shown) == set(strategy_names())
+    # as the tables have always shown them: the class's name, else the exception kept in names.py
+    assert shown == {
+        "fedavg": "FedAvg", "fedavgm": "FedAvgM", "fedcad": "FedCAD", "feddf": "FedDF",
+        "feddistill+": "FedDistill+", "fedgen": "FedGen", "fedgkd": "FedGKD", "fedgkd+": "FedGKD+",
+        "fedgkd-vote": "FedGKD-VOTE", "fedlsd": "FedLSD", "fednova": "FedNova", "fedntd": "FedNTD",
+        "fedprox": "FedProx", "moon": "MOON", "scaffold": "SCAFFOLD",
+    }  # fmt: skip
+    # names.py keeps only exceptions: a registered strategy its class would name otherwise
+    for name, paper in PAPER_NAMES.items():
+        cls = get_strategy_class(name)
+        assert paper != (cls.display_name or cls.__name__), name
     assert display_name("fedgkd-vote") == "FedGKD-VOTE" and display_name("moon") == "MOON"
     assert display_name("fedgkd-M5") == "FedGKD (M=5)"
     assert display_name("fedgkd-vote-M3") == "FedGKD-VOTE (M=3)"

@@ -240,14 +240,7 @@ def test_a_caption_names_a_choice_only_where_it_departs_from_the_default():
 
     import pandas as pd
 
-    from fedkd.choices import DEFAULTS
     from fedkd.report.setting import setting_sentence
-    from fedkd.strategies import get_strategy_class
-
-    for strategy, choices in DEFAULTS.items():
-        defaults = get_strategy_class(strategy).Params()
-        for key, default in choices.items():
-            assert getattr(defaults, key) == default, f"{strategy}.{key}"
 
     def runs(moon_rule, ntd_squared, m1_teacher="current", target="global"):
         rows = [
@@ -327,3 +320,43 @@ def test_a_model_name_is_either_shared_or_own():
         c.share_model("prev", nn.Linear(2, 2))
     c.share_model("teacher", nn.Linear(2, 2))  # other names: as before
     assert set(c.declared.own_models) == {"prev"} and set(c.declared.shared_models) == {"teacher"}
+
+
+def test_each_strategy_declares_its_published_code_choices_beside_its_params():
+    """The choices a caption names are the strategy class's code_choices, whose defaults are
+    its Params defaults (the registry refuses a strategy where they differ), and the report reads
+    them from the module's source without importing it."""
+    from fedkd.report.declared import declared_strategies
+    from fedkd.strategies import get_strategy_class, strategy_names
+
+    declared = declared_strategies()
+    choices = {}
+    for name in strategy_names():
+        cls = get_strategy_class(name)
+        assert declared[name].code_choices == cls.code_choices, name
+        for key, default in cls.code_choices.items():
+            assert getattr(cls.Params(), key) == default, f"{name}.{key}"
+        if cls.code_choices:
+            choices[name] = sorted(cls.code_choices)
+    assert choices == {
+        "feddistill+": ["target"], "fedgkd": ["m1_teacher"], "fedgkd+": ["m1_teacher"],
+        "fedntd": ["tau_squared"], "moon": ["first_negative"],
+    }  # fmt: skip
+
+
+def test_the_setting_sentence_does_not_import_torch():
+    """A caption names a run's choices without loading the strategies (a render job starts
+    without torch)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys; import pandas as pd; from fedkd.report.setting import setting_sentence;"
+        "df = pd.DataFrame([{'run': 'a', 'strategy': 'moon', 'clients': 10,"
+        " 'params': json.dumps({'first_negative': 'global'})}]);"
+        "print(setting_sentence(df)); print('torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert "moon with first_negative global" in out[0] and out[1] == "False", out

@@ -91,6 +91,27 @@ def test_every_bad_parameter_is_named_at_once():
         assert f"params.{key}=" in message, message
 
 
+def test_every_kind_of_bad_value_is_named_at_once_with_what_is_allowed():
+    """Ranges, choices and integers together, through the spec and when Params is built
+    directly: each bad parameter once, with its value and its range or choices."""
+    from fedkd.strategies.fedgkd import FedGKDParams
+
+    message = spec_errors_of("fedgkd", {"buffer": 0, "gamma": -1, "m1_teacher": "first"})
+    for fragment in (
+        "params.buffer=0 must be an integer >= 1",
+        "params.gamma=-1.0 must be >= 0",
+        "params.m1_teacher='first'; use one of 'current' (the paper), 'initial'",
+    ):
+        assert message.count(fragment) == 1, message
+    with pytest.raises(ValueError) as err:
+        FedGKDParams(buffer=2.5, temperature=0.0, regularizer="l1")
+    lines = str(err.value).splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("params.buffer=2.5 must be an integer (a float"), lines
+    assert lines[1].startswith("params.regularizer='l1'; use one of 'kl'"), lines
+    assert lines[2] == "params.temperature=0.0 must be > 0", lines
+
+
 def test_fedcad_bounds_in_the_wrong_order_are_one_error_naming_both():
     message = spec_errors_of("fedcad", {"beta": 0.9, "gamma": 0.1})
     assert "params.beta=0.9 must be <= params.gamma=0.1" in message

@@ -375,10 +375,6 @@ def test_tiny_config_end_to_end(tiny, src):
     assert record["spec"]["partition_file"] == partition
     fedcad = pd.read_parquet(workdir / "results/aggregate/fedcad.parquet")
     assert fedcad["eval_local"].all() and fedcad["local_acc"].notna().all()
-    # the jobs started from the workflow's fork server (fedkd.forkserver), and ended well there
-    served = (workdir / "results/logs/forkserver.log").read_text()
-    assert "fedkd train --out results/runs/" in served and "fedkd render" in served
-    assert ": exit 0" in served
     assert nothing_to_do(workdir, TINY, src)
 
 
@@ -395,17 +391,14 @@ def test_the_tiny_build_has_the_claims_table(tiny):
     ran = [r for r in rows if r["verdict"] != "not run" and r["row"] != "average"]
     assert ran and all("stand-in for CIFAR-10" in r["setting"] for r in ran)
     # one seed: an effect but no interval, and no verdict; at alpha 0.1 the 3 rounds leave the
-    # runs at chance: named, left out, "failed"
+    # runs at chance: named, and counted with what they reached
     for r in ran:
-        if r["verdict"] == "failed":
-            assert r["n"] == "0" and "collapsed to chance" in r["note"], r
-        else:
-            assert (r["verdict"], r["n"], r["ci_low"]) == ("too few seeds", "1", ""), r
-    assert {"too few seeds", "failed"} <= {r["verdict"] for r in ran}
+        assert (r["verdict"], r["n"], r["ci_low"]) == ("too few seeds", "1", ""), r
+    assert any("collapsed to chance" in r["note"] for r in ran)
     assert {"claim", "source", "setting", "effect", "ci_low", "ci_high", "verdict"} <= set(rows[0])
     assert {r["claim_verdict"] for r in rows} <= {"too few seeds", "failed", "not run"}
     html = (tables / "claims.html").read_text()
-    assert "paired t-interval" in html
+    assert "residual mean square" in html and '<table class="index">' in html
     assert html.count('<section class="claim"') + html.count("<li id=") == len(claims)
 
 

@@ -14,9 +14,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-# the commands a fork server runs (those that import the heavy libraries); it refuses others
-from fedkd.forkserver import SERVED
-from fedkd.values import integer, integer_from, number, positive_number
+from fedkd.values import integer, integer_from, number
 
 RUN_KEY_HELP = {
     "model": "auto (the paper's model for the dataset), resnet8, resnet50, cnn or distilbert",
@@ -49,6 +47,12 @@ RUN_KEY_HELP = {
     "memory_format": "image tensor layout: auto (channels_last on a CPU with the sequential "
     "engine), contiguous, channels_last",
     "stop_at_acc": "end the run once its test accuracy reaches this (0-1); null: never",
+    "classifier_init": "pytorch (nn.Linear's own, as the authors' code) or normal (N(0, 0.01), "
+    "zero bias)",
+    "weight_decay_exempt": "block-norms (the ResNets' stem and block norms, as the authors' "
+    "code) or none (every parameter decayed)",
+    "bn_running_stats": "average (FedAvg averages BatchNorm's running statistics) or "
+    "last-client (the round's last client's, as the authors' code)",
     "model_options": "model options as a YAML mapping, e.g. '{norm: batch}'",
     "dataset_options": "dataset loader options as a YAML mapping, e.g. '{tokenizer: word, max_len: 64}'",
 }
@@ -72,8 +76,13 @@ class OutputPathError(ValueError):
 def check_output_path(path: str | Path, kind: str, example: str = "") -> None:
     """Refuse, before any work, an ``--out`` path that cannot become a ``kind``: "directory" (a
     run), "file" (``example``: a file name to suggest), or "prefix" (files PATH.suffix); the
-    nearest existing path above it must be a directory."""
+    nearest existing path above it must be a directory, and the path no symbolic link (a run
+    folder or file written through one would replace what it points to)."""
+    from fedkd.files import refuse_link
+
     path = Path(path)
+    if kind != "prefix":
+        refuse_link(path)
     if kind == "directory" and path.exists() and not path.is_dir():
         raise OutputPathError(
             f"--out {path} is a file, and a run writes a directory there; give a new path or "
@@ -294,13 +303,6 @@ def cmd_status(args) -> int:
 
 
 # --------------------------------------------------------------------------- parser
-def cmd_forkserver(args) -> int:
-    from fedkd.forkserver import serve
-
-    serve(args.socket, parent=args.parent, idle_exit=args.idle_exit, own_dir=args.own_dir)
-    return 0
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command-line parser; given the ``command`` about to run, other commands' help texts
     that are costly to build (render's) are left short."""
@@ -451,25 +453,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )  # fmt: skip
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser(
-        "forkserver",
-        help="serve fedkd commands from one process with the libraries imported (the workflow "
-        "starts it on local runs)",
-        description="Import torch, numpy, pyarrow and pandas once, listen on a Unix socket and run "
-        "each fedkd command sent there in a forked child (fedkd.forkserver). Commands find it "
-        "through FEDKD_FORKSERVER=SOCKET.",
-    )
-    p.add_argument("--socket", required=True, help="the Unix socket path to listen on")
-    p.add_argument("--parent", type=int, help="exit once this process is gone")
-    p.add_argument(
-        "--idle-exit", type=positive_number, metavar="SECONDS",
-        help="exit after this many idle seconds (above 0) [never]",
-    )  # fmt: skip
-    p.add_argument(
-        "--own-dir", action="store_true", help="remove the socket's directory on exit (it is ours)"
-    )
-    p.set_defaults(func=cmd_forkserver)
-
     # listed for --help only: main() hands everything after "bench" to fedkd.tools.bench
     sub.add_parser(
         "bench",
@@ -486,12 +469,6 @@ def main(argv: list[str] | None = None) -> int:
         from fedkd.tools.bench.command import main as bench_main
 
         return _reporting_user_errors("bench", lambda: bench_main(argv[1:]))
-    if argv[:1] and argv[0] in SERVED:
-        from fedkd.forkserver import run_remote  # None unless FEDKD_FORKSERVER names a server
-
-        code = run_remote(argv)
-        if code is not None:
-            return code
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
     return _reporting_user_errors(args.command, lambda: args.func(args))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fedkd.data import DATASETS as _DATASET_REGISTRY
+from fedkd.run_choices import CHOICES as RUN_CHOICES
 from fedkd.runtime.seeding import clients_a_round
 from fedkd.values import (
     ValueTooLarge,
@@ -170,6 +171,10 @@ class RunSpec:
     memory_format: str = "auto"
     # end the run once the global test accuracy reaches this (rounds-to-target tables); None: never
     stop_at_acc: float | None = None
+    # where the papers are silent, the authors' released code decides (fedkd.run_choices)
+    classifier_init: str = "pytorch"
+    weight_decay_exempt: str = "block-norms"
+    bn_running_stats: str = "average"
     model_options: dict[str, Any] = field(default_factory=dict)  # e.g. {"norm": "batch"}
     dataset_options: dict[str, Any] = field(default_factory=dict)
 
@@ -340,6 +345,8 @@ def spec_errors(s: RunSpec) -> list[str]:
     choice("compile", ("none", "default", "reduce-overhead"))
     choice("engine", ENGINES)
     choice("memory_format", MEMORY_FORMATS)
+    for key, options in RUN_CHOICES.items():
+        choice(key, options)
     if s.stop_at_acc is not None and (not _is_number(s.stop_at_acc) or not 0 < s.stop_at_acc <= 1):
         e.append(f"stop_at_acc={s.stop_at_acc!r} must lie in (0, 1] (an accuracy), or null")
     names = strategy_names()

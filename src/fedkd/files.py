@@ -3,16 +3,21 @@ a clear error. Free of torch, so the report reads runs without importing it.
 
 Every file here is read by ``read_regular_file``: a FIFO, a device or a directory in a file's
 place is refused unread (reading one would wait for ever, or until memory runs out), and so is a
-file larger than any of its kind."""
+file larger than any of its kind.
+
+Every file fedkd writes is written by ``atomic_write``, which never writes through a symbolic
+link: one planted in results/ would otherwise have fedkd overwrite the file it points to,
+anywhere the user may write."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from fedkd.values import MAX_DEPTH, ValueTooLarge, is_int, load_json
 
@@ -96,17 +101,91 @@ def read_regular_file(path: Path, what: str, max_bytes: int) -> bytes:
     return data
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` next to ``path``, then rename over it: a reader never sees half a file, and
-    a failed write (a full disk, a kill of the writer aside) leaves the old file (or none) and no
-    temporary file."""
-    tmp = path.with_name(path.name + ".tmp")
+class SymlinkError(ValueError):
+    """A path fedkd was to write, or to write into, is a symbolic link."""
+
+
+def link_problem(path: Path) -> str | None:
+    """What is wrong with ``path`` being a symbolic link, naming it and where it points; None
+    when it is none."""
+    if not os.path.islink(path):
+        return None
     try:
-        write(tmp)
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return (
+        f"{path} is a symbolic link{target}; fedkd writes nothing through a link, which could "
+        "replace a file outside the results: remove the link and run again"
+    )
+
+
+def refuse_link(path: Path) -> None:
+    """``SymlinkError`` (``link_problem``'s message) when ``path`` is a symbolic link."""
+    problem = link_problem(path)
+    if problem:
+        raise SymlinkError(problem)
+
+
+def refuse_links_below(root: str | Path, parts: list[str], leaves: tuple[str, ...] = ()) -> None:
+    """``refuse_link`` for root/a, root/a/b, ... (``parts`` a, b, ...) and then for each of
+    ``leaves`` in the last of them; a path that does not exist ends the walk, as nothing below
+    it can be a link (a plan of 100,000 runs not started checks one path a run)."""
+    path = Path(root)
+    for part in parts:
+        path = path / part
+        mode = _lstat_mode(path)
+        if mode is None:
+            return
+        if stat.S_ISLNK(mode):
+            refuse_link(path)
+    for leaf in leaves:
+        mode = _lstat_mode(path / leaf)
+        if mode is not None and stat.S_ISLNK(mode):
+            refuse_link(path / leaf)
+
+
+def _lstat_mode(path: Path) -> int | None:
+    try:
+        return os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+# a new file, never an existing one nor what a link at its name points to
+_EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """``write(file)`` into a new temporary file next to ``path``, then rename it over ``path``:
+    a reader never sees half a file, and a failed write (a full disk, a kill of the writer aside)
+    leaves the old file (or none) and no temporary file.
+
+    The temporary file has a random name and is created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW),
+    so nothing planted at its name is written through; ``path`` being a symbolic link is refused
+    (``SymlinkError``), before the write and again before the rename (which would replace the
+    link, not what it points to)."""
+    path = Path(path)
+    refuse_link(path)
+    fd, tmp = _create_exclusive(path)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            write(file)
+        refuse_link(path)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _create_exclusive(path: Path) -> tuple[int, Path]:
+    for _ in range(100):  # a name taken (by a planted file or link) is passed over
+        tmp = path.with_name(f"{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, _EXCLUSIVE, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name next to {path} in 100 tries")
 
 
 class RunRecordError(ValueError):

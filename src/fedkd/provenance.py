@@ -75,9 +75,9 @@ def _closure(roots: list[Path]) -> list[Path]:
     return sorted(seen)
 
 
-@cache
 def strategy_module_files() -> dict[str, Path]:
-    """Strategy name → its module, from the strategy registry (fedkd.strategies)."""
+    """Strategy name → its module, from the strategy registry (fedkd.strategies; a module of
+    one's own in FEDKD_STRATEGY_MODULES included)."""
     import inspect
 
     from fedkd.strategies import get_strategy_class, strategy_names
@@ -99,7 +99,10 @@ def run_code_files(strategy: str) -> list[Path]:
 def files_hash(files: list[Path]) -> str:
     h = hashlib.sha256()
     for f in files:
-        h.update(str(f.relative_to(PACKAGE_DIR)).encode() + b"\0" + f.read_bytes() + b"\0")
+        # a strategy module of one's own, outside the package, by its file's name: moving it
+        # to another folder changes nothing it computes
+        name = f.relative_to(PACKAGE_DIR) if f.is_relative_to(PACKAGE_DIR) else f.name
+        h.update(str(name).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 

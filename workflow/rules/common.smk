@@ -9,12 +9,11 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from fedkd.pipeline import Plan, validate_config
-from fedkd.pipeline.interrupt import stop_on_interrupt
 from fedkd.pipeline.validation import reread_config, unknown_targets_message
 from fedkd.pipeline.plan import FEATURES_CODE, REPORT_CODE
-from fedkd.forkserver import ForkServer
 from fedkd.provenance import package_files_hash
 from fedkd.report import agreement, sections
+from fedkd import files
 
 # Snakemake read the configuration files with its YAML 1.1 loader (010 is 8 there, 1:30 is 90,
 # yes is true): they are read again as `fedkd train` reads every value (YAML 1.2, fedkd.values),
@@ -51,6 +50,18 @@ def train_code_hash(wc):
 
 
 def train_stamp(wc):
+    # The job's shell writes the run's .stamp, may delete its checkpoint.pt and writes its log:
+    # a link at any of them, or at a folder above them, is refused here, when the job is
+    # planned (a check in the shell would change its text, and Snakemake re-runs every job of
+    # a rule whose text changed). fedkd train refuses a linked run folder again as it starts.
+    parts = [wc.dataset, wc.variant, wc.setting, f"seed{wc.seed}"]
+    try:
+        files.refuse_links_below("results/runs", parts, (".stamp", files.CHECKPOINT))
+        files.refuse_links_below(
+            "results/logs/train", [*parts[:-1], f"{parts[-1]}.log"]
+        )
+    except files.SymlinkError as exc:
+        raise WorkflowError(str(exc)) from None
     return plan.train_stamp(wc.dataset, wc.variant, wc.setting, wc.seed)
 
 
@@ -83,8 +94,23 @@ def features_inputs(wc):
     return plan.features_inputs(wc.name)
 
 
+# Snakemake shows a report job's params in a <script> element of the report, and its caption
+# file reads params.caption as reStructuredText: both carry user text, made inert
+# (fedkd.report.sections).
 def render_options(wc):
-    return json.dumps(plan.render_options(wc.name), sort_keys=True)
+    return sections.script_safe_json(plan.render_options(wc.name))
+
+
+def vs_paper_options(wc):
+    return sections.script_safe_json(plan.vs_paper_options(wc.name))
+
+
+def report_caption(wc):
+    return sections.rst_text(plan.caption(wc.name))
+
+
+def vs_paper_caption(wc):
+    return sections.rst_text(plan.vs_paper_options(wc.name)["caption"])
 
 
 def report_section(name):
@@ -103,26 +129,36 @@ def table_html() -> list[str]:
     return [f"results/tables/{name}.html" for name in plan.names(output="table")]
 
 
+# no file or URL is inserted into the report, whatever its reStructuredText says
+sections.restrict_docutils(
+    Path(workflow.basedir) / "workflow" / "report" / "docutils.conf"
+)
+
+
 # `snakemake --report` reports the outputs built so far: after a partial build (one table) the
 # default target would name every output, and the report would stop at the first missing one.
 # A table counts once its HTML exists. (The Snakefile sees the command line only through sys.argv;
 # `--report-after-run` builds everything first.)
-REPORTING = any(
-    a == "--report" or a.startswith("--report=") for a in sys.argv
-) and not any(a == "--report-after-run" for a in sys.argv)
+REPORT_ASKED = any(a == "--report" or a.startswith("--report=") for a in sys.argv)
+REPORTING = REPORT_ASKED and not any(a == "--report-after-run" for a in sys.argv)
 
 
 def front_page():
-    """The report's front page: the fixed text, plus the agreement summary when reporting."""
+    """The report's front page: the fixed text with the configuration's name and description
+    (as text, never markup), plus the agreement summary when reporting what exists (after the
+    run, the tables read now would be out of date)."""
     template = Path(workflow.basedir) / "workflow" / "report" / "workflow.rst"
-    if not (REPORTING and workflow.is_main_process):
-        return str(template)
+    if not (REPORT_ASKED and workflow.is_main_process):
+        return str(template)  # no report is built: Snakemake only notes the path
     return str(
         agreement.write_front_page(
             template,
             Path("results/tables"),
             Path("results/report/front_page.rst").resolve(),
             stand_in=bool(config.get("stand_ins")),
+            name=str(config.get("name", "")),
+            description=str(config.get("description", "")),
+            summary=REPORTING,
         )
     )
 
@@ -139,18 +175,6 @@ def default_targets():
             not f.startswith("results/tables/") or Path(f).with_suffix(".html").exists()
         )
     ]
-
-
-# ----------------------------------------------------------------------------- fork server
-# Local runs start their jobs from one process that has imported torch, numpy, pyarrow and pandas
-# (fedkd.forkserver): each job saves that import (about 1.5 s on 2 cores). Only where jobs run in
-# Snakemake's own environment on this machine; FEDKD_FORKSERVER=off turns it off.
-FORK_SERVER = ForkServer(log="results/logs/forkserver.log")
-
-
-def start_fork_server():
-    if workflow.local_exec and not workflow.deployment_settings.deployment_method:
-        FORK_SERVER.start()
 
 
 # ----------------------------------------------------------------------------- targets

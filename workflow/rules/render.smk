@@ -63,7 +63,7 @@ rule render_table:
     params:
         args=lambda wc: plan.render_args(wc.name),
         options=render_options,
-        caption=lambda wc: plan.caption(wc.name),
+        caption=report_caption,
         prefix=lambda wc: f"results/tables/{wc.name}",
         code=lambda wc: plan.render_code_hash(wc.name),
     message:
@@ -99,7 +99,7 @@ rule render_figure:
     params:
         args=lambda wc: plan.render_args(wc.name),
         options=render_options,
-        caption=lambda wc: plan.caption(wc.name),
+        caption=report_caption,
         prefix=lambda wc: f"results/figures/{wc.name}",
         code=lambda wc: plan.render_code_hash(wc.name),
     message:
@@ -135,8 +135,8 @@ rule render_vs_paper:
         runtime=plan.rule_resource("render", "runtime", 20),
     params:
         args=lambda wc: plan.vs_paper_args(wc.name),
-        options=lambda wc: json.dumps(plan.vs_paper_options(wc.name), sort_keys=True),
-        caption=lambda wc: plan.vs_paper_options(wc.name)["caption"],
+        options=vs_paper_options,
+        caption=vs_paper_caption,
         prefix=lambda wc: f"results/tables/{wc.name}_vs_paper",
         code=lambda wc: plan.render_code_hash(wc.name),
     message:

@@ -200,7 +200,7 @@ def write_partition(path, assignment, labels, meta: dict) -> None:
     raw = json.dumps(meta, default=_json_default).encode()
     table = table.replace_schema_metadata({b"fedkd": raw})
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+    atomic_write(path, lambda file: pq.write_table(table, file))
 
 
 def read_partition(path) -> tuple[np.ndarray, dict]:

@@ -1,6 +1,8 @@
 """Tiny-ImageNet from the official zip (``train/<wnid>/images``, ``val/images`` with
 ``val_annotations.txt``; the labelled val set serves as the test set), or its extracted folder;
-decoded once into a uint8 cache next to it."""
+decoded once into a uint8 cache next to it. Every image must be what the official ones are, a
+64x64 picture of at most ``MAX_IMAGE_BYTES``: its size is read before it is decoded, so a file
+declaring a huge picture is refused without the memory to decode it."""
 
 from __future__ import annotations
 
@@ -22,13 +24,16 @@ from fedkd.data.base import (
     check_md5 as verify_md5,  # the loaders' keyword ``check_md5`` would shadow it
 )
 from fedkd.data.download import fetch_or_explain
-from fedkd.files import atomic_write
+from fedkd.files import UnreadableFileError, atomic_write, read_regular_file
 
 TINY_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
 TINY_MD5 = "90528d7ca1a48142e341f4ef8d21d0de"
 # the FedGKD code normalises its downsampled ImageNet loader (Tiny-ImageNet included) to [-1, 1]
 TINY_MEAN = (0.5, 0.5, 0.5)
 TINY_STD = (0.5, 0.5, 0.5)
+IMAGE_SIZE = (64, 64)
+# the official JPEGs are 1-4 KB; the bound keeps a crafted file from being read whole
+MAX_IMAGE_BYTES = 1 << 20
 
 
 class _ZipTree:
@@ -44,10 +49,32 @@ class _ZipTree:
                 if file:
                     self.files.setdefault(folder, []).append(file)
 
-    def read(self, rel: str) -> bytes:
+    def read(self, rel: str, max_bytes: int | None = None) -> bytes:
+        """The file's bytes; refused (``DatasetCorruptError``) unread when it holds more than
+        ``max_bytes`` (in the zip: as its directory records it, checked again as it is read)."""
         if self.zip is not None:
-            return self.zip.read(f"tiny-imagenet-200/{rel}")
-        return (self.path / rel).read_bytes()
+            name = f"tiny-imagenet-200/{rel}"
+            if max_bytes is None:
+                return self.zip.read(name)
+            size = self.zip.getinfo(name).file_size
+            if size <= max_bytes:
+                with self.zip.open(name) as file:
+                    data = file.read(max_bytes + 1)
+                size = max(size, len(data))
+        else:
+            if max_bytes is None:
+                return (self.path / rel).read_bytes()
+            try:
+                data = read_regular_file(self.path / rel, "an image", max_bytes)
+            except UnreadableFileError as exc:
+                raise DatasetCorruptError(f"{exc}; {AGAIN}") from None
+            size = len(data)
+        if size > max_bytes:
+            raise DatasetCorruptError(
+                f"{self.path}: {rel} holds {size:,} bytes, more than any image of the official "
+                f"dataset ({max_bytes:,}); {AGAIN}"
+            )
+        return data
 
     def listdir(self, rel: str) -> list[str]:
         if self.zip is not None:
@@ -55,11 +82,24 @@ class _ZipTree:
         return sorted(p.name for p in (self.path / rel).iterdir() if p.is_file())
 
 
-def _decode_rgb(blob: bytes) -> np.ndarray:
+def _decode_rgb(blob: bytes, where: str) -> np.ndarray:
+    """The 64x64 RGB image of ``blob`` (``where`` names it); its size is checked on the header,
+    before the picture is decoded."""
     from PIL import Image
 
-    with Image.open(io.BytesIO(blob)) as img:
-        return np.asarray(img.convert("RGB")).transpose(2, 0, 1)  # some images are greyscale
+    try:
+        with Image.open(io.BytesIO(blob)) as img:
+            if img.size != IMAGE_SIZE:
+                raise DatasetCorruptError(
+                    f"{where} is a {img.size[0]}x{img.size[1]} image, not 64x64 as every "
+                    f"Tiny-ImageNet image; {AGAIN}"
+                )
+            return np.asarray(img.convert("RGB")).transpose(2, 0, 1)  # some are greyscale
+    except Image.DecompressionBombError as exc:
+        raise DatasetCorruptError(f"{where} declares a huge image ({exc}); {AGAIN}") from None
+
+
+AGAIN = "the dataset is damaged or crafted: delete it and place the official one again"
 
 
 def _check_file_name(name: str, listed_in: str) -> None:
@@ -85,7 +125,8 @@ def _read_tiny(tree: _ZipTree) -> dict:
     train_x, train_y = [], []
     for w in wnids:
         for name in tree.listdir(f"train/{w}/images"):
-            train_x.append(_decode_rgb(tree.read(f"train/{w}/images/{name}")))
+            rel = f"train/{w}/images/{name}"
+            train_x.append(_decode_rgb(tree.read(rel, MAX_IMAGE_BYTES), f"{tree.path}: {rel}"))
             train_y.append(label[w])
     test_x, test_y = [], []
     for line in tree.read("val/val_annotations.txt").decode().splitlines():
@@ -93,7 +134,8 @@ def _read_tiny(tree: _ZipTree) -> dict:
         if len(parts) < 2:
             continue
         _check_file_name(parts[0], "val/val_annotations.txt")
-        test_x.append(_decode_rgb(tree.read(f"val/images/{parts[0]}")))
+        rel = f"val/images/{parts[0]}"
+        test_x.append(_decode_rgb(tree.read(rel, MAX_IMAGE_BYTES), f"{tree.path}: {rel}"))
         test_y.append(label[parts[1]])
     return {
         "train_x": torch.from_numpy(np.stack(train_x)),
@@ -141,6 +183,8 @@ def load_tinyimagenet(
                 ) from exc
         try:
             arrays = _read_tiny(tree)
+        except DatasetCorruptError:
+            raise
         except (KeyError, FileNotFoundError, zipfile.BadZipFile, OSError, ValueError) as exc:
             raise DatasetCorruptError(
                 f"{tree.path} does not have the official Tiny-ImageNet layout or is damaged "
@@ -148,7 +192,7 @@ def load_tinyimagenet(
             ) from exc
         source = str(tree.path)
         if cache:  # decoding 110,000 JPEGs takes minutes; later runs read the tensors
-            atomic_write(cache_file, lambda tmp: torch.save(arrays, tmp))
+            atomic_write(cache_file, lambda file: torch.save(arrays, file))
     train, val = split_train_val(ArraySplit(arrays["train_x"], arrays["train_y"]), seed)
     return FedDataset(
         "tinyimagenet", "image", 200, train, val,

@@ -44,6 +44,7 @@ from fedkd.engine.cuda_graphs import GraphedStep, capture_stream, graph_pool
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.folding import bind, fold, folded_shape, param_kinds
 from fedkd.engine.functional import FunctionalModel
+from fedkd.engine.optim import decay_exempt
 from fedkd.engine.trainers import Trained
 from fedkd.runtime.schedule import ClientSchedule, steps_per_round
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Outputs, Strategy
@@ -170,7 +171,7 @@ class BatchedTrainer:
         self.forward = self.student.features_and_logits  # compiled before the first step, if asked
         self.compile_pending = bool(self.record.get("compile_step"))
         opt_cls = FlatSGD if spec.optimizer == "sgd" else FlatAdam
-        self.opt = opt_cls(self.params.rows, spec)
+        self.opt = opt_cls(self.params.rows, spec, self._decayed_columns(worker))
         self.inputs = env.inputs()
         self.batch = spec.batch_size
         # the longest client's steps: the tables' length for the whole run
@@ -196,6 +197,17 @@ class BatchedTrainer:
         # one memory pool and one capture stream for all the run's graphs, made with the first
         self.graph_pool = self.graph_stream = None
         self.names: tuple = ()
+
+    def _decayed_columns(self, worker) -> torch.Tensor:
+        """(P,) bool over the flat rows: True where weight decay applies, by the sequential
+        trainer's rule (``decay_exempt``)."""
+        exempt = decay_exempt(worker, self.spec)
+        return torch.cat(
+            [
+                torch.full((self.params.shapes[n].numel(),), n not in exempt, dtype=torch.bool)
+                for n in self.params.names
+            ]
+        )
 
     # ---------------------------------------------------------------- per round
     def train(
@@ -347,17 +359,13 @@ class BatchedTrainer:
         """Compile the folded student on this round's first batch, before any step or capture;
         run.json records the outcome (``fedkd.engine.compiled_step``)."""
         self.compile_pending = False
-        short = too_short(self.spec.rounds * self.max_steps)
-        if short is not None:
-            self.record.update(compile_step=False, compile_step_reason=short)
-            return
+        if (short := too_short(self.spec.rounds * self.max_steps)) is not None:
+            return self.record.update(compile_step=False, compile_step_reason=short)
         ints = self.int_table[0]
         x = self.inputs(ints[0], ints[1], self.dtype).flatten(1, 2)
         self.forward, seconds, error = try_compiled(self.student, x, self.leaves, self._autocast)
-        self.record.update(
-            compile_step=error is None, compile_step_reason=error,
-            compile_step_seconds=round(seconds, 3),
-        )  # fmt: skip
+        self.record.update(compile_step=error is None, compile_step_reason=error)
+        self.record["compile_step_seconds"] = round(seconds, 3)
 
     # ---------------------------------------------------------------- per step
     def _autocast(self):

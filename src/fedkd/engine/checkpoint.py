@@ -72,11 +72,10 @@ def save_checkpoint(path: str | Path, obj: Any) -> None:
     torch.save(obj, buf)
     data = buf.getvalue()
 
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:
-            f.write(MAGIC + hashlib.sha256(data).digest() + data)
-            f.flush()
-            os.fsync(f.fileno())
+    def write(file) -> None:
+        file.write(MAGIC + hashlib.sha256(data).digest() + data)
+        file.flush()
+        os.fsync(file.fileno())
 
     atomic_write(Path(path), write)
 

@@ -46,7 +46,7 @@ def tsne_features(
         "local_features": data["models"][1].pop("features"),
     }
     blob = _npz_bytes(arrays, json.dumps(data, sort_keys=True))
-    atomic_write(out, lambda tmp: tmp.write_bytes(blob))
+    atomic_write(out, lambda file: file.write(blob))
     return out
 
 

@@ -2,7 +2,8 @@
 its parameters, so clipping, SGD and Adam are a handful of kernels for all clients together.
 
 The arithmetic is torch's per client (``clip_grad_norm_``, ``torch.optim.SGD`` without dampening
-or Nesterov, ``torch.optim.Adam`` with L2 weight decay); clients that have finished their local
+or Nesterov, ``torch.optim.Adam`` with L2 weight decay; the parameters the run's
+``weight_decay_exempt`` spares take none, as in a torch parameter group of decay 0); clients that have finished their local
 steps (``active`` 0) keep their parameters and optimizer state unchanged. Whatever varies per step
 (the active mask, Adam's bias corrections) comes in as per-step coefficients, computed on the host
 once per round (``coefficients``), so a step reads only device tensors (one CUDA graph).
@@ -34,15 +35,30 @@ def zero_finished_(g: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
     return g.masked_fill_(finished.unsqueeze(1), 0.0)
 
 
+def decay_mask(columns: torch.Tensor | None, params: torch.Tensor) -> torch.Tensor | None:
+    """(1, P): 1 where a column's parameter is decayed, 0 where it is exempt (``columns``: a
+    (P,) bool, True where decayed), or None when every column is."""
+    if columns is None or bool(columns.all()):
+        return None
+    return columns.to(device=params.device, dtype=params.dtype).unsqueeze(0)
+
+
+def decay_rows(wd: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The (K, 1) decay factors, times the (1, P) mask where some parameters are exempt: an
+    exempt column gets exactly g + p * 0 = g, a decayed one the same g + p * wd as without it."""
+    return wd if mask is None else wd * mask
+
+
 class FlatSGD:
-    """Per client: g += wd p; buf = momentum buf + g (torch creates buf as g: the same, from 0);
-    p -= lr buf."""
+    """Per client: g += wd p (not on the exempt columns); buf = momentum buf + g (torch creates
+    buf as g: the same, from 0); p -= lr buf."""
 
     names = ("weight_decay", "momentum_keep", "neg_lr")
 
-    def __init__(self, params: torch.Tensor, spec):
+    def __init__(self, params: torch.Tensor, spec, decayed: torch.Tensor | None = None):
         self.lr, self.momentum = float(spec.lr), float(spec.momentum)
         self.wd = float(spec.weight_decay)
+        self.mask = decay_mask(decayed, params)
         self.buf = torch.zeros_like(params) if self.momentum else None
 
     def reset(self) -> None:
@@ -61,7 +77,7 @@ class FlatSGD:
         zero_finished_(g, finished)
         wd, keep, neg_lr = (c.unsqueeze(1) for c in coef)
         if self.wd:
-            g.addcmul_(p, wd)
+            g.addcmul_(p, decay_rows(wd, self.mask))
         if self.buf is not None:
             self.buf.mul_(keep).add_(g)
             g = self.buf
@@ -74,8 +90,12 @@ class FlatAdam:
 
     names = ("weight_decay", "lerp", "keep_sq", "add_sq", "bias2_sqrt", "step_size")
 
-    def __init__(self, params: torch.Tensor, spec, betas=(0.9, 0.999), eps=1e-8):
+    def __init__(
+        self, params: torch.Tensor, spec, decayed: torch.Tensor | None = None,
+        betas=(0.9, 0.999), eps=1e-8,
+    ):  # fmt: skip
         self.lr, self.wd = float(spec.lr), float(spec.weight_decay)
+        self.mask = decay_mask(decayed, params)
         self.beta1, self.beta2, self.eps = betas[0], betas[1], eps
         self.exp_avg = torch.zeros_like(params)
         self.exp_avg_sq = torch.zeros_like(params)
@@ -107,7 +127,7 @@ class FlatAdam:
         zero_finished_(g, finished)
         wd, lerp, keep_sq, add_sq, bias2_sqrt, step_size = (c.unsqueeze(1) for c in coef)
         if self.wd:
-            g.addcmul_(p, wd)
+            g.addcmul_(p, decay_rows(wd, self.mask))
         self.exp_avg.lerp_(g, lerp)
         self.exp_avg_sq.mul_(keep_sq).addcmul_(g * g, add_sq)
         denom = (self.exp_avg_sq.sqrt() / bias2_sqrt).add_(self.eps)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -21,8 +22,11 @@ _claimed: list[int] = []  # the GPU this process took: a process claims once (ev
 
 
 def lock_dir() -> Path:
-    default = Path(tempfile.gettempdir()) / f"fedkd-gpu-slots-{os.getuid()}"
-    return Path(os.environ.get("FEDKD_GPU_LOCK_DIR") or default)
+    return Path(os.environ.get("FEDKD_GPU_LOCK_DIR") or default_lock_dir())
+
+
+def default_lock_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"fedkd-gpu-slots-{os.getuid()}"
 
 
 def runs_per_gpu() -> int:
@@ -57,21 +61,41 @@ def use_gpu(index: int) -> None:
 def _claim_slot(num_gpus: int, per_gpu: int | None, directory: Path | None) -> int:
     per_gpu = runs_per_gpu() if per_gpu is None else per_gpu
     directory = lock_dir() if directory is None else directory
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _check_own_directory(directory)
     slots = num_gpus * per_gpu
     # fill every GPU's first slot before any second one: slot order is GPU-major per round
     for slot in range(slots):
-        handle = open(directory / f"slot{slot}.lock", "w")  # kept open: the claim
+        # O_NOFOLLOW and no truncation before the lock: a link planted at the name (the default
+        # folder is in the shared temporary directory) is refused, not written through
+        fd = os.open(directory / f"slot{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        handle = os.fdopen(fd, "w")  # kept open: the claim
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.close()
             continue
+        handle.truncate(0)
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         _held.append(handle)
         return slot % num_gpus
     return os.getpid() % num_gpus
+
+
+def _check_own_directory(directory: Path) -> None:
+    """The slot folder must not be a link, and the default one (in the shared temporary
+    directory, where another user could have made it first and planted links in it) must be
+    this user's own and writable by no one else."""
+    info = os.lstat(directory)
+    shared = directory == default_lock_dir()
+    if stat.S_ISLNK(info.st_mode) or (
+        shared and (info.st_uid != os.getuid() or info.st_mode & 0o022)
+    ):
+        raise ValueError(
+            f"{directory} (the GPU slot locks) is a link, another user's, or writable by others; "
+            "remove it, or set FEDKD_GPU_LOCK_DIR to a folder of your own"
+        )
 
 
 def release_all() -> None:

@@ -28,6 +28,7 @@ from fedkd.engine.run_outputs import (
     write_metrics,
 )
 from fedkd.engine.run_setup import RunSetup
+from fedkd.engine.running_stats import global_buffers
 from fedkd.files import (
     CHECKPOINT,
     METRICS,
@@ -35,6 +36,7 @@ from fedkd.files import (
     MetricsError,
     read_metrics_table,
     read_run_record,
+    refuse_link,
 )
 from fedkd.runtime.evaluate import evaluate
 from fedkd.runtime.seeding import sample_clients
@@ -112,7 +114,9 @@ class Run(RunSetup):
     def run(self, stop_after_round: int | None = None) -> dict:
         """Train to the last round (or stop after ``stop_after_round`` rounds, for tests).
         Resumes from the checkpoint in the output directory if there is one. The directory is
-        locked (``RunLock``) while this process writes it."""
+        locked (``RunLock``) while this process writes it. A directory that is a symbolic link is
+        refused: training would replace the files of the folder it points to."""
+        refuse_link(self.out)
         if (prev := self._finished_record()) is not None:
             return prev
         try:
@@ -249,6 +253,7 @@ class Run(RunSetup):
         # ends with the read of the clients' losses, which waits for the device's training
         local_seconds = time.perf_counter() - t_local
         new_state = self.strategy.aggregate(r, self.global_model, updates)
+        new_state = global_buffers(new_state, updates, self.global_model, spec.bn_running_stats)
         self.global_model.load_state_dict(new_state)
         server_metrics = self.strategy.server_update(r, self.global_model, updates) or {}
         stats = evaluate(

@@ -22,7 +22,7 @@ import numpy as np
 
 from fedkd.collapse import chance_accuracy, is_collapsed
 from fedkd.config import RunSpec
-from fedkd.files import atomic_write, read_metrics_table
+from fedkd.files import atomic_write, read_metrics_table, refuse_link
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,7 +36,8 @@ class RunConflictError(RuntimeError):
 
 
 def write_json(path: Path, obj: Any) -> None:
-    atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=2, default=str) + "\n"))
+    data = (json.dumps(obj, indent=2, default=str) + "\n").encode()
+    atomic_write(path, lambda file: file.write(data))
 
 
 class RunLock:
@@ -51,7 +52,9 @@ class RunLock:
         self.unsupported: str | None = None  # why the file system took no lock, if it did not
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        refuse_link(self.path)
+        # O_NOFOLLOW: a link planted since the check is refused (ELOOP), not written through
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -112,7 +115,7 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
     # a run that diverged in round 1 still gets a readable file with the usual columns
     keys = list(dict.fromkeys(k for r in rows for k in r)) or METRIC_COLUMNS
     table = pa.table({k: pa.array([r.get(k) for r in rows]) for k in keys})
-    atomic_write(path, lambda p: pq.write_table(table, p))
+    atomic_write(path, lambda file: pq.write_table(table, file))
 
 
 def fmt_seconds(s: float) -> str:

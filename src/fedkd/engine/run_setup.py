@@ -157,7 +157,8 @@ class RunSetup:
             model = build_model(
                 self.model_name, ds.num_classes, ds.input_shape,
                 projection_head=strategy_cls.uses_projection_head,
-                vocab_size=ds.vocab_size, pad_id=ds.pad_id, **options,
+                vocab_size=ds.vocab_size, pad_id=ds.pad_id,
+                classifier_init=spec.classifier_init, **options,
             ).to(self.device)  # fmt: skip
             return model.to(memory_format=torch.channels_last) if self.channels_last else model
 

@@ -11,20 +11,24 @@ import weakref
 
 import torch
 
-from fedkd.engine.optim import ForeachSGD
+from fedkd.engine.optim import ForeachSGD, decay_exempt
 from fedkd.engine.trainers import Trained
 from fedkd.runtime.schedule import ClientSchedule
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Outputs, Strategy
 
 
 def make_optimizer(model: torch.nn.Module, spec):
-    params = [p for p in model.parameters() if p.requires_grad]
+    exempt = decay_exempt(model, spec)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for n, p in named if n not in exempt], "weight_decay": spec.weight_decay},
+        {"params": [p for n, p in named if n in exempt], "weight_decay": 0.0},
+    ]
+    groups = [g for g in groups if g["params"]]
     # foreach keeps the optimizer to a handful of kernels per step
     if spec.optimizer == "sgd":
-        return ForeachSGD(
-            params, lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay
-        )
-    return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay, foreach=True)
+        return ForeachSGD(groups, lr=spec.lr, momentum=spec.momentum)
+    return torch.optim.Adam(groups, lr=spec.lr, foreach=True)
 
 
 def step_tables(env, cid: int, schedule: ClientSchedule) -> tuple[torch.Tensor, ...]:

@@ -24,6 +24,7 @@ def build_model(
     channels: tuple[int, int] | list[int] | None = None,
     hidden: int | None = None,
     head_init: str = "default",
+    classifier_init: str = "pytorch",
 ) -> FedModel:
     """Build a model by name. ``norm`` applies to the ResNets; the text options to distilbert.
 
@@ -33,7 +34,8 @@ def build_model(
     head He-normal (zero biases) instead of PyTorch's default uniform init: two extra linear
     layers at default init shrink the signal enough that, on one- or two-class clients at
     lr 0.05, the model can stay at chance for many rounds (a stand-in-scale setting; the
-    papers' runs use the default).
+    papers' runs use the default). ``classifier_init="normal"`` draws the classifier from
+    N(0, 0.01) with zero bias instead of nn.Linear's own init (fedkd.run_choices).
     """
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; valid models: {', '.join(MODELS)}")
@@ -42,6 +44,10 @@ def build_model(
     input_shape = tuple(int(s) for s in input_shape)
     if head_init not in ("default", "he"):
         raise ValueError(f"head_init={head_init!r} is unknown; use 'default' or 'he'")
+    if classifier_init not in ("pytorch", "normal"):
+        raise ValueError(
+            f"classifier_init={classifier_init!r} is unknown; use 'pytorch' or 'normal'"
+        )
     if name != "cnn" and (channels is not None or hidden is not None):
         raise ValueError(
             f"model options channels/hidden apply to the cnn only, not to {name!r}; drop them"
@@ -50,6 +56,10 @@ def build_model(
         name, num_classes, input_shape, projection_head, norm, vocab_size, pad_id, pretrained,
         text_config, channels, hidden,
     )  # fmt: skip
+    # drawn before the head's re-initialisation: the order the ResNets drew them in before
+    # classifier_init existed, so "normal" gives their former initial weights again
+    if classifier_init == "normal":
+        model.reset_classifier_normal()
     if head_init == "he" and model.projection is not None:
         model.projection.reset_he()
     return model

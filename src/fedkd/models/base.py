@@ -39,6 +39,17 @@ class FedModel(nn.Module):
         self.num_classes = num_classes
         self.classifier = nn.Linear(self.feature_dim, num_classes)
 
+    def block_norm_parameters(self) -> set[str]:
+        """The parameters ``weight_decay_exempt: block-norms`` spares (fedkd.run_choices): the
+        ResNets' stem and block norms; the other models have none."""
+        return set()
+
+    def reset_classifier_normal(self) -> None:
+        """The classifier's weights from N(0, 0.01), its bias zero (``classifier_init:
+        normal``, fedkd.run_choices)."""
+        nn.init.normal_(self.classifier.weight, std=0.01)
+        nn.init.zeros_(self.classifier.bias)
+
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The penultimate representation (after the projection head when there is one)."""
         h = self.backbone_features(x)

@@ -114,15 +114,27 @@ class ResNet(FedModel):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        # As in the FedDF/FedGKD code: He-normal convs (fan-out), unit norms, small classifier.
+        # as the FedGKD release (resnet.py, _weight_initialization): convs N(0, 2 / (k*k*out)),
+        # i.e. He-normal fan-out, unit norms; the classifier keeps nn.Linear's own init unless
+        # the run's classifier_init says otherwise (fedkd.models.build_model)
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
             elif isinstance(m, (nn.GroupNorm, nn.BatchNorm2d)):
                 nn.init.ones_(m.weight)
                 nn.init.zeros_(m.bias)
-        nn.init.normal_(self.classifier.weight, std=0.01)
-        nn.init.zeros_(self.classifier.bias)
+
+    def block_norm_parameters(self) -> set[str]:
+        """The affine parameters of the stem's norm and of the residual blocks' own norms: the
+        layers the FedGKD release names ``bn*`` and spares from weight decay. The shortcut
+        norms (its ``downsample.1``) are not among them."""
+        norms = {"stem.1": self.stem[1]}
+        for name, m in self.stages.named_modules(prefix="stages"):
+            if isinstance(m, (BasicBlock, Bottleneck)):
+                for attr in ("norm1", "norm2", "norm3"):
+                    if hasattr(m, attr):
+                        norms[f"{name}.{attr}"] = getattr(m, attr)
+        return {f"{prefix}.{p}" for prefix, m in norms.items() for p, _ in m.named_parameters()}
 
     def backbone_features(self, x: torch.Tensor) -> torch.Tensor:
         # global average pooling as a mean: adaptive_avg_pool2d's CUDA backward has no

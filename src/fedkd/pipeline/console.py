@@ -1,27 +1,44 @@
-"""The workflow's console: one line as each job starts, one as it finishes with the step count and
-an ETA, instead of Snakemake's default of about eight (a timestamp line, "Select jobs to
+"""The workflow's console, a Snakemake logger plugin (``--logger fedkd``, set in
+profiles/default): one line as each job starts, one as it finishes with the step count and an
+ETA, instead of Snakemake's default of about eight (a timestamp line, "Select jobs to
 execute...", "Execute 1 jobs...", "Finished jobid: ...", the progress line, blank lines).
 
-``install()`` (called by workflow/rules/console.smk while the Snakefile is read) gives
-Snakemake's console handler this module's filter and formatter; its log file under
-``.snakemake/log/`` keeps the default, complete format. The ETA adds, for every rule, the jobs
-left times the mean time its finished jobs took, divided over the jobs that ran at once.
+The plugin is the package ``snakemake_logger_plugin_fedkd``, installed with fedkd; its
+``LogHandler`` is :class:`ConsoleHandler`. Snakemake's log file under ``.snakemake/log/`` keeps
+the default, complete format, and a dry run keeps Snakemake's job blocks. The ETA adds, for
+every rule, the jobs left times the mean time its finished jobs took, divided over the jobs that
+ran at once.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sys
 import time
 from collections import defaultdict
 
-from snakemake.logging import LogEvent, format_percentage
-
-from fedkd.tools.status import fmt_duration as fmt_eta  # the same durations as `fedkd status`
+from snakemake.logging import (
+    ColorizingTextHandler,
+    DefaultFilter,
+    DefaultFormatter,
+    LogEvent,
+    format_percentage,
+)
+from snakemake_interface_logger_plugins.base import LogHandlerBase
 
 # Snakemake's scheduler chatter, one of each per scheduling step
 CHATTER = re.compile(r"^(Select jobs to execute\.\.\.|Execute \d+ jobs\.\.\.)$")
-STREAM_HANDLER = "DefaultStreamHandler"
+
+
+def fmt_duration(seconds: float) -> str:
+    """A duration as the console and `fedkd status` print it: "5 s", "1 min 15 s", "1 h 02 min"."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 class Progress:
@@ -102,7 +119,7 @@ class ConsoleFormatter(logging.Formatter):
         if event == LogEvent.PROGRESS:
             done, total = record.__dict__["done"], record.__dict__["total"]
             eta = self.progress.eta()
-            tail = f", ETA ~{fmt_eta(eta)}" if eta is not None and done < total else ""
+            tail = f", ETA ~{fmt_duration(eta)}" if eta is not None and done < total else ""
             what = self.progress.last_finished or "a job"
             return (
                 f"{_clock_time()} done   {what}  "
@@ -138,23 +155,58 @@ class ConsoleFilter(logging.Filter):
         return True
 
 
-def install(logger: logging.Logger | None = None, clock=time.monotonic) -> bool:
-    """Give the console handler of Snakemake's logger the one-line-per-job format. False when
-    there is none (a logger plugin owns the console, or Snakemake is not logging)."""
-    if logger is None:
-        from snakemake.logging import logger
+def console_stream(settings, clock=time.monotonic, stream=None) -> logging.Handler:
+    """Snakemake's own console handler, with its default filter and formatter for ``settings``
+    (Snakemake's output settings), and ours in front of them except in a dry run, which lists
+    the jobs it would run in Snakemake's full format."""
+    handler = ColorizingTextHandler(
+        nocolor=settings.nocolor,
+        stream=stream or (sys.stdout if settings.stdout else sys.stderr),
+    )
+    handler.addFilter(
+        DefaultFilter(
+            settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun,
+            settings.printshellcmds,
+        )
+    )  # fmt: skip
+    formatter = DefaultFormatter(settings.quiet, settings.show_failed_logs)
+    if settings.dryrun:
+        handler.setFormatter(formatter)
+        return handler
     progress = Progress(clock)
-    installed = False
-    for handler in logger.handlers:
-        if handler.name != STREAM_HANDLER or any(
-            isinstance(f, ConsoleFilter) for f in handler.filters
-        ):
-            continue
-        # a dry run lists the jobs it would run in Snakemake's own full format
-        if any(getattr(f, "dryrun", False) for f in handler.filters):
-            continue
-        # ours first: it must see every job record, even those the default filter drops
-        handler.filters.insert(0, ConsoleFilter(handler, progress))
-        handler.setFormatter(ConsoleFormatter(handler.formatter, progress))
-        installed = True
-    return installed
+    # ours first: it must see every job record, even those the default filter drops
+    handler.filters.insert(0, ConsoleFilter(handler, progress))
+    handler.setFormatter(ConsoleFormatter(formatter, progress))
+    return handler
+
+
+class ConsoleHandler(LogHandlerBase):
+    """The logger plugin's handler: Snakemake hands it every record (from its queue listener's
+    thread, so a Ctrl-C never lands inside a console write) and it writes them through
+    :func:`console_stream`."""
+
+    def __post_init__(self) -> None:
+        self.console = console_stream(self.common_settings)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.console.handle(record)
+
+    @property
+    def writes_to_stream(self) -> bool:
+        return True
+
+    @property
+    def writes_to_file(self) -> bool:
+        return False
+
+    @property
+    def has_filter(self) -> bool:
+        return True  # the console's filters decide, Snakemake's default among them
+
+    @property
+    def has_formatter(self) -> bool:
+        return True
+
+    @property
+    def needs_rulegraph(self) -> bool:
+        return False

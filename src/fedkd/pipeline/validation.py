@@ -288,7 +288,7 @@ def semantic_errors(cfg: dict, check_specs: bool = True) -> list[str]:
     """Cross-references the schema cannot express: variants and strategies exist, each entry has a
     layout of its group, grids resolve to valid runs, names are unique, and (``check_specs``)
     every run spec validates."""
-    from fedkd.strategies import strategy_names
+    from fedkd.strategies import choose_a_strategy, strategy_names
 
     errors = []
     strategies = strategy_names()
@@ -297,7 +297,7 @@ def semantic_errors(cfg: dict, check_specs: bool = True) -> list[str]:
         if v["strategy"] not in strategies:
             errors.append(
                 f"variants.{vname}.strategy: {v['strategy']!r} is not a registered strategy; "
-                f"choose one of: {', '.join(sorted(strategies))}"
+                + choose_a_strategy()
             )
     tables, figures = cfg.get("tables") or {}, cfg.get("figures") or {}
     for name in sorted(set(tables) & set(figures)):

@@ -5,7 +5,9 @@ figures are rendered from such a file. The columns are fixed (``AGGREGATE_COLUMN
 the strategies' ``server_*`` columns in name order, so the file is the same for the same runs.
 
 Beyond the pipeline contract columns are added at the end of the run keys: ``val_size`` and
-``dataset_kind`` (image or text), which table 2 shows, ``model_options``, and ``collapsed``: the
+``dataset_kind`` (image or text), which table 2 shows, ``model_options``, ``run_choices`` (the
+run-level choices of fedkd.run_choices, which captions name where not the default) and
+``collapsed``: the
 run's global model never got meaningfully above chance (``fedkd.collapse``; from run.json's
 summary, or from the metrics for a run.json written before the mark existed).
 """
@@ -35,6 +37,7 @@ from fedkd.files import (
     read_regular_file,
     read_run_record,
 )
+from fedkd.run_choices import recorded_choices
 
 # the run keys, one value per run, repeated on each of its rows
 RUN_KEY_COLUMNS = [
@@ -75,7 +78,8 @@ ROUND_COLUMNS = [
 ]
 # model_options: a stand-in model's deviations from the paper's (e.g. a narrowed cnn), as JSON
 # collapsed: the run's global model stayed at chance (fedkd.collapse); its table cells are marked
-EXTRA_COLUMNS = ["val_size", "dataset_kind", "model_options", "collapsed"]
+# run_choices: the run-level choices the papers leave open (fedkd.run_choices), as JSON
+EXTRA_COLUMNS = ["val_size", "dataset_kind", "model_options", "run_choices", "collapsed"]
 AGGREGATE_COLUMNS = RUN_KEY_COLUMNS + ROUND_COLUMNS + EXTRA_COLUMNS
 
 SORT_KEYS = ["label", "dataset", "alpha", "participation", "local_epochs", "seed", "round"]
@@ -193,6 +197,10 @@ def _run_keys(label: str, run_dir: str, rec: dict, where: Path) -> dict:
             "val_size": _int_or_none(ds.get("val")),
             "dataset_kind": str(ds.get("kind") or ""),
             "model_options": json.dumps(spec.get("model_options") or {}, sort_keys=True),
+            "run_choices": json.dumps(
+                recorded_choices(spec, str(rec.get("model") or spec.get("model"))),
+                sort_keys=True,
+            ),
         }
     except (KeyError, TypeError, ValueError) as exc:
         raise ReportError(f"{where} lacks or has a bad spec value ({exc!r})") from exc
@@ -377,7 +385,7 @@ def _normalise_types(df: pd.DataFrame) -> pd.DataFrame:
 def write_aggregate(df: pd.DataFrame, out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, lambda tmp: df.to_parquet(tmp, index=False))
+    atomic_write(out, lambda file: df.to_parquet(file, index=False))
     return out
 
 

@@ -8,12 +8,14 @@ the Snakefile writes the combined page under ``results/report/`` before the repo
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
 
 from fedkd.files import atomic_write
 from fedkd.report.claims.verdict import LEVEL, VERDICTS
+from fedkd.report.sections import rst_text
 from fedkd.report.tables.vs_paper import ABSOLUTE, pair_agreement
 from fedkd.report.targets import CLAIMS_SECTION
 
@@ -138,20 +140,28 @@ def summary_rst(records: list[dict], stand_in: bool) -> str:
         parts.append("No paper cell has a comparable run yet.")
     elif stand_in and not own:
         parts.append("No run of this configuration is on a dataset of the paper.")
-    tables = ", ".join(f"``{r['table']}_vs_paper``" for r in records)
+    tables = ", ".join(_code(f"{r['table']}_vs_paper") for r in records)
     parts.append(f"Each table's rows: {tables} (rows without a run are left out).")
     rows = [list(COLUMNS)] + [
         [
-            f"``{r['table']}``",
+            _code(r["table"]),
             str(r["with_runs"]),
             _share(r["concordant"], r["pairs"]),
             _share(r["within"], r["judged"]),
             "–" if math.isnan(r["mean_abs_difference"])
-            else f"{r['mean_abs_difference']:.2f} {r['unit']}",
+            else f"{r['mean_abs_difference']:.2f} {rst_text(r['unit'])}",
         ]
         for r in records
     ]  # fmt: skip
     return head + " ".join(parts) + "\n\n" + _list_table(rows)
+
+
+def _code(name: str) -> str:
+    """A file's name in monospace; one a file under results/tables/ was given by hand (any
+    characters) as escaped plain text, since a literal cannot hold every character."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", name):
+        return f"``{name}``"
+    return rst_text(name)
 
 
 def _list_table(rows: list[list[str]]) -> str:
@@ -162,16 +172,37 @@ def _list_table(rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_front_page(template: Path, tables_dir: Path, out: Path, stand_in: bool) -> Path:
-    """Write the template followed by the agreement summary to ``out`` (left untouched when the
-    content is the same; written atomically, so a report built meanwhile never reads half a
-    page) and return ``out``."""
+# where the front page's template takes the configuration's name and description
+NAME_FIELD = "@CONFIG_NAME@"
+DESCRIPTION_FIELD = "@CONFIG_DESCRIPTION@"
+
+
+def write_front_page(
+    template: Path,
+    tables_dir: Path,
+    out: Path,
+    stand_in: bool,
+    name: str = "",
+    description: str = "",
+    summary: bool = True,
+) -> Path:
+    """Write the template, its fields filled with the configuration's ``name`` and
+    ``description`` as text (fedkd.report.sections.rst_text), followed by the agreement summary
+    (``summary``) to ``out`` (left untouched when the content is the same; written atomically, so
+    a report built meanwhile never reads half a page) and return ``out``."""
     text = Path(template).read_text().rstrip("\n") + "\n\n"
-    text += claims_rst(Path(tables_dir) / "claims.csv")
-    text += summary_rst(summarise(tables_dir), stand_in)
+    # both filled at once: a name holding the other field's marker stays the name
+    # (a name of spaces alone is shown quoted: the template sets the name in bold, and empty bold
+    # text is a docutils error)
+    shown = rst_text(name) or rst_text(repr(name))
+    fields = {NAME_FIELD: shown, DESCRIPTION_FIELD: rst_text(description)}
+    text = re.sub("|".join(map(re.escape, fields)), lambda m: fields[m[0]], text)
+    if summary:
+        text += claims_rst(Path(tables_dir) / "claims.csv")
+        text += summary_rst(summarise(tables_dir), stand_in)
     out = Path(out)
     if not out.exists() or out.read_text() != text:
         out.parent.mkdir(parents=True, exist_ok=True)
         data = text.encode()
-        atomic_write(out, lambda tmp: tmp.write_bytes(data))
+        atomic_write(out, lambda file: file.write(data))
     return out

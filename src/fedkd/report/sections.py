@@ -1,10 +1,19 @@
 """Where an output goes in `snakemake --report`: the paper it reproduces (category) and its table
 or figure there (subcategory), read from the reference its caption gives, e.g. "(fedgkd Table 3)"
-or "(FedCAD Fig. 1)". Outputs without one are grouped as "Other tables" / "Other figures"."""
+or "(FedCAD Fig. 1)". Outputs without one are grouped as "Other tables" / "Other figures".
+
+Also how configuration text reaches the report as text. Snakemake renders captions and the front
+page as Jinja templates, then as reStructuredText with docutils' ``raw`` and ``include``
+directives enabled, and embeds each report job's params in a ``<script>`` element of the page;
+``rst_text`` and ``script_safe_json`` make a value inert in all three."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import unicodedata
+from pathlib import Path
 
 # the papers as the configuration's captions cite them → their section title
 PAPERS = {
@@ -30,3 +39,48 @@ def report_section(
         return f"Other {output}s", name
     kind = "Table" if found[2].lower() == "table" else "Fig."
     return PAPERS[found[1].lower()], f"{kind} {found[3]}"
+
+
+# reST markup starts with ASCII punctuation (directives "..", roles and links "`", "_", "|",
+# "[", ":", lists "-", "*", "#.", tables "+"), and the Unicode bullets start lists; a backslash
+# before any of them shows it as itself. That also breaks every "{{", "{%" and "{#" of Jinja,
+# and every "</script" and "<!--" of the page's script elements.
+_RST_ESCAPED = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~" + "•‣⁃")
+REPLACEMENT = "\ufffd"  # what a control character (NUL included) shows as
+
+
+def rst_text(text: object) -> str:
+    """``text`` as one line of reStructuredText that shows exactly those characters: markup,
+    directives, roles, links and substitutions come out as the characters typed. Line breaks
+    and tabs become spaces (a caption is one paragraph: an indented or underlined line would
+    start a block); other control characters, NUL included, become U+FFFD (docutils marks its
+    own escapes with NUL)."""
+    out = []
+    for ch in " ".join(str(text).split()):
+        if ch in _RST_ESCAPED:
+            out.append("\\" + ch)
+        elif unicodedata.category(ch) == "Cc":
+            out.append(REPLACEMENT)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def script_safe_json(value: object) -> str:
+    """``json.dumps(value, sort_keys=True)`` with "<", ">" and "&" written as \\u escapes: the
+    same JSON to any parser, and no "</script" or "<!--" when Snakemake embeds it in its page."""
+    text = json.dumps(value, sort_keys=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def restrict_docutils(config_file: Path, environ=os.environ) -> None:
+    """Have docutils read ``config_file`` (workflow/report/docutils.conf: no file insertion)
+    after the configuration files it reads already, through ``DOCUTILSCONFIG``: Snakemake's
+    report renders its reStructuredText with docutils' defaults, which read any file named."""
+    current = environ.get("DOCUTILSCONFIG")
+    if current is None:  # docutils' own list, which DOCUTILSCONFIG replaces
+        files = ["/etc/docutils.conf", "./docutils.conf", "~/.docutils"]
+    else:
+        files = current.split(os.pathsep)
+    if str(config_file) not in files:
+        environ["DOCUTILSCONFIG"] = os.pathsep.join([*files, str(config_file)])

@@ -4,10 +4,14 @@ the aggregate, so it states what was run, whatever the configuration's caption s
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pandas as pd
 
-from fedkd.choices import departures
+from fedkd.report.declared import declared_strategies
 from fedkd.report.text import key_value
+from fedkd.run_choices import choice_departures
 from fedkd.values import load_json
 
 
@@ -52,8 +56,28 @@ def _model_texts(runs: pd.DataFrame) -> list[str]:
     return sorted(texts)
 
 
+def departures(strategy: str, params: dict[str, Any] | str | None) -> list[str]:
+    """``"key value"`` for each published-code choice of ``strategy`` (its ``code_choices``)
+    that ``params`` (the resolved parameters, or their JSON) sets to other than the default, e.g.
+    ``["first_negative own-init"]``."""
+    if isinstance(params, str):
+        try:
+            params = load_json(params, "the parameters") if params else {}
+        except ValueError:  # not JSON, or nested too deep to be parameters
+            return []
+    if not isinstance(params, dict):
+        return []
+    declared = declared_strategies().get(strategy)
+    out = []
+    for key, default in (declared.code_choices if declared else {}).items():
+        if key in params and params[key] != default:
+            value = params[key]
+            out.append(f"{key} {json.dumps(value) if isinstance(value, bool) else value}")
+    return out
+
+
 def _choice_texts(runs: pd.DataFrame) -> list[str]:
-    """Each strategy whose runs depart from a default choice (fedkd.choices), e.g. "moon with
+    """Each strategy whose runs depart from a published-code choice's default, e.g. "moon with
     first_negative own-init"."""
     if not {"strategy", "params"} <= set(runs.columns):
         return []
@@ -62,6 +86,23 @@ def _choice_texts(runs: pd.DataFrame) -> list[str]:
         shown = departures(str(strategy), params)
         if shown:
             texts.add(f"{strategy} with {', '.join(shown)}")
+    return sorted(texts)
+
+
+def _run_choice_texts(runs: pd.DataFrame) -> list[str]:
+    """The run-level choices (fedkd.run_choices) any run departs from, where they can change
+    its model, e.g. "classifier initialised N(0, 0.01)"."""
+    if not {"model", "run_choices"} <= set(runs.columns):
+        return []
+    columns = ["model", "run_choices"] + (["model_options"] if "model_options" in runs else [])
+    texts = set()
+    for row in runs[columns].drop_duplicates().itertuples(False):
+        options = getattr(row, "model_options", None)
+        try:
+            options = load_json(options, "model options") if isinstance(options, str) else {}
+        except ValueError:
+            options = {}
+        texts.update(choice_departures(row.run_choices, str(row.model), options))
     return sorted(texts)
 
 
@@ -85,6 +126,7 @@ def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
     if models:
         parts.append(f"model {', '.join(models)}")
     parts += _choice_texts(runs)
+    parts += _run_choice_texts(runs)
     sentence = "Runs: " + ", ".join(parts) if parts else ""
     sizes = []
     if {"dataset", "train_size", "test_size"} <= set(runs.columns):

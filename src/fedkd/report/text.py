@@ -3,7 +3,9 @@ Markdown."""
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,16 +95,40 @@ _TEX_SPECIAL = {
     "†": r"$^\dagger$",  # the mark of a table cell fed by a collapsed run (fedkd.collapse)
     "‡": r"$^\ddagger$",  # the mark of a cell with fewer seeds than its table's others
     "σ": r"$\sigma$",
+    # OT1, LaTeX's default font encoding, prints these three as "—", "¡" and "¿"
+    "|": r"\textbar{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    # a blank line would end the paragraph inside a \caption or a table cell: an error
+    "\n": " ",
 }
+# what a control character (NUL included) is written as: never itself, in any output format
+REPLACEMENT = "\ufffd"
+TEX_REPLACEMENT = "?"  # U+FFFD is in no standard LaTeX font
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and line feed
 
 
 def tex_escape(text: str) -> str:
     """Plain text -> LaTeX (captions, names and labels given in options are plain text)."""
-    return "".join(_TEX_SPECIAL.get(ch, ch) for ch in str(text))
+    text = CONTROL.sub(TEX_REPLACEMENT, str(text).replace("\r", " "))
+    return "".join(_TEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+_MD_SPECIAL = {"\\": "\\\\", "|": r"\|", "&": "&amp;", "<": "&lt;", ">": "&gt;"}
+LINE_BREAK = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
 
 
 def md_escape(text: str) -> str:
-    return str(text).replace("|", r"\|")
+    """Plain text -> a Markdown table cell or caption line: "|" and "\\" escaped, HTML's "<",
+    ">" and "&" as entities (Markdown passes raw HTML through), line breaks as a space (one
+    would end the table row), control characters as U+FFFD."""
+    text = CONTROL.sub(REPLACEMENT, LINE_BREAK.sub(" ", str(text)))
+    return "".join(_MD_SPECIAL.get(ch, ch) for ch in text)
+
+
+def md_unescape(md: str) -> str:
+    """The text ``md_escape`` escaped (Markdown a name gives, as text: its tags stay characters)."""
+    return html.unescape(re.sub(r"\\([\\|])", r"\1", md))
 
 
 @dataclass
@@ -117,9 +143,14 @@ class Text:
     def plain(cls, text: str) -> Text:
         return cls(tex_escape(text), md_escape(text))
 
+    @property
+    def shown(self) -> str:
+        """The entry as plain text (a figure's legend, a caption, the HTML page escapes it)."""
+        return md_unescape(self.md)
+
 
 def key_header(key: str) -> Text:
-    tex, md = KEY_HEADERS.get(key, (tex_escape(key), key))
+    tex, md = KEY_HEADERS.get(key, (tex_escape(key), md_escape(key)))
     return Text(tex, md)
 
 
@@ -128,7 +159,7 @@ def setting_text(key: str, value, names: dict) -> Text:
     text = format_key_value(key, value, names)
     if key in SETTING_STYLE_KEYS and text == format_key_value(key, value, None):
         head = key_header(key)
-        return Text(f"{head.tex}={tex_escape(text)}", f"{head.md}={text}")
+        return Text(f"{head.tex}={tex_escape(text)}", f"{head.md}={md_escape(text)}")
     return Text.plain(text)
 
 

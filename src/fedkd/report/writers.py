@@ -1,5 +1,9 @@
 """Output files: a table document as LaTeX (booktabs), Markdown, CSV and HTML; a figure as PDF and PNG.
-Every file is written atomically and without timestamps, so the same inputs give the same bytes."""
+Every file is written atomically and without timestamps, so the same inputs give the same bytes.
+
+User text is text in every format: escaped for LaTeX, Markdown and HTML (fedkd.report.text); a
+CSV cell that a spreadsheet would take for a formula starts with "'"; a control character (NUL
+included) is written as U+FFFD ("?" in LaTeX), never as itself."""
 
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from fedkd.files import atomic_write
-from fedkd.report.text import Text, tex_escape
+from fedkd.report.aggregate import ReportError
+from fedkd.report.text import CONTROL, REPLACEMENT, TEX_REPLACEMENT, Text, md_escape, tex_escape
 
 PNG_DPI = 150
 
@@ -20,7 +25,7 @@ PNG_DPI = 150
 def write_atomic(path: Path, data: bytes | str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = data.encode() if isinstance(data, str) else data
-    atomic_write(path, lambda tmp: tmp.write_bytes(data))
+    atomic_write(path, lambda file: file.write(data))
 
 
 def output_path(prefix: str | Path, suffix: str) -> Path:
@@ -77,15 +82,29 @@ def caption_html(caption: str) -> str:
     return CODE.sub(lambda m: f"<code>{m[1]}</code>", html.escape(caption))
 
 
+# what a LaTeX \label may hold here: no brace, backslash or comment character, which would end
+# it and run what follows as LaTeX
+TEX_LABEL = re.compile(r"[A-Za-z0-9:._+\-/ ]+")
+
+
+def tex_label(label: str) -> str:
+    if not TEX_LABEL.fullmatch(label):
+        raise ReportError(
+            f"label {label!r} is not a LaTeX label; use letters, digits and ':._+-/' "
+            '(e.g. "tab:table3")'
+        )
+    return label
+
+
 def to_latex(doc: TableDoc, name: str) -> str:
     ncol = len(doc.columns)
     spec = "l" * doc.n_stub + "c" * (ncol - doc.n_stub)
     out = [
-        f"% fedkd render {name}; needs \\usepackage{{{','.join(doc.needs)}}}",
+        f"% fedkd render {' '.join(name.split())}; needs \\usepackage{{{','.join(doc.needs)}}}",
         r"\begin{table}[htbp]",
         r"\centering",
         rf"\caption{{{caption_tex(doc.caption)}}}",
-        rf"\label{{{doc.label}}}",
+        rf"\label{{{tex_label(doc.label)}}}",
         rf"\begin{{tabular}}{{{spec}}}",
         r"\toprule",
     ]
@@ -115,7 +134,7 @@ def to_latex(doc: TableDoc, name: str) -> str:
             prev = first
         out.append(" & ".join(texts) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
-    return "\n".join(out)
+    return CONTROL.sub(TEX_REPLACEMENT, "\n".join(out))
 
 
 def to_markdown(doc: TableDoc) -> str:
@@ -127,7 +146,7 @@ def to_markdown(doc: TableDoc) -> str:
                 if text.md:
                     headers[j] = f"{text.md} {headers[j]}".strip()
             col += span
-    lines = [f"Table: {doc.caption}", ""]
+    lines = [f"Table: {md_escape(doc.caption)}", ""]
     lines.append("| " + " | ".join(headers) + " |")
     lines.append(
         "|" + "|".join(":--" if j < doc.n_stub else ":-:" for j in range(len(headers))) + "|"
@@ -135,8 +154,8 @@ def to_markdown(doc: TableDoc) -> str:
     for row in doc.body:
         lines.append("| " + " | ".join(_styled_md(t) for t in row) + " |")
     lines.append("")
-    lines += [f"{note}\n" for note in doc.notes]
-    return "\n".join(lines)
+    lines += [f"{md_escape(note)}\n" for note in doc.notes]
+    return CONTROL.sub(REPLACEMENT, "\n".join(lines))
 
 
 HTML_STYLE = """body{font-family:system-ui,sans-serif;margin:1em;color:#222}
@@ -161,7 +180,7 @@ ul.idle{font-size:13px;line-height:1.4;color:#444}"""
 
 
 def _html_text(t: Text) -> str:
-    text = html.escape(t.md.replace(r"\|", "|"))
+    text = html.escape(t.shown)
     if t.style == "best":
         return f"<b>{text}</b>"
     if t.style == "second":
@@ -180,8 +199,8 @@ def estimated_width(doc: TableDoc) -> int:
     """The table's width in pixels, from its longest entry per column (an upper estimate)."""
     width = 0
     for j, head in enumerate(doc.columns):
-        texts = [head.md] + [row[j].md for row in doc.body if j < len(row)]
-        width += max(len(t.replace(r"\|", "|")) for t in texts) * CHAR_PX + CELL_PAD_PX
+        texts = [head.shown] + [row[j].shown for row in doc.body if j < len(row)]
+        width += max(len(t) for t in texts) * CHAR_PX + CELL_PAD_PX
     return width
 
 
@@ -200,7 +219,7 @@ def to_html(doc: TableDoc) -> str:
     laptop screen is shown in its screen layout (for_screen); the .tex and .md keep the paper's."""
     doc = for_screen(doc)
     if doc.html is not None:
-        return "\n".join([
+        return CONTROL.sub(REPLACEMENT, "\n".join([
             "<!DOCTYPE html>",
             '<html><head><meta charset="utf-8">',
             f"<title>{html.escape(doc.label)}</title><style>{HTML_STYLE}\n{HTML_BLOCK_STYLE}"
@@ -210,7 +229,7 @@ def to_html(doc: TableDoc) -> str:
             *(f"<p>{html.escape(note)}</p>" for note in doc.notes),
             "</body></html>",
             "",
-        ])  # fmt: skip
+        ]))  # fmt: skip
     out = [
         "<!DOCTYPE html>",
         '<html><head><meta charset="utf-8">',
@@ -250,7 +269,7 @@ def to_html(doc: TableDoc) -> str:
     out += ["</tbody>", "</table>"]
     out += [f"<p>{html.escape(note)}</p>" for note in doc.notes]
     out += ["</body></html>", ""]
-    return "\n".join(out)
+    return CONTROL.sub(REPLACEMENT, "\n".join(out))
 
 
 def write_table(doc: TableDoc, prefix, name: str) -> list:
@@ -267,11 +286,37 @@ def write_table(doc: TableDoc, prefix, name: str) -> list:
     return paths
 
 
+# a cell starting with one of these is a formula to a spreadsheet (OWASP, "CSV Injection")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A text cell as a spreadsheet shows it: one that would start a formula ("=HYPERLINK(...)")
+    after a "'", control characters as U+FFFD; numbers, and text that is one ("-0.5"), as they
+    are."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(FORMULA_START) and not _is_number(value):
+        value = "'" + value
+    return CONTROL.sub(REPLACEMENT, value)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text == text.strip()  # float() allows the spaces a formula could hide behind
+
+
 def _csv_text(df: pd.DataFrame) -> str:
     df = df.copy()
     for col in df.columns:
         if pd.api.types.is_float_dtype(df[col]):
             df[col] = df[col].round(6)
+        elif not pd.api.types.is_numeric_dtype(df[col]):
+            df[col] = df[col].map(csv_cell)
+    df.columns = [csv_cell(str(c)) for c in df.columns]
     return df.to_csv(index=False, lineterminator="\n")
 
 
@@ -279,6 +324,7 @@ def save_figure(fig, prefix, caption: str, label: str) -> list[Path]:
     """PREFIX.pdf and PREFIX.png; the caption and label go into the files' metadata."""
     import matplotlib
 
+    caption, label = CONTROL.sub(REPLACEMENT, caption), CONTROL.sub(REPLACEMENT, label)
     pdf_meta = {
         "CreationDate": None,
         "ModDate": None,

@@ -1,22 +1,118 @@
 """Strategy registry: every module in this package (not starting with ``_``) that defines a
-``Strategy`` subclass with a ``name`` registers it. Adding a strategy = adding one module."""
+``Strategy`` subclass with a ``name`` registers it, and so does every Python file named in the
+environment variable FEDKD_STRATEGY_MODULES (a strategy of one's own, kept outside the package;
+docs/adding-a-strategy.md). Adding a strategy = adding one module.
+
+Only files the user names there are imported: a strategy's name, in a configuration or on the
+command line, is looked up among the registered ones and never imports anything itself. Importing
+this package does not import torch (the report reads the modules without importing them).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
+import os
 import pkgutil
+import sys
 from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fedkd.strategies.base import Strategy
+if TYPE_CHECKING:
+    from fedkd.strategies.base import Strategy
+
+# a strategy module of one's own: a Python file, or several separated by os.pathsep (":")
+MODULES_VARIABLE = "FEDKD_STRATEGY_MODULES"
+STRATEGIES_DIR = Path(__file__).resolve().parent
+
+
+def package_module_names() -> list[str]:
+    """The package's strategy modules (``fedprox``, ...), without importing them."""
+    return [
+        info.name
+        for info in pkgutil.iter_modules([str(STRATEGIES_DIR)])
+        if not info.name.startswith("_") and info.name != "base"
+    ]
+
+
+def external_module_files() -> list[Path]:
+    """The files FEDKD_STRATEGY_MODULES names, resolved; a missing one or one that is not a
+    Python file is refused by name."""
+    files = []
+    for entry in os.environ.get(MODULES_VARIABLE, "").split(os.pathsep):
+        if not entry.strip():
+            continue
+        path = Path(entry).expanduser().resolve()
+        if path.suffix != ".py" or not path.is_file():
+            problem = (
+                "is not a Python file (.py)"
+                if path.suffix != ".py"
+                else f"does not exist (resolved to {str(path)!r})"
+            )
+            raise ValueError(
+                f"{MODULES_VARIABLE} names {entry!r}, which {problem}; set it to the files of "
+                f"your own strategy modules, separated by {os.pathsep!r}"
+            )
+        if path not in files:
+            files.append(path)
+    return files
+
+
+def module_files() -> list[Path]:
+    """Every strategy module's file: the package's, then those of FEDKD_STRATEGY_MODULES."""
+    return [STRATEGIES_DIR / f"{name}.py" for name in package_module_names()] + (
+        external_module_files()
+    )
+
+
+def _import_external(path: Path):
+    """A module of one's own, imported from its file under a name of its own (dataclasses look a
+    class's module up in sys.modules). The name carries a digest of the path, so two files named
+    alike are two modules."""
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
+    name = f"fedkd_strategy_module_{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{MODULES_VARIABLE}: {str(path)!r} cannot be imported as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _code_choice_errors(cls: type[Strategy]) -> list[str]:
+    """A published-code choice must be a parameter whose default is the one it declares."""
+    import dataclasses
+
+    defaults = {f.name: f.default for f in dataclasses.fields(cls.Params)}
+    return [
+        f"strategy {cls.name!r} declares code_choices[{key!r}] = {default!r}, but its Params "
+        + (
+            f"default is {defaults[key]!r}; make them the same"
+            if key in defaults
+            else "has no such parameter"
+        )
+        for key, default in cls.code_choices.items()
+        if defaults.get(key, object()) != default
+    ]
 
 
 @cache
-def _registry() -> dict[str, type[Strategy]]:
+def _registry_of(external: tuple[Path, ...]) -> dict[str, type[Strategy]]:
+    from fedkd.strategies.base import Strategy
+
+    modules = [importlib.import_module(f"{__name__}.{m}") for m in package_module_names()]
+    modules += [_import_external(path) for path in external]
     found: dict[str, type[Strategy]] = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_") or info.name == "base":
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
+    for module in modules:
         for obj in vars(module).values():
             if (
                 isinstance(obj, type)
@@ -25,17 +121,37 @@ def _registry() -> dict[str, type[Strategy]]:
                 and obj.__module__ == module.__name__
             ):
                 if obj.name in found:
-                    raise RuntimeError(f"strategy name {obj.name!r} is registered twice")
+                    raise RuntimeError(
+                        f"strategy name {obj.name!r} is registered twice ({module.__file__} and "
+                        f"{sys.modules[found[obj.name].__module__].__file__}); rename one"
+                    )
+                problems = _code_choice_errors(obj)
+                if problems:
+                    raise RuntimeError("; ".join(problems))
                 found[obj.name] = obj
     return dict(sorted(found.items()))
+
+
+def _registry() -> dict[str, type[Strategy]]:
+    # keyed by the files named now: a process that changes FEDKD_STRATEGY_MODULES (a test) sees
+    # the strategies it names
+    return _registry_of(tuple(external_module_files()))
 
 
 def strategy_names() -> list[str]:
     return list(_registry())
 
 
+def choose_a_strategy() -> str:
+    """What to do about a strategy name that is not registered."""
+    return (
+        f"choose one of: {', '.join(_registry())} (a strategy of your own: name its module's "
+        f"file in {MODULES_VARIABLE}, see docs/adding-a-strategy.md)"
+    )
+
+
 def get_strategy_class(name: str) -> type[Strategy]:
     reg = _registry()
     if name not in reg:
-        raise ValueError(f"unknown strategy {name!r}; choose one of: {', '.join(reg)}")
+        raise ValueError(f"unknown strategy {name!r}; {choose_a_strategy()}")
     return reg[name]

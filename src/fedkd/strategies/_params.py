@@ -8,9 +8,10 @@ with ``ranged`` and each fixed set of texts with ``chosen``:
         coef: float = ranged(0.1, at_least(0))
         target: str = chosen("global", {"global": "FedGen's code", "uniform": "..."})
 
-Every range and choice is checked when ``Params`` is built, so ``Strategy.param_value_errors``
-names a bad value when the configuration is read or a run planned, before any job starts, rather
-than inside the training job. Checks that relate two parameters go into ``check``.
+Every range and choice is checked when ``Params`` is built; ``CheckedParams.value_errors`` names
+every bad value of a mapping without building it, so ``Strategy.param_value_errors`` refuses a
+configuration when it is read or a run planned, before any job starts, rather than inside the
+training job. Checks that relate two parameters go into ``check``.
 """
 
 from __future__ import annotations
@@ -81,40 +82,73 @@ def chosen(default: str, choices: dict[str, str]) -> Any:
 class CheckedParams:
     """Base of a strategy's ``Params`` dataclass: a text parameter must be one of its declared
     choices; an integer parameter given a whole float (5.0) holds the int, one with a fraction is
-    refused; then every declared range, then ``check``."""
+    refused; then every declared range, then ``check``. Every bad value is named at once."""
 
     def __post_init__(self) -> None:
+        errors = []
         for f in dataclasses.fields(self):
-            allowed = f.metadata.get("range")
-            value = getattr(self, f.name)
-            choices = f.metadata.get("choices")
-            if choices is not None and isinstance(value, str) and value not in choices:
-                listed = ", ".join(f"'{c}' ({meaning})" for c, meaning in choices.items())
-                raise ValueError(f"params.{f.name}={value!r}; use one of {listed}")
-            # a value of another type is named by the configuration's type check
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue
-            integer = f.type in (int, "int")
-            if integer and isinstance(value, float):
-                exact = exact_int(value)
-                if not isinstance(exact, int):  # a fraction, or beyond what a float holds exactly
-                    raise ValueError(
-                        f"params.{f.name}={value!r} must be an integer (a float holds integers "
-                        f"exactly only below 2^53; write it without a decimal point)"
-                    )
-                value = exact
-                setattr(self, f.name, value)
-            if allowed is not None and not allowed.holds(value):
-                kind = "an integer " if integer else ""
-                meaning = f.metadata.get("meaning")
-                raise ValueError(
-                    f"params.{f.name}={value!r} must be {kind}{allowed}"
-                    + (f" ({meaning})" if meaning else "")
-                )
+            problem, value = _field_problem(f, getattr(self, f.name))
+            if problem:
+                errors.append(problem)
+            elif value is not getattr(self, f.name):
+                setattr(self, f.name, value)  # the int a whole float stands for
+        if errors:
+            raise ValueError("\n".join(errors))
         self.check()
 
     def check(self) -> None:
         """Checks that relate several parameters; raise ValueError("params.NAME=...")."""
+
+    @classmethod
+    def value_errors(cls, values: dict[str, Any]) -> list[str]:
+        """Every problem of ``values`` (parameter name → value; a parameter left out takes its
+        default) that building the dataclass would refuse, each with its value and what is
+        allowed: every field's range or choices, then, if those hold, ``check``. Unknown names
+        are ``Strategy.param_errors``'s to name."""
+        errors = []
+        for f in dataclasses.fields(cls):
+            if f.name in values:
+                problem, _ = _field_problem(f, values[f.name])
+                if problem:
+                    errors.append(problem)
+        if not errors:
+            # a check between parameters reads them all: only once each one is valid, so that a
+            # refused value's default standing in for it is not named as a second error
+            try:
+                cls(**values)
+            except ValueError as exc:
+                errors.append(str(exc))
+        return errors
+
+
+def _field_problem(f: dataclasses.Field, value: Any) -> tuple[str | None, Any]:
+    """What is wrong with ``value`` for the field ``f`` (None: nothing), and the value the field
+    holds (a whole float given for an integer becomes the int)."""
+    choices = f.metadata.get("choices")
+    if choices is not None and isinstance(value, str) and value not in choices:
+        listed = ", ".join(f"'{c}' ({meaning})" for c, meaning in choices.items())
+        return f"params.{f.name}={value!r}; use one of {listed}", value
+    # a value of another type is named by the configuration's type check
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None, value
+    integer = f.type in (int, "int")
+    if integer and isinstance(value, float):
+        exact = exact_int(value)
+        if not isinstance(exact, int):  # a fraction, or beyond what a float holds exactly
+            return (
+                f"params.{f.name}={value!r} must be an integer (a float holds integers exactly "
+                f"only below 2^53; write it without a decimal point)"
+            ), value
+        value = exact
+    allowed = f.metadata.get("range")
+    if allowed is not None and not allowed.holds(value):
+        kind = "an integer " if integer else ""
+        meaning = f.metadata.get("meaning")
+        return (
+            f"params.{f.name}={value!r} must be {kind}{allowed}"
+            + (f" ({meaning})" if meaning else "")
+        ), value
+    return None, value
 
 
 def describe(params_class: type) -> str:

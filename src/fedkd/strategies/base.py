@@ -234,6 +234,15 @@ class Strategy:
     paper: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
+    # The name tables and figures show; "" shows the class's name (FedProx). The report reads it,
+    # and code_choices, from the module's source without importing it: write each as a literal.
+    # (The module's source is hashed into its runs' parameters: renaming here re-runs them; a
+    # table's column_names option renames without that.)
+    display_name: ClassVar[str] = ""
+    # Where published code bases disagree on a detail their papers leave open, the parameter that
+    # selects each behaviour, with its default (the same as its Params default): a caption names
+    # a run that departs from it (fedkd.report.setting).
+    code_choices: ClassVar[dict[str, Any]] = {}
     traits: ClassVar[Traits] = Traits()
     uses_projection_head: ClassVar[bool] = False
     # whether the batched trainer (fedkd.engine.batched) may train this strategy's clients side
@@ -268,28 +277,18 @@ class Strategy:
 
     @classmethod
     def param_value_errors(cls, given: dict[str, Any], dataset: str, model: str) -> list[str]:
-        """What ``make_params`` would refuse in ``given`` (the ranges ``Params`` checks), without
-        building anything, so that a run spec is refused when it is read or planned rather than
-        inside its training job. ``Params`` names the first bad parameter it meets; that one is
-        set aside and the rest tried again, so that every bad one is named."""
-        import re
-
-        errors: list[str] = []
-        remaining = dict(given)
-        while True:
-            try:
-                cls.make_params(remaining, dataset, model)
-                return errors
-            except (ValueError, TypeError) as exc:
-                named = re.match(r"params\.(\w+)", str(exc))
-                given_here = named is not None and named[1] in remaining
-                # once a bad value is set aside its default stands in; a check that then fails on
-                # that default (beta <= gamma) repeats an error already named
-                if given_here or not errors:
-                    errors.append(str(exc))
-                if not given_here:
-                    return errors
-                del remaining[named[1]]
+        """Every value that ``make_params`` would refuse in ``given`` (over the dataset's
+        defaults), each named with its value and what is allowed, so that a run spec is refused
+        when it is read or planned rather than inside its training job."""
+        values = {**cls.dataset_defaults(dataset, model), **given}
+        value_errors = getattr(cls.Params, "value_errors", None)
+        if value_errors is not None:  # a CheckedParams
+            return value_errors(values)
+        try:
+            cls.Params(**values)
+        except (ValueError, TypeError) as exc:
+            return [str(exc)]
+        return []
 
     # ---------------------------------------------------------------- hooks (defaults = FedAvg)
     def payload(self, round: int, global_model: FedModel) -> dict[str, Any]:

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import torch
 
-from fedkd.choices import DEFAULTS
 from fedkd.losses import kd_kl
 from fedkd.strategies._params import CheckedParams, above, at_least, chosen, ranged
 from fedkd.strategies.base import (
@@ -56,7 +55,7 @@ class FedDistillPlusParams(CheckedParams):
     # "global": softmax(global_logits[y]); "uniform": the FedGKD repository never stores the
     # received logits and so distils toward uniform
     target: str = chosen(
-        DEFAULTS["feddistill+"]["target"],
+        "global",
         {"global": "FedGen's code", "uniform": "the FedGKD repository's released behaviour"},
     )
 
@@ -111,6 +110,9 @@ class FedDistillPlus(Strategy):
         "never stored)."
     )
     Params = FedDistillPlusParams
+    # FedGen's code distils toward the global per-label logits; the FedGKD repository's release
+    # toward uniform outputs
+    code_choices = {"target": "global"}
     traits = Traits(extra_information="per-label logits", proxy_data=False, modifies_model=False)
 
     def __init__(self, params, ctx):

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 
-from fedkd.choices import DEFAULTS
 from fedkd.losses import kd_kl
 from fedkd.models.base import FedModel
 from fedkd.strategies._buffer import BufferedStrategy
@@ -43,7 +42,7 @@ class FedGKDParams(CheckedParams):
     temperature: float = ranged(1.0, above(0))  # KL only; the authors' MSE works on raw logits
     # the teacher at M = 1: the global model received, or the round's initial model
     m1_teacher: str = chosen(
-        DEFAULTS["fedgkd"]["m1_teacher"],
+        "current",
         {"current": "the paper", "initial": "the released code"},
     )
 
@@ -98,6 +97,9 @@ class FedGKD(BufferedStrategy):
         "keeps the initial model, as the released worker code does."
     )
     Params = FedGKDParams
+    # the teacher at M = 1: the paper's received global model; the released worker code keeps
+    # the initial one
+    code_choices = {"m1_teacher": "current"}
     # fedgkd Table 1: no extra information, no proxy data, no model modification
     traits = Traits(extra_information="none", proxy_data=False, modifies_model=False)
 

@@ -3,7 +3,16 @@
 Local objective: CE + sum_m gamma_m/2 * KL(h(w_{t-m+1}, x) ‖ h(w, x)), m = 1 the current global
 model, with gamma_m/2 = lambda * softmax_m(-L_m / beta); L_m is model m's loss on the server's
 held-out validation split (the 10% of the training set kept out of the partition), beta = 1/M,
-lambda = 0.1. The released code cannot run this branch, so it follows the paper.
+lambda = 0.1.
+
+The authors' released code (CGCL-codes/FedGKD) does not run VOTE: its branch is unreachable,
+computes the KL under ``no_grad``, and the server never computes the validation losses; forced
+on, it fails before training. So the paper's VOTE numbers came from other code, and this follows
+the paper's Eq. 5 (built from the release's own functions, it gives these numbers bit for bit).
+The release's validation split would be the last 10% of the training file, with training
+augmentation; as the release cannot run VOTE, fedkd keeps its own: 10% drawn per seed (the
+split every method holds out, fedkd.data), without augmentation, as a loss for model selection
+is measured on the images as they are.
 
 Communication: the server sends the M buffered models (the current global one plus up to M - 1
 older ones), M x FedAvg's traffic once the buffer is full. The M scalar weights go along as

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from fedkd.choices import DEFAULTS
 from fedkd.strategies._params import CheckedParams, above, at_least, ranged
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Strategy, Traits
 
@@ -32,7 +31,7 @@ class FedNTDParams(CheckedParams):
     beta: float = ranged(1.0, at_least(0), "0: FedAvg")  # weight of the not-true distillation term
     tau: float = ranged(1.0, above(0))  # softmax temperature of both not-true distributions
     # multiply the KL by tau^2 (the authors' current code; above)
-    tau_squared: bool = DEFAULTS["fedntd"]["tau_squared"]
+    tau_squared: bool = False
 
 
 def not_true_logits(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -70,6 +69,8 @@ class FedNTD(Strategy):
         "tau_squared: the authors' current code's tau^2 factor (off, as the paper)."
     )
     Params = FedNTDParams
+    # the paper's equation has no tau^2 factor; the authors' current code has
+    code_choices = {"tau_squared": False}
     # nothing shared beyond the weights, no proxy data, same network (FedNTD Appendix C)
     traits = Traits(extra_information="none", proxy_data=False, modifies_model=False)
 

@@ -43,7 +43,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from fedkd.choices import DEFAULTS
 from fedkd.runtime.seeding import derive_seed
 from fedkd.strategies._paper_setting import paper_setting
 from fedkd.strategies._params import CheckedParams, above, at_least, chosen, ranged
@@ -61,7 +60,7 @@ class MoonParams(CheckedParams):
     tau: float = ranged(0.5, above(0))
     # the negative of a client's first participation (the module's docstring)
     first_negative: str = chosen(
-        DEFAULTS["moon"]["first_negative"],
+        "none",
         {
             "none": "no negative, the FedGKD code",
             "global": "the received global model",
@@ -111,6 +110,9 @@ class Moon(Strategy):
         "CIFAR-10 / CIFAR-100 / Tiny-ImageNet / NLP."
     )
     Params = MoonParams
+    # the FedGKD paper's MOON numbers came from its own code (CGCL-codes/FedGKD), which has no
+    # negative on a client's first participation
+    code_choices = {"first_negative": "none"}
     traits = Traits(extra_information="none", proxy_data=False, modifies_model=True)
     uses_projection_head = True
 

@@ -5,9 +5,9 @@ cluster's shared disk too).
 Which runs count, as Snakemake would pick them: the runs the TARGETs need (the same targets as
 ``snakemake``, e.g. results/tables/table3.tex, planned from --configfile or the default
 config/config.yaml, fedkd.pipeline.Plan); with --configfile alone, every run of that
-configuration; with neither, the runs the workflow running in this folder is building (its
-.snakemake/locks, while a Snakemake process works in the folder: a killed one leaves its locks),
-else every run found. Before any run (no runs folder yet) the planned runs are all not started.
+configuration; with neither, every run found in the runs folder. Before any run (no runs folder
+yet) the planned runs are all not started. Nothing of Snakemake's own state is read: give the
+targets and --configfile the workflow was started with.
 
 A run is done (complete), failed (diverged), running, stopped (killed or crashed: its process is
 gone, or on another host no round for a while, or it recorded why it stopped, e.g. a full disk;
@@ -23,7 +23,6 @@ round, divided over the runs in flight.
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -36,11 +35,13 @@ from fedkd.files import (
     RUN_JSON,
     MetricsError,
     RunRecordError,
+    link_problem,
     metrics_expected,
     missing_metrics,
     read_run_record,
 )
-from fedkd.runtime.processes import PROC, is_same_process, is_verified, valid_pid
+from fedkd.pipeline.console import fmt_duration
+from fedkd.runtime.processes import is_same_process, is_verified, valid_pid
 
 # a "running" run that has not finished a round for this long (and for 5 of its own rounds) has
 # been killed or has crashed: run.json says "running" until the process itself ends it
@@ -256,8 +257,10 @@ def collect(root: Path, planned: list[str] | None = None, now: float | None = No
             except Exception as exc:  # noqa: BLE001 - one run's trouble must not hide the rest
                 out.append(_damaged_run(found[name], root, exc))
         else:
-            rounds = _rounds_from_path(name)
-            out.append(RunProgress(name, "not started", 0, rounds, None))
+            # a run folder that is a link is not searched, and training refuses it
+            problem = link_problem(root / name)
+            state = "damaged" if problem else "not started"
+            out.append(RunProgress(name, state, 0, _rounds_from_path(name), None, problem=problem))
     return out
 
 
@@ -271,7 +274,6 @@ def _rounds_from_path(name: str) -> int:
 
 
 DEFAULT_CONFIG = Path("config/config.yaml")
-LOCKS = Path(".snakemake/locks")
 RUNS_PREFIX = Path("results/runs")
 
 
@@ -345,83 +347,6 @@ def _relative(run: str) -> str:
     return str(Path(run).relative_to(RUNS_PREFIX))
 
 
-def _is_snakemake(argv: list[bytes]) -> bool:
-    """Whether a command line runs Snakemake: its program, or the script or module a Python
-    interpreter runs (``python .../bin/snakemake``, ``python -m snakemake``)."""
-    names = [os.path.basename(arg) for arg in argv[:2]]
-    return b"snakemake" in names or argv[1:3] == [b"-m", b"snakemake"]
-
-
-def snakemake_works_in(folder: Path) -> bool | None:
-    """Whether a live Snakemake process on this host has ``folder`` as its working directory
-    (Snakemake runs in its workflow's folder, and its locks there hold no pid). None when it
-    cannot be told: no /proc, or a Snakemake process whose folder is hidden from this user."""
-    if not (PROC / "self").exists():
-        return None
-    folder = folder.resolve()
-    unknown = False
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:  # ended since the listing
-            continue
-        if not _is_snakemake(argv):
-            continue
-        try:
-            cwd = Path(os.readlink(entry / "cwd"))
-        except FileNotFoundError:
-            continue
-        except OSError:  # another user's process: its folder is not ours to see
-            unknown = True
-            continue
-        if cwd == folder:
-            return True
-    return None if unknown else False
-
-
-def workflow_runs(locks: Path = LOCKS) -> tuple[list[str] | None, str | None]:
-    """The runs the Snakemake workflow running in this folder trains (its output lock lists
-    the outputs of every job it runs), relative to results/runs, and a note for the report;
-    None when no workflow runs here. Locks left by a killed Snakemake (no Snakemake process
-    works in the folder) do not count: the note says so."""
-    try:
-        found = sorted(locks.glob("*.output.lock")) if locks.is_dir() else []
-    except OSError:
-        found = []
-    if not found:
-        return None, None
-    workdir = locks.resolve().parent.parent  # <folder>/.snakemake/locks
-    if snakemake_works_in(workdir) is False:
-        return None, (
-            f"{locks} holds locks of a Snakemake no longer running here (killed?); "
-            "`snakemake --unlock` removes them. Every run found is counted."
-        )
-    runs = set()
-    for lock in found:
-        try:
-            lines = lock.read_text(errors="replace").splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            path = Path(line.strip())
-            if path.is_absolute() and path.is_relative_to(workdir):
-                path = path.relative_to(workdir)
-            if path.name == RUN_JSON and path.is_relative_to(RUNS_PREFIX):
-                runs.add(_relative(str(path.parent)))
-    return sorted(runs), None
-
-
-def fmt_duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-
-
 def eta_seconds(runs: list[RunProgress]) -> float | None:
     """Rounds left × seconds per round (a run's own mean; the median of the measured runs for
     runs not begun), over the runs in flight (at least one). None: nothing measured yet."""
@@ -487,8 +412,8 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None,
 
 
 def status_main(root: str | Path = "results/runs", configfile: str | Path | None = None,
-                stale_after: float = STALE_SECONDS, targets: list[str] | None = None,
-                locks: str | Path = LOCKS) -> str:  # fmt: skip
+                stale_after: float = STALE_SECONDS,
+                targets: list[str] | None = None) -> str:  # fmt: skip
     """The report for the runs the targets need (see the module's docstring for which count).
     Before any run (no runs folder yet: the workflow is still partitioning, or has not begun)
     the planned runs count as not started."""
@@ -510,13 +435,11 @@ def status_main(root: str | Path = "results/runs", configfile: str | Path | None
         planned = planned_runs(Path(configfile), root, targets)
         what = f"{' '.join(targets) or 'all outputs'} of {configfile}"
     else:
-        planned, note = workflow_runs(Path(locks))
-        notes += [note] if note else []
-        what = "the workflow running here (its runs to train)" if planned is not None else None
+        planned, what = None, None
     if planned is None and not root.is_dir():
         raise StatusError(
-            f"runs folder {root} does not exist and no workflow runs here; give the folder "
-            "holding the runs with --runs (default results/runs, under the workflow's working "
-            "directory), or the configuration to plan with --configfile"
+            f"runs folder {root} does not exist; give the folder holding the runs with --runs "
+            "(default results/runs, under the workflow's working directory), or the targets and "
+            "--configfile the workflow was started with to count the runs it plans"
         )
     return report(collect(root, planned, stale_after=stale_after), root, what, notes)

@@ -1,7 +1,7 @@
 """The papers' claims, checked against the runs: a registry of claims (one module per paper under
-claims/papers/, each with a tuple ``CLAIMS``, found without being listed), the verdict statistics
-(verdict.py), each claim checked on the paper's own cells (paper_check.py) and the table layout
-``claims`` (table.py).
+claims/papers/, each with a tuple ``CLAIMS``, found without being listed), the test procedure
+(verdict.py, tdist.py), each claim checked on the paper's own cells (paper_check.py) and the
+table layout ``claims`` (table.py, which names the modules it draws on).
 
 A claim names the config entries whose runs it compares (``tables``) and two of their column
 labels; ``sources`` tells the workflow which entries' runs the claims table needs, so it draws on

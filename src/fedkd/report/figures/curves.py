@@ -51,7 +51,7 @@ def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
                 x, mean, std = curve(runs, column, ddof)
                 if len(x) == 0:
                     continue
-                name = label_text(label, col_names).md
+                name = label_text(label, col_names).shown
                 (line,) = ax.plot(x, mean * 100, **styles[label])
                 ax.fill_between(
                     x, (mean - std) * 100, (mean + std) * 100, color=colors[label], alpha=0.2, lw=0

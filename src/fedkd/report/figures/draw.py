@@ -79,7 +79,7 @@ def hide_unused(axes, used: int) -> None:
 
 def panel_title(keys: list[str], pid: tuple, names: dict) -> str:
     parts = [
-        setting_text(k, v, names).md
+        setting_text(k, v, names).shown
         for k, v in zip(keys, pid, strict=True)
         if key_value(v) is not None
     ]

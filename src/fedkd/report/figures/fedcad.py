@@ -69,7 +69,7 @@ def build(df: pd.DataFrame, opts: Options):
                         lw=0,
                     )
                     handles.setdefault(
-                        label, (line, label_text(label, col_names).md + status_note(runs))
+                        label, (line, label_text(label, col_names).shown + status_note(runs))
                     )
                 # the metric is on the y axis; a title names the panel when there are several
                 head = f"({chr(ord('a') + j)}) {title.split(' (')[0]}"

@@ -76,7 +76,7 @@ def build(df: pd.DataFrame, opts: Options):
                     ax.annotate(text, (xi, top), ha="center", va="bottom", fontsize=6,
                                 xytext=(0, 2), textcoords="offset points")  # fmt: skip
                 ax.set_xticks(
-                    x, [label_text(lab, col_names).md for lab in labels], rotation=45, ha="right"
+                    x, [label_text(lab, col_names).shown for lab in labels], rotation=45, ha="right"
                 )
                 ax.set_ylabel(ylabel)
                 if i == 0:

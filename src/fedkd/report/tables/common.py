@@ -155,7 +155,7 @@ def variant_note(df: pd.DataFrame, keys: list[str], labels: list[str], names: di
         variants = list(dict.fromkeys(str(v) for v in mine["variant"] if key_value(v)))
         if not variants or variants == [label]:
             continue
-        shown = label_text(label, names).md
+        shown = label_text(label, names).shown
         if len(variants) == 1:
             parts.append(f"{shown}: {display_name(variants[0])}")
             continue

@@ -32,11 +32,16 @@ BENEFIT = 0.5
 # "comparable": below the 1.6 points the same sentence calls worse and higher
 COMPARABLE = 1.0
 FEDGKD_DISTILS_FROM = 2  # round 1 trains on FedAvg's loss: the buffer holds no past model yet
-# "by 5.6%" reports the gap the authors measured, not a bound the gap must clear ("over 2.7%",
-# "over 0.5%" are bounds: superiority claims)
+# "by 5.6%" reports the gap the authors measured, and so does "over 2.7%" where 2.7 is the
+# paper's own gap (2.71): a faithful reproduction would clear such a bound one time in forty, so
+# both are tested as reproductions of the gap
 STATED_GAP = (
-    "a stated gap is the paper's measurement, not a lower bound: holds when the gap is shown above "
-    "0 and not shown below the stated one, contradicted when it is shown below it"
+    "a stated gap is the paper's measurement, not a lower bound: reproduced when the gap is shown "
+    "above half of it, contradicted when shown below that"
+)
+OVER_OWN_GAP = (
+    "'over' a gap the paper itself measured ({measured}) reports that measurement: tested as its "
+    "reproduction (a stated gap), not as a bound a faithful reproduction would rarely clear"
 )
 
 
@@ -49,6 +54,25 @@ def _beats(baseline: str) -> Claim:
         treatment="fedgkd",
         baseline=baseline,
         tables=MAIN,
+        aggregate="mean",
+    )
+
+
+OTHER_METHODS = (
+    "As shown in Tab. 3, FedGKD, FedGKD-VOTE and FedGKD+ outperform other methods and show their "
+    "generality in different α setting."
+)
+
+
+def _beats_in_table3(treatment: str, baseline: str) -> Claim:
+    return Claim(
+        id=f"{treatment}-beats-{baseline}",
+        paper="fedgkd",
+        source="Table 3; Sec. 5.2, Impact of Data Heterogeneity",
+        quote=OTHER_METHODS,
+        treatment=treatment,
+        baseline=baseline,
+        tables=TABLE3,
         aggregate="mean",
     )
 
@@ -71,19 +95,15 @@ CLAIMS = (
         # the paper's own gaps are 5.62, 1.92, 3.05, 0.41 and 2.85
         note=STATED_GAP,
     ),
-    Claim(
-        id="fedgkd-vote-beats-fedavg",
-        paper="fedgkd",
-        source="Table 3; Sec. 5.2, Impact of Data Heterogeneity",
-        quote="As shown in Tab. 3, FedGKD, FedGKD-VOTE and FedGKD+ outperform other methods and "
-        "show their generality in different α setting.",
-        treatment="fedgkd-vote",
-        baseline="fedavg",
-        tables=TABLE3,
-        # FedGKD+ is behind FedAvg on CIFAR-100 in the paper's own Table 3 (37.91 vs 40.42 at
-        # α=0.5), so the sentence is tested for FedGKD-VOTE (and FedGKD, the trend below)
-        note="tested for FedGKD-VOTE: in the paper's Table 3 FedGKD+ is behind FedAvg on CIFAR-100",
-    ),
+    # "FedGKD, FedGKD-VOTE and FedGKD+ outperform other methods": each of the three against each
+    # other method of Table 3, on average over its settings (as "outperforms" over a table is
+    # read for FedGKD: fedgkd-beats-*, over Tables 3 and 4)
+    *(
+        _beats_in_table3(t, b)
+        for t in ("fedgkd-vote", "fedgkd+")
+        for b in ("fedavg", "fedprox", "moon", "feddistill+", "fedgen")
+        if (t, b) != ("fedgkd+", "moon")
+    ),  # fmt: skip
     Claim(
         id="fedgkd-gap-grows-with-heterogeneity",
         paper="fedgkd",
@@ -101,8 +121,9 @@ CLAIMS = (
         quote="we find FedGKD+ consistently outperforms MOON.",
         treatment="fedgkd+",
         baseline="moon",
-        # not Table 4: there MOON is ahead on SST-5 (41.48 vs 41.21)
-        tables=(*TABLE3, *TABLE5),
+        # as the paper says it, Table 4 included: there MOON is ahead on SST-5 (41.48 vs
+        # 41.21), so the paper's own cells do not bear the sentence out (shown on the page)
+        tables=(*MAIN, *TABLE5),
     ),
     Claim(
         id="fedgkd+-beats-moon-alpha0.1-by-stated-gaps",
@@ -129,7 +150,22 @@ CLAIMS = (
         baseline="fedprox",
         tables=TABLE3,
         where={"dataset": ("tinyimagenet",), "alpha": (0.1,)},
+        test="stated-gap",
         margin=2.7,
+        note=OVER_OWN_GAP.format(measured="2.71"),
+    ),
+    Claim(
+        id="fedprox-beats-fedavg-tinyimagenet-by-2.9",
+        paper="fedgkd",
+        source="Table 3, Tiny-ImageNet α=0.1; Sec. 5.2, Effect of Network Architecture",
+        quote="The performance of FedProx is 2.9% higher than FedAvg",
+        treatment="fedprox",
+        baseline="fedavg",
+        tables=TABLE3,
+        where={"dataset": ("tinyimagenet",), "alpha": (0.1,)},
+        test="stated-gap",
+        margin=2.9,
+        note=STATED_GAP,
     ),
     Claim(
         id="fedgkd-gap-larger-on-sst5-than-agnews",
@@ -249,7 +285,9 @@ CLAIMS = (
         baseline="M=1",
         tables=("fedgkd_table7", "table7"),
         where={"dataset": ("cifar10",), "alpha": (1.0, 0.1)},
+        test="stated-gap",
         margin=0.5,
+        note=OVER_OWN_GAP.format(measured="0.56 and 0.54"),
     ),
     Claim(
         id="fedgkd-vote-buffer-7-no-better-than-5",

@@ -1,0 +1,324 @@
+"""The measured results as Markdown tables: docs/results.md, generated from bench/results.jsonl.
+
+    python bench/results_table.py > docs/results.md
+
+Each line of bench/results.jsonl is one measurement, a JSON object with
+
+    id          a short name, unique; docs link to a row as results.md#<id>
+    topic       the table it goes in (tables in the order their topics first appear)
+    date        YYYY-MM-DD, when it was measured (a ``note`` says so where it is only when the
+                figure was first written down)
+    device      what it ran on ("NVIDIA H200", "2-core AMD EPYC CPU ...")
+    commit      the commit measured, or null where the record names none
+    command     the exact command, or null where none was recorded
+    what        what was measured, in a few words
+    figures     name -> number, or [low, high] for a range or an interval; the unit ends the
+                name: img_per_s, seconds, ms, us, minutes, hours, gb, percent, points, kernels,
+                tests (no unit: a ratio, an accuracy, a count)
+    conditions  what the figures depend on (threads, load, sizes, library versions)
+
+and optionally ``outcome`` (a result that is not a number), ``note`` and ``source`` (the raw log,
+e.g. under docs/gpu-runs/). A new measurement is a new line; the tables are then generated again.
+Rows are newest first within a topic, lines of one date in the file's order.
+
+``fedkd bench --out DIR`` writes its figures to DIR/bench-results.jsonl; they become lines here
+with the commit measured and what the run depended on:
+
+    python bench/results_table.py --import DIR/bench-results.jsonl --commit abc1234 \
+        --topic "GPU: table-3 runs" --conditions "fp32, TF32 off; torch 2.11.0+cu130"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results.jsonl"
+COMMAND = "python bench/results_table.py > docs/results.md"
+
+REQUIRED = ("id", "topic", "date", "device", "commit", "command", "what", "figures", "conditions")
+OPTIONAL = ("outcome", "note", "source")
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+ID = re.compile(r"[a-z0-9][a-z0-9.+-]*")
+COMMIT = re.compile(r"[0-9a-f]{7,40}")
+# the unit that ends a figure's name, and how it is written after the number
+UNITS = {
+    "img_per_s": "img/s",
+    "seconds": None,  # written as a duration: 4 min 28 s
+    "ms": "ms",
+    "us": "µs",
+    "minutes": "min",
+    "hours": "h",
+    "gb": "GB",
+    "percent": "%",
+    "points": "points",
+    "kernels": "kernels",
+    "tests": "tests",
+}
+
+
+class ResultsError(ValueError):
+    """A line of the results file that the tables cannot be made from."""
+
+
+def load(path: Path = RESULTS) -> list[dict]:
+    """Every row of the results file, each checked; errors name the line and the key."""
+    rows, seen = [], {}
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        where = f"{path.name} line {number}"
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ResultsError(f"{where}: not JSON ({e.msg}); one JSON object a line") from None
+        check_row(row, where)
+        if row["id"] in seen:
+            raise ResultsError(f"{where}: id {row['id']!r} is also line {seen[row['id']]}'s")
+        seen[row["id"]] = number
+        rows.append(row)
+    return rows
+
+
+def check_row(row, where: str) -> None:
+    if not isinstance(row, dict):
+        raise ResultsError(f"{where}: a JSON object is needed, got {type(row).__name__}")
+    missing = [key for key in REQUIRED if key not in row]
+    if missing:
+        raise ResultsError(f"{where}: missing {', '.join(missing)} (every line has {REQUIRED})")
+    unknown = sorted(set(row) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        raise ResultsError(f"{where}: unknown key(s) {unknown}; known: {REQUIRED + OPTIONAL}")
+    for key in ("id", "topic", "date", "device", "what", "conditions"):
+        if not isinstance(row[key], str) or not row[key].strip():
+            raise ResultsError(f"{where}: {key} must be non-empty text, got {row[key]!r}")
+    if not ID.fullmatch(row["id"]):
+        raise ResultsError(f"{where}: id {row['id']!r}: lower-case letters, digits, . + - only")
+    if not DATE.fullmatch(row["date"]):
+        raise ResultsError(f"{where}: date {row['date']!r} is not YYYY-MM-DD")
+    if row["commit"] is not None and not COMMIT.fullmatch(str(row["commit"])):
+        raise ResultsError(f"{where}: commit {row['commit']!r} is not a hash (or null)")
+    if row["command"] is not None and not (isinstance(row["command"], str) and row["command"]):
+        raise ResultsError(f"{where}: command must be text or null, got {row['command']!r}")
+    for key in OPTIONAL:
+        if key in row and not (isinstance(row[key], str) and row[key].strip()):
+            raise ResultsError(f"{where}: {key} must be non-empty text, got {row[key]!r}")
+    figures = row["figures"]
+    if not isinstance(figures, dict) or not figures:
+        raise ResultsError(f"{where}: figures must be a non-empty object of name -> number")
+    for name, value in figures.items():
+        if not (is_number(value) or is_range(value)):
+            raise ResultsError(
+                f"{where}: figure {name!r} = {value!r}: a number or [low, high] is needed"
+            )
+
+
+def is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_range(value) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(map(is_number, value))
+
+
+def split_unit(name: str) -> tuple[str, str | None]:
+    """(label, unit key) of a figure's name: ``local_img_per_s`` -> (``local``, ``img_per_s``)."""
+    for unit in UNITS:
+        if name == unit:
+            return "", unit
+        if name.endswith("_" + unit):
+            return name[: -len(unit) - 1], unit
+    return name, None
+
+
+def number(value) -> str:
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.6g}"
+
+
+def duration(seconds) -> str:
+    if seconds < 60:
+        return f"{number(seconds)} s"
+    minutes, rest = divmod(seconds, 60)
+    rest = round(rest, 2)
+    return f"{int(minutes)} min {number(rest) if rest % 1 else f'{int(rest):02d}'} s"
+
+
+def figure(name: str, value) -> str:
+    label, unit = split_unit(name)
+    if unit == "seconds":
+        text = " – ".join(map(duration, value)) if is_range(value) else duration(value)
+    else:
+        if is_range(value):
+            low, high = map(number, value)
+            interval = any(word.startswith("ci") for word in label.split("_"))
+            text = f"[{low}, {high}]" if interval else f"{low}–{high}"
+        else:
+            text = number(value)
+        if unit is not None:
+            text += UNITS[unit] if unit == "percent" else f" {UNITS[unit]}"
+    label = label.replace("_", " ")
+    return f"{label} {text}" if label else text
+
+
+def cell(text: str) -> str:
+    """Text as one table cell: pipes escaped, line breaks folded."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def code(text: str) -> str:
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{cell(text)}{pad}{fence}"
+
+
+def anchor(topic: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", topic.lower()).replace(" ", "-")
+
+
+def render_row(row: dict) -> str:
+    figures = "; ".join(figure(name, value) for name, value in row["figures"].items())
+    if "outcome" in row:
+        figures += f"; {row['outcome']}"
+    conditions = row["conditions"]
+    if "note" in row:
+        conditions += f". Note: {row['note']}"
+    if "source" in row:
+        conditions += f". Log: {row['source']}"
+    cells = [
+        f'<a id="{row["id"]}"></a>`{row["id"]}`',
+        row["date"],
+        cell(row["device"]),
+        code(row["commit"]) if row["commit"] else "—",
+        cell(row["what"]),
+        cell(figures),
+        cell(conditions),
+        code(row["command"]) if row["command"] else "—",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def render(rows: list[dict]) -> str:
+    topics: dict[str, list[dict]] = {}
+    for row in rows:
+        topics.setdefault(row["topic"], []).append(row)
+    lines = [
+        "# Measured results",
+        "",
+        f"Generated from [bench/results.jsonl](../bench/results.jsonl) by `{COMMAND}`: "
+        "edit the JSON lines, not this file. What the engine does and why is in "
+        "[performance.md](performance.md); the raw logs of the GPU sessions are under "
+        "[gpu-runs/](gpu-runs/).",
+        "",
+        "Compare wall times only between rows of the same device: two machines sold as the same "
+        '"2 cores" differ twofold (the bare PyTorch loop of [CPU: the engine against a bare '
+        "PyTorch loop](#cpu-the-engine-against-a-bare-pytorch-loop) calibrates a machine). "
+        "Rows are newest first within a table.",
+        "",
+    ]
+    lines += [f"- [{topic}](#{anchor(topic)})" for topic in topics]
+    for topic, members in topics.items():
+        # newest first; a stable sort keeps the file's order within a date
+        members = sorted(members, key=lambda r: r["date"], reverse=True)
+        lines += [
+            "",
+            f"## {topic}",
+            "",
+            "| row | date | device | commit | what | figures | conditions | command |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [render_row(row) for row in members]
+    return "\n".join(lines) + "\n"
+
+
+def from_bench(line: dict, *, commit: str | None, topic: str, conditions: str) -> dict:
+    """A line of ``fedkd bench --out``'s bench-results.jsonl as a row of the results file."""
+    details = line.get("details") or {}
+    if "local_img_s_each" in details:  # runs packed on one device, timed together
+        each = details["local_img_s_each"]
+        figures = {
+            "together_img_per_s": round(line["img_s"]),
+            "each_local_img_per_s": [round(min(each)), round(max(each))],
+        }
+    else:
+        figures = {"img_per_s": round(line["img_s"])}
+        if "local_img_s" in details:
+            figures["local_img_per_s"] = round(details["local_img_s"])
+        if "projected_min_100" in details:
+            figures["per_100_rounds_minutes"] = round(details["projected_min_100"], 1)
+    name = "-".join(
+        str(part) for part in (
+            line["device"].split()[-1], details.get("strategy"),
+            f"pack{details['k']}" if "k" in details else details.get("engine"), commit,
+        ) if part
+    )  # fmt: skip
+    row = {
+        "id": re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-"),
+        "topic": topic, "date": line["date"], "device": line["device"], "commit": commit,
+        "command": line.get("command"), "what": line["what"], "figures": figures,
+        "conditions": conditions,
+    }  # fmt: skip
+    return row
+
+
+def import_bench(path: Path, results: Path, **fields) -> list[dict]:
+    """Appends the lines of a bench-results.jsonl to the results file (ids made unique)."""
+    taken = {row["id"] for row in load(results)} if results.exists() else set()
+    rows = []
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        where = f"{path.name} line {number}"
+        try:
+            row = from_bench(json.loads(text), **fields)
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ResultsError(f"{where}: not a line of fedkd bench --out ({e!r})") from None
+        base, n = row["id"], 2
+        while row["id"] in taken:
+            row["id"], n = f"{base}-{n}", n + 1
+        taken.add(row["id"])
+        check_row(row, where)
+        rows.append(row)
+    with open(results, "a", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the JSON lines to read")
+    parser.add_argument(
+        "--import", dest="bench", type=Path, metavar="BENCH_JSONL",
+        help="append the lines fedkd bench --out wrote (then generate the tables again)",
+    )  # fmt: skip
+    parser.add_argument("--commit", help="with --import: the commit measured")
+    parser.add_argument("--topic", default="GPU: table-3 runs", help="with --import: the table")
+    parser.add_argument("--conditions", help="with --import: what the figures depend on")
+    args = parser.parse_args(argv)
+    try:
+        if args.bench is not None:
+            if not args.conditions:
+                raise ResultsError("--import needs --conditions: what the figures depend on")
+            rows = import_bench(
+                args.bench, args.results,
+                commit=args.commit, topic=args.topic, conditions=args.conditions,
+            )  # fmt: skip
+            print(f"added {len(rows)} row(s) to {args.results}; now: {COMMAND}")
+            return 0
+        rows = load(args.results)
+    except (OSError, ValueError) as e:
+        print(f"results_table: {e}", file=sys.stderr)
+        return 1
+    sys.stdout.write(render(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

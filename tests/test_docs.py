@@ -1,0 +1,294 @@
+"""The docs hold no dated history: measurements live in bench/results.jsonl, docs/results.md is
+generated from it by bench/results_table.py (and must equal what the generator prints), and the
+prose of README.md, docs/*.md and config/README.md names no dated timing. The raw GPU logs
+under docs/gpu-runs/ are data and are not checked. Offline and fast: it reads text files."""
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results.jsonl"
+RESULTS_MD = ROOT / "docs" / "results.md"
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location(
+        "results_table", ROOT / "bench" / "results_table.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+results_table = _load_generator()
+
+
+# --- the results data and the table generated from it
+
+
+def test_results_md_is_the_generated_table():
+    expected = results_table.render(results_table.load(RESULTS))
+    assert RESULTS_MD.read_text(encoding="utf-8") == expected, (
+        "docs/results.md differs from the generator's output: run "
+        f"`{results_table.COMMAND}` after editing bench/results.jsonl"
+    )
+
+
+def test_every_result_line_says_when_where_and_what():
+    lines = [line for line in RESULTS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert lines
+    for number, line in enumerate(lines, start=1):
+        row = json.loads(line)
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", row.get("date") or ""), (number, row)
+        assert row.get("device"), (number, row)
+        assert row.get("command") or row.get("what"), (number, row)
+        assert row.get("figures"), (number, row)
+
+
+def test_results_md_header_names_the_command():
+    first_lines = RESULTS_MD.read_text(encoding="utf-8").splitlines()[:4]
+    assert any("Generated" in line and results_table.COMMAND in line for line in first_lines)
+
+
+def _row(**changes):
+    row = {
+        "id": "x-1", "topic": "T", "date": "2026-01-02", "device": "CPU", "commit": None,
+        "command": None, "what": "w", "figures": {"wall_seconds": 268}, "conditions": "c",
+    }  # fmt: skip
+    row.update(changes)
+    return row
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"date": "26 Nov"}, "date '26 Nov' is not YYYY-MM-DD"),
+        ({"device": ""}, "device must be non-empty text"),
+        ({"figures": {"wall_seconds": "4 min"}}, "figure 'wall_seconds' = '4 min'"),
+        ({"figures": {}}, "figures must be a non-empty object"),
+        ({"commit": "HEAD"}, "commit 'HEAD' is not a hash"),
+        ({"speed": 3}, "unknown key(s) ['speed']"),
+    ],
+)
+def test_a_bad_result_line_is_refused_naming_line_and_key(tmp_path, change, message):
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(_row()) + "\n" + json.dumps(_row(id="x-2", **change)) + "\n")
+    with pytest.raises(results_table.ResultsError) as error:
+        results_table.load(path)
+    assert "line 2" in str(error.value) and message in str(error.value)
+
+
+def test_a_missing_key_and_a_repeated_id_are_refused(tmp_path):
+    path = tmp_path / "results.jsonl"
+    row = _row()
+    del row["device"]
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(results_table.ResultsError, match="line 1: missing device"):
+        results_table.load(path)
+    path.write_text(json.dumps(_row()) + "\n" + json.dumps(_row()) + "\n")
+    with pytest.raises(results_table.ResultsError, match="line 2: id 'x-1' is also line 1's"):
+        results_table.load(path)
+
+
+def test_figures_are_written_with_their_units():
+    figure = results_table.figure
+    assert figure("wall_seconds", 268) == "wall 4 min 28 s"
+    assert figure("seconds", 5.9) == "5.9 s"
+    assert figure("local_img_per_s", 71922) == "local 71,922 img/s"
+    assert figure("img_per_s", 70019) == "70,019 img/s"
+    assert figure("each_local_img_per_s", [8750, 9153]) == "each local 8,750–9,153 img/s"
+    assert figure("best_ci95_points", [-0.44, 0.25]) == "best ci95 [-0.44, 0.25] points"
+    assert figure("share_percent", 31) == "share 31%"
+    assert figure("ratio", 1.05) == "ratio 1.05"
+
+
+def test_rows_are_newest_first_within_their_topic():
+    rows = [
+        _row(id="old", date="2026-01-01"),
+        _row(id="other", topic="U", date="2026-03-01"),
+        _row(id="new", date="2026-02-01"),
+    ]
+    text = results_table.render(rows)
+    assert text.index("`new`") < text.index("`old`") < text.index("## U")
+    assert '<a id="new"></a>' in text
+
+
+# --- no dated timing in prose
+
+DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+# what dates a passage besides a date: a commit hash (letters and digits) or a relative day
+COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+RELATIVE_DAY = re.compile(
+    r"\b(?:as of|the next day|later that day|on a day|that day|today|yesterday)\b", re.IGNORECASE
+)
+MARKERS = (DATE, COMMIT, RELATIVE_DAY)
+# a date inside a path (docs/gpu-runs/2026-11-26-h200/...) names a log folder, not a moment, and
+# a link's target is not prose
+NOT_PROSE = re.compile(
+    r"\]\([^)]*\)|\S*/\S*20\d\d-[01]\d-[0-3]\d\S*|\S*20\d\d-[01]\d-[0-3]\d\S*/\S*"
+)
+FIGURE = re.compile(
+    r"\d[\d,.]*\s*(?:ms|µs|us|s|min|minutes|h|hours|H\d+-hours|img/s|GB)\b"
+    r"|\b(?:measured|timed|took|passed|ran)\b",
+    re.IGNORECASE,
+)
+WINDOW = 200  # characters either side of a marker in which a figure makes it a dated timing
+
+
+def dated_timings(text: str) -> list[str]:
+    """The passages of ``text`` where a date, a commit or a relative day ("the next day") stands
+    within WINDOW characters of a timing or a word of measurement; a paragraph (or a table row)
+    is read as one line."""
+    found = []
+    for block in _blocks(text):
+        block = NOT_PROSE.sub(" ", block)
+        for marker in MARKERS:
+            for match in marker.finditer(block):
+                around = block[max(0, match.start() - WINDOW) : match.end() + WINDOW]
+                if FIGURE.search(around.replace(match.group(), " ")):
+                    found.append(around.strip())
+    return found
+
+
+def _blocks(text: str):
+    paragraph: list[str] = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("|"):  # a table row stands alone
+            yield line
+        elif line.strip():
+            paragraph.append(line.strip())
+            continue
+        if paragraph:
+            yield " ".join(paragraph)
+            paragraph = []
+    if paragraph:
+        yield " ".join(paragraph)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "On an H200 (2026-11-26, f42270c) a table-3 fedgkd run trained at 70,019 img/s.",
+        "every table and figure: 276 runs, 19 min 36 s\non an idle machine (2026-11-25, bc9580c)",
+        "| 2026-11-23 | CPU, 2 cores | the dry-run | 5.9 s | `time snakemake -n` |",
+        "`tests/gpu/test_forkserver_cuda.py` passed on an H200 (2026-11-26) once the server",
+        "as of today the full suite takes 15 min",
+        "the full suite measured again at 531977c (15 min 34 s, 1,300 tests)",
+        "15 min 54 s, 1,272 tests; 14 min 25 s the next day",
+    ],
+)
+def test_a_dated_timing_is_found(text):
+    assert dated_timings(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "| `1_000`, `2024-01-02` | text | 1000, a date |",
+        "(`docs/gpu-runs/2026-11-26-h200/conv-kernels.txt`: each convolution's kernels, 208 µs)",
+        "fedgkd with graphs trains at 70,019 img/s ([row](results.md#h200-fedgkd-graphs-f42270c))",
+        "a run resumed after 10 s of training",
+        "the fedgkd.py module re-runs fedgkd and fedgkd+ (fedgkd+ imports it) in 2 s",
+        "fedavg is faster ([row](results.md#h200-fedavg-2026-11-26)), 90,008 img/s",
+    ],
+)
+def test_design_text_is_not_taken_for_a_dated_timing(text):
+    assert not dated_timings(text)
+
+
+def _prose_files() -> list[Path]:
+    docs = [p for p in sorted((ROOT / "docs").glob("*.md")) if p != RESULTS_MD]
+    return [*docs, ROOT / "config" / "README.md"]
+
+
+@pytest.mark.parametrize("path", _prose_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_docs_hold_no_dated_timing(path):
+    found = dated_timings(path.read_text(encoding="utf-8"))
+    assert not found, (
+        f"{path.relative_to(ROOT)} dates a measurement in prose; put it in bench/results.jsonl "
+        f"and link its row in docs/results.md: {found}"
+    )
+
+
+# README.md is being rewritten as a short how-to; the old one (over 170 lines) still holds its
+# measurement log. The check binds as soon as the new README (at most 170 lines) lands.
+README_MAX_LINES = 170
+
+
+def test_readme_holds_no_dated_timing():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    if len(text.splitlines()) > README_MAX_LINES:
+        pytest.skip(
+            f"README.md has over {README_MAX_LINES} lines: the old README, not yet rewritten"
+        )
+    assert not dated_timings(text), dated_timings(text)
+
+
+# --- links into the results
+
+
+def _anchors_of_results() -> set[str]:
+    text = RESULTS_MD.read_text(encoding="utf-8")
+    ids = set(re.findall(r'<a id="([^"]+)"></a>', text))
+    headings = {results_table.anchor(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}
+    return ids | headings
+
+
+def test_links_into_the_results_name_a_row_or_a_table():
+    anchors = _anchors_of_results()
+    for path in [*_prose_files(), ROOT / "README.md"]:
+        for target in re.findall(r"results\.md#([\w.+-]+)", path.read_text(encoding="utf-8")):
+            assert target in anchors, f"{path.relative_to(ROOT)} links results.md#{target}"
+
+
+def _anchors(path: Path) -> set[str]:
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # a "# comment" in a code block is no heading
+    headings = {results_table.anchor(h) for h in re.findall(r"^#+ (.+)$", text, re.M)}
+    return headings | set(re.findall(r'<a id="([^"]+)"></a>', text))
+
+
+def test_links_between_the_docs_reach_their_file_and_heading():
+    for path in [*_prose_files(), RESULTS_MD]:
+        text = path.read_text(encoding="utf-8")
+        for target, anchor in re.findall(r"\]\(([^)#\s]*\.md)?(?:#([\w.+-]+))?\)", text):
+            if not target and not anchor:
+                continue
+            linked = (path.parent / target).resolve() if target else path
+            where = f"{path.relative_to(ROOT)} links {target}#{anchor}"
+            assert linked.is_file(), where
+            if anchor:
+                assert anchor in _anchors(linked), where
+
+
+def test_rows_from_a_gpu_log_hold_its_figures(tmp_path):
+    """Every row whose source is a bench-results.jsonl under docs/gpu-runs/ holds figures that
+    line wrote (rounded as imported), and importing that log gives those rows' figures."""
+    rows = results_table.load(RESULTS)
+    sources = {row["source"] for row in rows if row.get("source", "").endswith(".jsonl")}
+    assert sources
+    for source in sorted(sources):
+        imported = results_table.import_bench(
+            ROOT / source, tmp_path / "results.jsonl", commit=None, topic="T", conditions="c"
+        )
+        from_log = [row["figures"] for row in imported]
+        for row in rows:
+            if row.get("source") == source:
+                assert row["figures"] in from_log, (row["id"], from_log)
+    # appended to one file, the ids stay unique
+    assert len(results_table.load(tmp_path / "results.jsonl")) == sum(
+        len((ROOT / s).read_text().splitlines()) for s in sources
+    )
+
+
+def test_a_line_that_is_not_from_fedkd_bench_is_refused(tmp_path):
+    bench = tmp_path / "bench-results.jsonl"
+    bench.write_text('{"date": "2026-01-02", "device": "CPU"}\n')
+    with pytest.raises(results_table.ResultsError, match="line 1: not a line of fedkd bench"):
+        results_table.import_bench(
+            bench, tmp_path / "results.jsonl", commit=None, topic="T", conditions="c"
+        )
