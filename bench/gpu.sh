@@ -4,18 +4,23 @@
 #   bash bench/gpu.sh [--device cuda|cpu] [--out DIR] [--size full|tiny] PART...
 #
 #   1 engines     op counts (fedavg, fedgkd); sequential trainer vs a bare PyTorch loop; one
-#                 round's local training per engine (sequential, batched, batched + CUDA
-#                 graphs) on the default and the table-3 shapes, fedgkd's round with its teacher
+#                 round's local training per engine (sequential, batched-eager, batched: CUDA
+#                 graphs and the compiled step) on the default and the table-3 shapes, fedgkd's
+#                 round with its teacher
 #   2 batched     table-3 runs (20 clients, C 0.2, E 20, batch 64, ResNet-8-GN, synthetic
-#                 CIFAR-10-shaped data), fedavg and fedgkd, batched and batched + CUDA graphs:
-#                 2 warm-up rounds, then 2 timed rounds: img/s of local training and of whole
-#                 rounds, the fixed cost per round, the projected minutes per 100 rounds
+#                 CIFAR-10-shaped data), fedavg and fedgkd, first as config/paper.yaml runs them
+#                 with no flag (engine auto: on CUDA the batched trainer with CUDA graphs and
+#                 its compiled step; precision tf32), then as they ran before those defaults
+#                 (batched-eager, fp32): 2 warm-up rounds (compilation, capture), then 2 timed
+#                 rounds: img/s of local training and of whole rounds, the fixed cost per
+#                 round, the projected minutes per 100 rounds, the compile time
 #   3 sequential  the same with the sequential trainer (1 warm-up round: it captures nothing)
-#   4 packing     4 and then 8 table-3 fedgkd runs (batched + CUDA graphs) sharing the GPU, one
+#   4 packing     4 and then 8 table-3 fedgkd runs (engine batched, tf32) sharing the GPU, one
 #                 process each, timed together from a shared start after their warm-up
 #   5 precision   fedgkd with deterministic: true against the same run without, back to back;
-#                 bf16; bf16 with torch.compile reduce-overhead; fp32 vs bf16 accuracy on mnist5k
-#   6 profile     torch.profiler traces of one fedgkd round (1 local epoch) per engine
+#                 bf16; bf16 with torch.compile reduce-overhead; fp32 vs tf32 vs bf16 accuracy
+#                 on mnist5k
+#   6 profile     torch.profiler traces of one fedgkd round (1 local epoch, tf32) per engine
 #   all           1 to 6 in turn (on a GPU: longer than one 10-minute command)
 #
 # Parts are named by number or name; at least one must be named. Every log, result (bench-results.jsonl: one JSON object per
@@ -83,9 +88,12 @@ else
   packs=4,8
 fi
 only_runs=(--skip-throughput --rounds-bench none)
-if [ "$KIT_DEVICE" = cuda ]; then batched=batched,graphs fastest=graphs; else
-  batched=batched fastest=batched
+# engine auto is the batched trainer on CUDA; on a CPU (the kit's own test) it would be the
+# sequential one, so there the batched trainer is named
+if [ "$KIT_DEVICE" = cuda ]; then engines=sequential,batched-eager,batched paper=auto; else
+  engines=sequential,batched paper=batched
 fi
+fastest=batched
 
 part_1() {
   kit_step "$log" "op counts of one batched step (fedavg, fedgkd)" \
@@ -97,8 +105,12 @@ part_1() {
 }
 
 part_2() {
-  kit_step "$log" "table-3 runs, fedavg and fedgkd, engines $batched" \
-    "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine "$batched" "${run[@]}"
+  kit_step "$log" "table-3 runs, fedavg and fedgkd, as config/paper.yaml runs them (engine auto, tf32)" \
+    "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine "$paper" \
+    --precision tf32 "${run[@]}"
+  kit_step "$log" "table-3 runs, fedavg and fedgkd, engine batched-eager, fp32 (the defaults before)" \
+    "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine batched-eager \
+    --precision fp32 "${run[@]}"
 }
 
 part_3() {
@@ -110,7 +122,7 @@ part_3() {
 part_4() {
   kit_step "$log" "packed table-3 fedgkd runs ($packs at once, engine $fastest)" \
     "${bench[@]}" "${only_runs[@]}" --skip-run --strategies fedgkd --engine "$fastest" \
-    --pack "$packs" --pack-timeout 300 "${run[@]}"
+    --precision tf32 --pack "$packs" --pack-timeout 300 "${run[@]}"
 }
 
 part_5() {
@@ -131,14 +143,14 @@ part_5() {
     kit_skip "$log" "fedgkd table-3 run, bf16, torch.compile reduce-overhead" \
       "its CUDA graphs need a CUDA device"
   fi
-  kit_step "$log" "fp32 vs bf16 best accuracy on mnist5k" \
+  kit_step "$log" "fp32 vs tf32 vs bf16 best accuracy on mnist5k" \
     "${bench[@]}" --skip-throughput --skip-run --rounds-bench none --precision-check "${check[@]}"
 }
 
 part_6() {
   kit_step "$log" "profiles of one fedgkd round per engine" \
     "${bench[@]}" "${only_runs[@]}" --skip-run --profile --strategies fedgkd \
-    --engine "sequential,$batched" "${data[@]}"
+    --engine "$engines" --precision tf32 "${data[@]}"
 }
 
 for n in "${parts[@]}"; do

@@ -4,11 +4,12 @@
 #   bash scripts/gpu-tests.sh [--device cuda|cpu] [--out DIR] [-k EXPR] PART...
 #
 #   1 suite     tests/gpu: train and kill-resume on CUDA for fedavg, fedgkd, scaffold and feddf
-#               (deterministic: true), and with CUDA graphs for fedgkd and moon, bit-identical
-#               repeats, bf16, a CUDA checkpoint resumed on the CPU, a bench smoke run, the fork
-#               server with CUDA
+#               (deterministic: true; the default engine, so CUDA graphs), and graphed fedgkd
+#               and moon, bit-identical repeats, bf16, a CUDA checkpoint resumed on the CPU, a
+#               bench smoke run, the fork server with CUDA
 #   2 batched   every other test file marked gpu (tests/test_batched_gpu.py: the batched trainer
-#               with and without CUDA graphs against the sequential one)
+#               with CUDA graphs, with graphs and the compiled step, and eager (batched-eager)
+#               against the sequential one)
 #   all         1 and 2 (the default)
 #
 # -k EXPR selects tests by name within the parts, as pytest's -k does (the kit's own CPU test

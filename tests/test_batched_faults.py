@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fedkd.config import RunSpec
-from fedkd.engine import batched, client
+from fedkd.engine import batched, choice, client
 from fedkd.engine.choice import engine_choice
 from fedkd.models import build_model
 from fedkd.strategies import get_strategy_class
@@ -104,7 +104,7 @@ def test_graphs_go_with_replaced_buffers_and_share_one_pool(tmp_path, monkeypatc
     pool and one capture stream (each graph had a stream of its own: the allocator reuses a
     block only on the stream that freed it, so the pool was not shared)."""
     pools, streams = [], []
-    monkeypatch.setattr(batched, "graphs_requested", lambda device: True)
+    monkeypatch.setattr(choice, "graphs_choice", lambda engine, device: (True, None))
     monkeypatch.setattr(batched, "graph_pool", lambda: pools.append(object()) or pools[-1])
     monkeypatch.setattr(
         batched, "capture_stream", lambda device: streams.append(object()) or streams[-1]

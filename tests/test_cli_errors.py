@@ -17,7 +17,7 @@ import torch
 import yaml
 
 from fedkd.cli import _user_error_message, build_parser, main
-from fedkd.tools import bench
+from fedkd.tools.bench import command as bench
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "config" / "tiny.yaml"
@@ -176,6 +176,11 @@ BENCH = ["bench", "--device", "cpu", "--skip-run", "--skip-throughput", "--round
         ("--model", "bogus", "argument --model: invalid choice: 'bogus'"),
         ("--pack-timeout", "nan", "argument --pack-timeout: 'nan' is not a finite number"),
         ("--pack-timeout", "0", "argument --pack-timeout: '0' must be a number above 0"),
+        (
+            "--check-precisions",
+            "fp32,fp16",
+            "argument --check-precisions: 'fp32,fp16': give precisions from fp32, tf32, bf16",
+        ),
         (
             "--warmup-rounds",
             "-1",

@@ -376,7 +376,8 @@ def test_a_spec_conflict_names_the_keys_and_values_that_differ(tmp_path):
         "written then)"
     ]
     # the refusal itself
-    from fedkd.engine.run import Run, RunConflictError
+    from fedkd.engine.run import Run
+    from fedkd.engine.run_outputs import RunConflictError
 
     out = tmp_path / "run"
     out.mkdir()

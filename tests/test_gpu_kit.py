@@ -19,14 +19,18 @@ import xml.etree.ElementTree as ET
 from importlib import metadata
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from packaging.requirements import Requirement
 
+from fedkd.config import RunSpec
 from fedkd.engine.client import train_clients
+from fedkd.engine.run import Run
 from fedkd.runtime.seeding import sample_clients
-from fedkd.tools import bench
-from fedkd.tools.bench_ops import counting_step, ops_report
+from fedkd.tools.bench import command, common, round_engines, table3
+from fedkd.tools.bench.ops import counting_step, ops_report
+from small_runs import TINY
 
 REPO = Path(__file__).resolve().parents[1]
 # what the GPU machine has (/opt/torch/.venv there), less its CUDA
@@ -37,20 +41,21 @@ BENCH_STEPS = [
     "install the wheels of", "environment (python, torch, the device, fedkd from src/)",
     "op counts of one batched step (fedavg, fedgkd)", "sequential trainer vs bare PyTorch loop",
     "one round's local training per engine (default and table-3 shapes)",
-    "table-3 runs, fedavg and fedgkd, engines batched",
+    "table-3 runs, fedavg and fedgkd, as config/paper.yaml runs them (engine auto, tf32)",
+    "table-3 runs, fedavg and fedgkd, engine batched-eager, fp32 (the defaults before)",
     "table-3 runs, fedavg and fedgkd, sequential engine",
     "packed table-3 fedgkd runs (2 at once, engine batched)",
     "fedgkd table-3 run, engine batched, deterministic: false",
     "fedgkd table-3 run, engine batched, deterministic: true",
     "fedgkd table-3 run, engine batched, bf16",
     "fedgkd table-3 run, bf16, torch.compile reduce-overhead",
-    "fp32 vs bf16 best accuracy on mnist5k", "profiles of one fedgkd round per engine",
+    "fp32 vs tf32 vs bf16 best accuracy on mnist5k", "profiles of one fedgkd round per engine",
 ]  # fmt: skip
 
 
 def bench_args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    command.add_arguments(parser)
     return parser.parse_args(list(argv))
 
 
@@ -62,14 +67,16 @@ def test_the_timed_fedgkd_round_is_the_step_that_ops_counts():
     expected = dict(ops_report(["fedgkd"]))["fedgkd"]
     args = bench_args("--train-images", "2560", "--eval-images", "100")
     device = torch.device("cpu")
-    run = bench.round_setup("table3", "batched", args, device, bench.synthetic_table3_data(args))
-    selected = sample_clients(run.spec.seed, bench.TIMED_ROUND, run.spec.clients, 0.2)
+    data = common.synthetic_table3_data(args)
+    run = round_engines.round_setup("table3", "batched-eager", args, device, data)
+    timed_round = round_engines.TIMED_ROUND
+    selected = sample_clients(run.spec.seed, timed_round, run.spec.clients, 0.2)
     trainer = run.env.trainer(run.strategy, len(selected))
     with counting_step(trainer) as untimed:
-        bench.warm_up_rounds([run])
-    payload = run.strategy.payload(bench.TIMED_ROUND, run.global_model)
+        round_engines.warm_up_rounds([run])
+    payload = run.strategy.payload(timed_round, run.global_model)
     with counting_step(trainer) as timed:
-        train_clients(bench.TIMED_ROUND, selected, run.global_model, payload, run.strategy, run.env)
+        train_clients(timed_round, selected, run.global_model, payload, run.strategy, run.env)
     assert run.env.engine(run.strategy)["used"] == "batched"
     assert (timed["kernels"], timed["syncs"]) == (expected["kernels"], expected["syncs"])
     assert untimed["kernels"] < timed["kernels"], "the first round has no teacher to run"
@@ -221,7 +228,7 @@ def check_kit_outputs(out: Path) -> None:
 
 def test_the_bench_refuses_an_unknown_engine_with_the_choices():
     with pytest.raises(SystemExit, match="--engine 'fast' is not one of auto, sequential"):
-        bench.check_arguments(bench_args("--engine", "fast"))
+        command.check_arguments(bench_args("--engine", "fast"))
 
 
 @pytest.mark.parametrize(
@@ -229,6 +236,8 @@ def test_the_bench_refuses_an_unknown_engine_with_the_choices():
     [
         (2, "batched + CUDA graphs",
          "(autotuning, graph capture, a first round without a teacher)"),
+        (2, "batched + CUDA graphs + compiled step",
+         "(autotuning, compilation, graph capture, a first round without a teacher)"),
         (1, "batched + CUDA graphs",
          "(autotuning, graph capture, a first round without a teacher; round 2, timed, is the "
          "teacher's first: its step's graph capture and its convolutions' autotuning are in it)"),
@@ -248,4 +257,37 @@ def test_a_table3_line_says_what_its_warm_up_left_out_and_no_more(warmup, engine
     r = {"timed_rounds": [warmup + 1], "engine": engine, "strategy": "fedgkd",
          "images_per_round": 1.0, "local_img_s": 1.0, "local_s": 1.0, "round_img_s": 1.0,
          "round_s": 1.0, "fixed_s": 0.0, "projected_min_100": 1.0}  # fmt: skip
-    assert f"timed after {warmup} warm-up round(s) {said}, " in bench.describe_table3_run(r, args)
+    assert f"timed after {warmup} warm-up round(s) {said}, " in table3.describe_table3_run(r, args)
+
+
+def test_the_run_loop_hands_a_benchmark_each_round_with_its_local_seconds(tmp_path):
+    """``Run.on_rounds_done`` is called as the loop begins and after each round's writes, with
+    the round's metrics row, whose ``local_seconds`` (local training) is part of its
+    ``seconds``; metrics.parquet holds the same figure."""
+    calls = []
+    spec = RunSpec(**dict(TINY, rounds=2))
+    run = Run(spec, tmp_path / "r", log=lambda msg: None)
+    run.on_rounds_done = lambda done, row: calls.append(
+        (done, row, (tmp_path / "r" / "checkpoint.pt").exists())
+    )
+    run.run()
+    assert [(done, row is None) for done, row, _ in calls] == [(0, True), (1, False), (2, False)]
+    assert all(written for _, row, written in calls if row is not None)
+    rows = [row for _, row, _ in calls[1:]]
+    assert all(0 < row["local_seconds"] < row["seconds"] for row in rows)
+    on_disk = pd.read_parquet(tmp_path / "r" / "metrics.parquet")
+    assert on_disk["local_seconds"].tolist() == [row["local_seconds"] for row in rows]
+
+
+def test_a_table3_run_is_timed_by_the_run_loops_figures():
+    """The table-3 benchmark's rounds and local training come from the run loop (no patched
+    trainer, no log line read): timed rounds after the warm-up, local training within them."""
+    args = bench_args(
+        "--train-images", "1280", "--eval-images", "200", "--run-epochs", "1",
+        "--warmup-rounds", "1", "--run-rounds", "2",
+    )  # fmt: skip
+    r = table3.bench_table3_run(args, torch.device("cpu"), "fedavg", "batched-eager")
+    assert r["timed_rounds"] == [2, 3] and r["engine"] == "batched"
+    assert r["images_per_round"] == 4 * 1280 / 20  # 4 of 20 equal clients, 1 epoch
+    assert 0 < r["local_s"] < r["round_s"] and r["fixed_s"] > 0
+    assert r["engine_record"]["compile_step"] is False

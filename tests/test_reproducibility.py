@@ -137,17 +137,20 @@ def tf32_flags():
 
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_tf32_follows_the_precision_for_convolutions_and_matmuls_alike(deterministic, tf32_flags):
-    """fp32 is IEEE float32 (TF32 off, deterministic or not); bf16 lets the float32 leftovers use
-    TF32. Each call sets both flags either way, so no run inherits the previous run's."""
+    """fp32 is IEEE float32 (TF32 off, deterministic or not); tf32 asks for TF32; bf16 lets the
+    float32 leftovers use TF32. Each call sets both flags either way, so no run inherits the
+    previous run's."""
     configure_determinism(deterministic, torch.device("cpu"))
+    sequence = ("bf16", "fp32", "tf32", "fp32", "bf16", "tf32", "bf16", "fp32")
     try:
-        for precision, tf32 in (("bf16", True), ("fp32", False), ("bf16", True), ("fp32", False)):
+        for precision in sequence:
+            tf32 = precision != "fp32"
             rec = configure_precision(precision)
             assert torch.backends.cudnn.allow_tf32 is tf32
             assert torch.backends.cuda.matmul.allow_tf32 is tf32
             assert rec == {
                 "precision": precision,
-                "autocast": "bfloat16" if tf32 else None,
+                "autocast": "bfloat16" if precision == "bf16" else None,
                 "cudnn_allow_tf32": tf32,
                 "cuda_matmul_allow_tf32": tf32,
                 "float32_matmul_precision": "high" if tf32 else "highest",
@@ -157,11 +160,11 @@ def test_tf32_follows_the_precision_for_convolutions_and_matmuls_alike(determini
 
 
 def test_an_unknown_precision_is_refused_by_the_policy(tf32_flags):
-    with pytest.raises(ValueError, match="precision='tf32'; use 'fp32' or 'bf16'"):
-        configure_precision("tf32")
+    with pytest.raises(ValueError, match="precision='tf16'; use one of fp32, tf32, bf16"):
+        configure_precision("tf16")
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
 def test_the_run_record_holds_the_tf32_settings_and_a_command_a_shell_gives_back(
     precision, tmp_path, monkeypatch, tf32_flags
 ):
@@ -173,7 +176,7 @@ def test_the_run_record_holds_the_tf32_settings_and_a_command_a_shell_gives_back
     run = Run(RunSpec(rounds=1, precision=precision, **SMALL), tmp_path / "r")
     run.prepare()
     rec = json.loads(json.dumps(run._run_record("running")))  # as run.json holds it
-    tf32 = precision == "bf16"
+    tf32 = precision != "fp32"
     assert rec["precision"]["cudnn_allow_tf32"] is tf32
     assert rec["precision"]["cuda_matmul_allow_tf32"] is tf32
     assert rec["precision"]["precision"] == precision

@@ -31,6 +31,8 @@ from fedkd.config import RunSpec, SpecError
 from fedkd.data import load_dataset
 from fedkd.data.base import ArraySplit, FedDataset
 from fedkd.engine.choice import engine_choice
+from fedkd.engine.compiled_step import COMPILE_OFF_CUDA
+from fedkd.engine.cuda_graphs import GRAPHS_OFF_CUDA
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.folding import bind, fold, fold_error, folded_shape, param_kinds
 from fedkd.engine.run import Run
@@ -167,7 +169,9 @@ def test_k_client_trainer_matches_sequential(shape, strategy, tmp_path, monkeypa
     kc = train(RunSpec(**base, engine="batched"), tmp_path / "kc", data)
     assert engine_used(tmp_path / "seq")["used"] == "sequential"
     assert engine_used(tmp_path / "kc") == {
-        "requested": "batched", "used": "batched", "reason": None, "cuda_graphs": False,
+        "requested": "batched", "used": "batched", "reason": None,
+        "cuda_graphs": False, "cuda_graphs_reason": GRAPHS_OFF_CUDA,
+        "compile_step": False, "compile_step_reason": COMPILE_OFF_CUDA,
     }  # fmt: skip
     assert watch.steps > 0 and watch.syncs == 0
     ms, mk = metrics(tmp_path / "seq"), metrics(tmp_path / "kc")
@@ -322,7 +326,7 @@ def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(
 def test_k_client_step_stays_within_its_kernel_budget():
     """The op budget of one 4-client step of ResNet-8-GN (``fedkd bench --ops``): counts, not
     times, so the same on any machine."""
-    from fedkd.tools.bench_ops import ops_report
+    from fedkd.tools.bench.ops import ops_report
 
     counts = dict(ops_report(["fedavg", "fedgkd"]))
     assert counts["fedavg"]["kernels"] <= 120 and counts["fedavg"]["syncs"] == 0
@@ -357,6 +361,7 @@ def test_unsupported_models_and_settings_fall_back_with_a_reason():
     auto_cuda = engine_choice(RunSpec(engine="auto"), fedavg, build_model("cnn", 10, (1, 8, 8)),
                               torch.device("cuda"))  # fmt: skip
     assert auto_cuda["used"] == "batched" and auto_cuda["reason"] is None
+    assert auto_cuda["cuda_graphs"] is True and auto_cuda["compile_step"] is True
 
 
 def test_engine_and_stop_keys_are_validated_and_keep_existing_hashes():

@@ -13,8 +13,8 @@ import torch
 
 from fedkd.config import RunSpec
 from fedkd.engine.checkpoint import CheckpointCorruptError
-from fedkd.engine.run import Run, RunConflictError
-from fedkd.engine.run_outputs import read_metrics
+from fedkd.engine.run import Run
+from fedkd.engine.run_outputs import RunConflictError, read_metrics
 
 SMALL = dict(
     dataset="mnist5k", clients=10, participation=0.4, alpha=1.0, local_epochs=1, device="cpu"

@@ -247,7 +247,8 @@ def test_minus_zero_is_zero_in_the_spec_and_its_hash(source, tmp_path):
 def test_a_run_recorded_with_minus_zero_names_the_key_in_the_conflict(tmp_path):
     """A run recorded before -0.0 and 0.0 were one value kept a hash of -0.0: the refusal names
     the key, not an earlier fedkd."""
-    from fedkd.engine.run import Run, RunConflictError
+    from fedkd.engine.run import Run
+    from fedkd.engine.run_outputs import RunConflictError
 
     spec = RunSpec(momentum=0.0)
     recorded = {**spec.to_dict(), "momentum": -0.0}

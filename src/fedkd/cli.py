@@ -466,7 +466,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
-        from fedkd.tools.bench import main as bench_main
+        from fedkd.tools.bench.command import main as bench_main
 
         return _reporting_user_errors("bench", lambda: bench_main(argv[1:]))
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)

@@ -52,7 +52,9 @@ NOT_IN_IDENTITY = (
 # keys left out of identity() while they hold their default, so adding them kept every existing
 # spec's hash (and with it every finished run and checkpoint)
 IDENTITY_UNLESS_DEFAULT = {"stop_at_acc": None}
-ENGINES = ("auto", "sequential", "batched")
+# "batched-eager": the batched trainer without CUDA graphs or torch.compile (fedkd.engine.choice)
+ENGINES = ("auto", "sequential", "batched", "batched-eager")
+PRECISIONS = ("fp32", "tf32", "bf16")
 MEMORY_FORMATS = ("auto", "contiguous", "channels_last")
 
 # the numeric keys, by kind: a float key holds a float whatever the spelling (1, 1.0, 1e0), so
@@ -150,15 +152,19 @@ class RunSpec:
     partition_file: str | None = None  # a precomputed partition Parquet; None: compute it here
     # also evaluate the clients' local models before aggregation (costs an evaluation per client)
     eval_local: bool = False
-    precision: str = "fp32"  # fp32, or bf16 autocast in local training
+    # fp32 (IEEE float32), tf32 (TF32 for GPU convolutions and matmuls, float32 elsewhere; on a
+    # CPU the same arithmetic as fp32), or bf16 autocast in local training (reproducibility.py)
+    precision: str = "fp32"
     # torch.compile the training model: none, default, reduce-overhead (CUDA graphs)
     compile: str = "none"
     # bit-identical repeats on GPUs: deterministic kernels, cuBLAS workspace, no cuDNN autotuning
     # (CPU runs repeat exactly without it); a how-exactly switch like device, so not in identity()
     deterministic: bool = False
     # local training: "batched" trains a round's clients side by side where the strategy and model
-    # support it (else sequentially, with the reason in run.json); "sequential" one after another;
-    # "auto" batched on CUDA, sequential on CPU, where batched measured slower (performance.md)
+    # support it (else sequentially, with the reason in run.json), on CUDA as one CUDA graph a
+    # step with its folded model compiled; "batched-eager" the same without graphs or compile;
+    # "sequential" one after another; "auto" batched on CUDA, sequential on CPU, where batched
+    # measured slower (performance.md)
     engine: str = "auto"
     # layout of image batches and conv weights: "channels_last" (NHWC) trains the CNN 1.6x and
     # ResNet-8 1.3x faster on a CPU (performance.md); "auto" uses it on a CPU with the sequential
@@ -323,7 +329,7 @@ def spec_errors(s: RunSpec) -> list[str]:
     choice("optimizer", OPTIMIZERS)
     choice("device", DEVICES)
     choice("augment", ("auto", "none", "crop-flip"))
-    choice("precision", ("fp32", "bf16"))
+    choice("precision", PRECISIONS)
     choice("compile", ("none", "default", "reduce-overhead"))
     choice("engine", ENGINES)
     choice("memory_format", MEMORY_FORMATS)

@@ -78,14 +78,13 @@ def test_killed_cuda_run_resumes_bit_identical_with_deterministic(tmp_path, stra
 
 
 @pytest.mark.parametrize("strategy", ["fedgkd", "moon"])
-def test_killed_graphed_cuda_run_resumes_bit_identical(tmp_path, strategy, device, monkeypatch):
-    """With CUDA graphs (FEDKD_CUDA_GRAPHS=1) a killed run resumes bit for bit, its graphs
-    captured again in the new process. fedgkd's teacher and moon's global model are shared
+def test_killed_graphed_cuda_run_resumes_bit_identical(tmp_path, strategy, device):
+    """With CUDA graphs (the default on CUDA: no flag) a killed run resumes bit for bit, its
+    graphs captured again in the new process. fedgkd's teacher and moon's global model are shared
     models (run unfolded), moon's previous models per-client ones (folded). Graphed against
     sequential: tests/test_batched_gpu.py."""
     if device != "cuda":
         pytest.skip("CUDA graphs need a CUDA device")
-    monkeypatch.setenv("FEDKD_CUDA_GRAPHS", "1")
     det = ["--deterministic", "true"]
     full = tmp_path / "full"
     _run(_train_cmd(strategy, full, device, *det))
@@ -136,7 +135,7 @@ def test_bench_smoke_on_cuda(tmp_path, device):
     """Every section of ``fedkd bench`` on small shapes: the bare-loop comparison, a table-3
     round per engine, and fedgkd table-3 runs timed after their warm-up."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    engines = "batched,graphs" if device == "cuda" else "batched"
+    engines = "batched-eager,batched" if device == "cuda" else "batched"
     done = subprocess.run(
         [sys.executable, "-m", "fedkd.tools.bench", "--device", device, "--steps", "4", "--repeats",
          "1", "--rounds-bench", "table3", "--client-samples", "128", "--train-images", "1280",
@@ -149,5 +148,7 @@ def test_bench_smoke_on_cuda(tmp_path, device):
     runs = [r for r in rows if r["what"].startswith("table-3 run fedgkd")]
     assert len(rows) == 2 + len(engines.split(",")) and len(runs) == len(engines.split(","))
     assert all(r["details"]["timed_rounds"] == [3] and r["img_s"] > 0 for r in runs)
+    assert all(set(r) >= {"date", "device", "commit", "command"} for r in rows)
     if device == "cuda":
         assert "CUDA graphs" in runs[-1]["details"]["engine"]
+        assert "CUDA graphs" not in runs[0]["details"]["engine"]

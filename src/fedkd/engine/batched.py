@@ -16,9 +16,11 @@ batch is padded with zero-weight slots) and K clients (a client with fewer steps
 longest is masked once it has finished: it takes no step, not even weight decay or momentum; the
 mask overwrites (``masked_fill``, not a product), so nothing a finished client computes, inf or
 NaN included, reaches any client's weights, optimizer state or recorded loss). So one step serves every step of every
-round; on CUDA (``FEDKD_CUDA_GRAPHS=1``) it is captured once per run and per set of declared
+round; on CUDA (unless ``engine: batched-eager``) it is captured once per run and per set of declared
 names and buffers as a CUDA graph and replayed, each round only copying the global weights and
 the round's tables into the captured buffers. All of a run's graphs share one memory pool.
+On CUDA the folded student's forward (and with it its backward) is also ``torch.compile``d, tried
+before the first step (``fedkd.engine.compiled_step``), eager where that fails.
 
 The price of static shapes: a finished client still computes its forward and backward passes
 until the round's longest client is done, so a round costs K x the longest client's steps. With
@@ -37,7 +39,8 @@ import copy
 import torch
 from torch.func import vmap
 
-from fedkd.engine.cuda_graphs import GraphedStep, capture_stream, graph_pool, graphs_requested
+from fedkd.engine.compiled_step import too_short, try_compiled
+from fedkd.engine.cuda_graphs import GraphedStep, capture_stream, graph_pool
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.folding import bind, fold, folded_shape, param_kinds
 from fedkd.engine.functional import FunctionalModel
@@ -163,6 +166,10 @@ class BatchedTrainer:
         self.student = fold(worker, k).train()
         bind(self.student, self.params.folded, requires_grad=True)
         self.leaves = [self.student.get_parameter(n) for n in self.params.names]
+        # the run's engine record (run.json): graphs and compile as chosen, a failed compile noted
+        self.record = env.engine(strategy)
+        self.forward = self.student.features_and_logits  # compiled before the first step, if asked
+        self.compile_pending = bool(self.record.get("compile_step"))
         opt_cls = FlatSGD if spec.optimizer == "sgd" else FlatAdam
         self.opt = opt_cls(self.params.rows, spec, self._decayed_columns(worker))
         self.inputs = env.inputs()
@@ -183,7 +190,7 @@ class BatchedTrainer:
         # every declared value's buffer, kept for the run: a captured graph reads it there, even
         # in a round that does not declare it
         self._store: dict[tuple[str, str], object] = {}
-        self.use_graphs = graphs_requested(device)
+        self.use_graphs = bool(self.record.get("cuda_graphs"))
         # keyed by the round's declared names and their buffers' shapes; a graph is dropped when
         # a buffer it reads is replaced (``_keep``), so none ever replays on freed memory
         self.graphs: dict[tuple, GraphedStep] = {}
@@ -221,6 +228,8 @@ class BatchedTrainer:
         self.opt.reset()
         self.t.zero_()
         self.loss_sum.zero_()
+        if self.compile_pending:
+            self._compile()
         for _ in range(max(steps, default=0)):
             self._run_step()
         return [
@@ -346,7 +355,25 @@ class BatchedTrainer:
             )
         return self.slots[key]
 
+    def _compile(self) -> None:
+        """Compile the folded student on this round's first batch, before any step or capture;
+        run.json records the outcome (``fedkd.engine.compiled_step``)."""
+        self.compile_pending = False
+        if (short := too_short(self.spec.rounds * self.max_steps)) is not None:
+            return self.record.update(compile_step=False, compile_step_reason=short)
+        ints = self.int_table[0]
+        x = self.inputs(ints[0], ints[1], self.dtype).flatten(1, 2)
+        self.forward, seconds, error = try_compiled(self.student, x, self.leaves, self._autocast)
+        self.record.update(compile_step=error is None, compile_step_reason=error)
+        self.record["compile_step_seconds"] = round(seconds, 3)
+
     # ---------------------------------------------------------------- per step
+    def _autocast(self):
+        return torch.autocast(
+            self.device.type, torch.bfloat16, enabled=self.spec.precision == "bf16",
+            cache_enabled=not self.use_graphs,  # the weight-cast cache must be off in a graph
+        )  # fmt: skip
+
     def _run_step(self) -> None:
         if not self.use_graphs:
             self._step()
@@ -374,11 +401,7 @@ class BatchedTrainer:
         finished = floats[b] == 0  # (K,) the clients done with their local steps (active 0)
         x = self.inputs(ints[0], ints[1], self.dtype)  # (B, K, C, H, W)
         x_folded = x.flatten(1, 2)
-        autocast = torch.autocast(
-            self.device.type, torch.bfloat16, enabled=spec.precision == "bf16",
-            cache_enabled=not self.use_graphs,  # the weight-cast cache must be off in a graph
-        )  # fmt: skip
-        with autocast:
+        with self._autocast():
             with torch.no_grad():
                 # the clients' batches one after another, for the shared models (made once)
                 stacked = None
@@ -388,7 +411,7 @@ class BatchedTrainer:
                     n: self.slots[n, shared].outputs(stacked if shared else x_folded, k)
                     for n, shared in self.active_slots
                 }
-            features, logits = _per_client(*self.student.features_and_logits(x_folded), k)
+            features, logits = _per_client(*self.forward(x_folded), k)
             # each client's parameters as views of the folded ones: the gradient reaches them
             params = {
                 n: leaf.transpose(1, 2) if n in self.params.transposed else leaf.view(k, *shape)

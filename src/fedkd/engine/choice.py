@@ -1,12 +1,14 @@
 """Which trainer a run uses (recorded in run.json): the spec's ``engine``, the strategy and the
-model decide."""
+model decide; for the batched trainer, whether its step is captured as CUDA graphs and its folded
+model compiled (both on CUDA unless ``engine: batched-eager``), each with the reason where off."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from fedkd.engine.cuda_graphs import graphs_requested
+from fedkd.engine.compiled_step import compile_choice
+from fedkd.engine.cuda_graphs import graphs_choice
 from fedkd.engine.folding import fold_error
 from fedkd.strategies.base import Strategy
 
@@ -15,6 +17,8 @@ AUTO_ON_CPU = (
     "engine auto: sequential off CUDA, where the batched trainer saves no launch overhead "
     "(docs/performance.md); engine: batched forces it"
 )
+# the engine values that ask for the batched trainer
+BATCHED = ("batched", "batched-eager")
 
 
 # the batched trainer folds the clients into the channel dimension of contiguous (NCHW) buffers
@@ -27,10 +31,13 @@ CHANNELS_LAST = (
 def engine_choice(
     spec, strategy: Strategy, model: nn.Module, device: torch.device, channels_last: bool = False
 ) -> dict:
-    """``{"requested", "used", "reason"}`` (+ ``cuda_graphs`` when batched): ``used`` is
-    "batched" (the batched trainer) or "sequential". ``channels_last``: the run's image tensors
-    are channels_last (``fedkd.runtime.preprocess.use_channels_last``), which only the
-    sequential trainer honours."""
+    """``{"requested", "used", "reason"}``: ``used`` is "batched" (the batched trainer) or
+    "sequential", ``reason`` why not the one asked for. When batched, also ``cuda_graphs`` and
+    ``compile_step`` (booleans) with ``cuda_graphs_reason`` and ``compile_step_reason`` (None
+    where on); the trainer records a compile that failed (``fedkd.engine.compiled_step``).
+    ``channels_last``: the run's image tensors are channels_last
+    (``fedkd.runtime.preprocess.use_channels_last``), which only the sequential trainer
+    honours."""
     requested = getattr(spec, "engine", "sequential")
     reason = None
     wanted = requested
@@ -38,19 +45,23 @@ def engine_choice(
         wanted = "batched" if device.type == "cuda" else "sequential"
         if wanted == "sequential":
             reason = AUTO_ON_CPU
-    if wanted == "batched":
+    if wanted in BATCHED:
         if not type(strategy).batched:
             reason = f"strategy {type(strategy).name!r} declares batched = False" + (
                 f": {type(strategy).batched_reason}" if type(strategy).batched_reason else ""
             )
         elif getattr(spec, "compile", "none") != "none":
-            reason = f"compile={spec.compile!r} compiles the sequential worker model"
+            reason = (
+                f"compile={spec.compile!r} compiles the sequential trainer's worker model (the "
+                "batched trainer compiles its own folded step on CUDA: compile: none)"
+            )
         elif channels_last:
             reason = CHANNELS_LAST
         else:
             reason = fold_error(model)
-    used = "batched" if wanted == "batched" and reason is None else "sequential"
+    used = "batched" if wanted in BATCHED and reason is None else "sequential"
     choice = {"requested": requested, "used": used, "reason": reason}
     if used == "batched":
-        choice["cuda_graphs"] = graphs_requested(device)
+        choice["cuda_graphs"], choice["cuda_graphs_reason"] = graphs_choice(wanted, device)
+        choice["compile_step"], choice["compile_step_reason"] = compile_choice(wanted, device)
     return choice

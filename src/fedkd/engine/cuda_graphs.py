@@ -1,4 +1,6 @@
-"""CUDA graphs for the batched trainer (``FEDKD_CUDA_GRAPHS=1`` on a CUDA device).
+"""CUDA graphs for the batched trainer: on by default on a CUDA device (``engine: batched`` or
+``auto``), off with ``engine: batched-eager`` (``graphs_choice``; the choice and its reason are
+recorded in run.json's ``engine``).
 
 The trainer's step reads and writes only buffers that live for the whole run (the flat
 parameters and optimizer state, the step tables, the declared values, a device step counter), so
@@ -18,16 +20,24 @@ not only the pool handle.
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-GRAPHS_ENV = "FEDKD_CUDA_GRAPHS"
 WARMUP_STEPS = 2  # eager steps on a side stream before the capture (torch's recipe uses a few)
 
+GRAPHS_OFF_CUDA = "off CUDA: CUDA graphs need a CUDA device"
+EAGER = "engine: batched-eager asks for the batched trainer without CUDA graphs or torch.compile"
 
-def graphs_requested(device: torch.device) -> bool:
-    return device.type == "cuda" and os.environ.get(GRAPHS_ENV, "0") not in ("", "0")
+
+def graphs_choice(engine: str, device: torch.device) -> tuple[bool, str | None]:
+    """Whether the batched trainer captures its step as CUDA graphs, and why not where it does
+    not. On by default on CUDA: every strategy's graphed run equals its sequential one on a GPU
+    (tests/test_batched_gpu.py), and graphs are most of the batched trainer's speed there
+    (docs/performance.md)."""
+    if device.type != "cuda":
+        return False, GRAPHS_OFF_CUDA
+    if engine == "batched-eager":
+        return False, EAGER
+    return True, None
 
 
 def graph_pool():

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedkd.config import PRECISIONS
+
 # cuBLAS needs a fixed workspace for reproducible GEMMs; it reads the variable when its handle is
 # created, so it is set before the run's first CUDA operation
 CUBLAS_WORKSPACE = ":4096:8"
@@ -101,20 +103,24 @@ def tf32_allowed(precision: str) -> bool:
     ``fp32`` (the default) is IEEE float32 on every device: TF32 off, whether or not the run is
     ``deterministic`` (TF32 kernels repeat too: determinism is not the question, the numbers
     are). TF32 keeps 10 of float32's 23 mantissa bits (with it emulated on a CPU, a 2-round run
-    of tests/test_batched_gpu.py moved by 1.3e-2), and the spec's ``precision`` is part of a
-    run's identity while its device is not: the same spec means the same arithmetic on a CPU
-    and on a GPU. ``bf16`` already trains under bfloat16 autocast (8 mantissa bits): the
-    float32 convolutions and matmuls left outside autocast may then use TF32 too."""
-    if precision not in ("fp32", "bf16"):
-        raise ValueError(f"precision={precision!r}; use 'fp32' or 'bf16'")
-    return precision == "bf16"
+    of tests/test_batched_gpu.py moved by 1.3e-2). ``tf32`` asks for it: TF32 convolutions and
+    matmuls on a GPU that has them (NVIDIA Ampere and later), float32 everywhere else; a CPU has
+    no TF32, so there it computes what ``fp32`` computes (tested). It is a precision of its own,
+    part of a run's identity, because on a GPU its numbers differ from ``fp32``'s.
+    ``bf16`` already trains under bfloat16 autocast (8 mantissa bits): the float32 convolutions
+    and matmuls left outside autocast may then use TF32 too."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r}; use one of {', '.join(PRECISIONS)}")
+    return precision in ("tf32", "bf16")
 
 
 def configure_precision(precision: str) -> dict[str, Any]:
     """Set the process's TF32 flags by ``tf32_allowed`` and return the effective settings (read
     back from torch, recorded in run.json). Only the CUDA flags are set: CPU arithmetic is
     float32 either way. Set on every device, so a process never carries one run's flags into
-    the next."""
+    the next. Set through ``allow_tf32``, which every torch from 2.3 on has (newer ones keep it
+    in step with their ``fp32_precision`` settings; mixing the two APIs in one process is an
+    error there, so this module uses only the one)."""
     allowed = tf32_allowed(precision)
     torch.backends.cudnn.allow_tf32 = allowed
     torch.backends.cuda.matmul.allow_tf32 = allowed

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,6 @@ from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, sav
 from fedkd.engine.client import DivergedError, train_clients
 from fedkd.engine.reproducibility import capture_rng, restore_rng
 from fedkd.engine.run_outputs import (
-    METRIC_COLUMNS,
     RunConflictError,
     RunLock,
     fmt_seconds,
@@ -27,12 +27,7 @@ from fedkd.engine.run_outputs import (
     write_json,
     write_metrics,
 )
-from fedkd.engine.run_setup import (
-    RunSetup,
-    check_client_capacity,
-    platform_cpu,
-    resolve_device,
-)
+from fedkd.engine.run_setup import RunSetup
 from fedkd.engine.running_stats import global_buffers
 from fedkd.files import (
     CHECKPOINT,
@@ -47,13 +42,6 @@ from fedkd.runtime.evaluate import evaluate
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies.base import tensor_bytes
 
-# importable from here as before the split into run_setup and run_outputs
-__all__ = [
-    "CHECKPOINT", "METRICS", "METRIC_COLUMNS", "RUN_JSON", "Run", "RunConflictError",
-    "check_client_capacity", "platform_cpu", "resolve_device", "run_training", "summarize",
-    "target_reached", "write_json", "write_metrics",
-]  # fmt: skip
-
 
 class Run(RunSetup):
     """One federated run: set up data, partition, model and strategy (``prepare``); then loop
@@ -61,6 +49,9 @@ class Run(RunSetup):
 
     _metrics_damage: str | None = None  # a finished run's damaged metrics, once logged
     _rounds_checkpointed: int | None = None  # the rounds the checkpoint holds, once known
+    # called with (rounds done, that round's metrics row) as the loop begins (row None) and after
+    # each round's metrics and checkpoint are written: a benchmark's clock (fedkd.tools.bench)
+    on_rounds_done: Callable[[int, dict | None], None] | None = None
 
     # ------------------------------------------------------------------ checkpoint
     def _checkpoint_state(self, round_done: int, rows: list[dict]) -> dict:
@@ -198,6 +189,8 @@ class Run(RunSetup):
         last = spec.rounds if stop_after_round is None else min(spec.rounds, stop_after_round)
         t_run = time.perf_counter()
         reached = target_reached(spec, rows)  # a resumed run may have reached it already
+        if self.on_rounds_done is not None:
+            self.on_rounds_done(start, None)
         for r in range(start, last):
             if reached:
                 break
@@ -213,6 +206,8 @@ class Run(RunSetup):
             write_metrics(self.out / METRICS, rows)
             save_checkpoint(ckpt_path, self._checkpoint_state(r + 1, rows))
             self._rounds_checkpointed = r + 1
+            if self.on_rounds_done is not None:
+                self.on_rounds_done(r + 1, row)
             reached = target_reached(spec, rows)
             done = r + 1 - start
             eta = (time.perf_counter() - t_run) / done * (spec.rounds - r - 1)
@@ -251,9 +246,12 @@ class Run(RunSetup):
         spec = self.spec
         selected = sample_clients(spec.seed, r, spec.clients, spec.participation)
         payload = self.strategy.payload(r, self.global_model)
+        t_local = time.perf_counter()
         updates, local_acc = train_clients(
             r, selected, self.global_model, payload, self.strategy, self.env, spec.eval_local
         )
+        # ends with the read of the clients' losses, which waits for the device's training
+        local_seconds = time.perf_counter() - t_local
         new_state = self.strategy.aggregate(r, self.global_model, updates)
         new_state = global_buffers(new_state, updates, self.global_model, spec.bn_running_stats)
         self.global_model.load_state_dict(new_state)
@@ -286,6 +284,7 @@ class Run(RunSetup):
             "bytes_sent": int(sent),
             "bytes_received": int(received),
             "clients": selected,
+            "local_seconds": local_seconds,
         }
         for key, value in server_metrics.items():
             row[f"server_{key}"] = value

@@ -1,7 +1,8 @@
 """What a run writes to its directory, and the summaries read back from it.
 
 run.json         resolved spec, seeds, code hashes, library versions, device, status, summary
-metrics.parquet  one row per round (accuracy, loss, per-class accuracy, bytes, seconds, ...)
+metrics.parquet  one row per round (accuracy, loss, per-class accuracy, bytes, seconds, the
+                 seconds of local training, ...)
 checkpoint.pt    global model, strategy state (incl. per-client state), metrics so far, RNG states
 run.lock         locked (flock) while a process writes the directory; who holds it, as text
 """
@@ -88,10 +89,12 @@ class RunLock:
         self.release()
 
 
-# the columns every round row has (strategies add server_* columns)
+# the columns every round row has (strategies add server_* columns); seconds: the round's
+# training, aggregation, server step and evaluation (not its writes); local_seconds: the part of
+# it in local training (fedkd.engine.client.train_clients), eval_local's evaluations included
 METRIC_COLUMNS = [
     "round", "test_acc", "test_loss", "val_acc", "val_loss", "class_acc", "train_loss", "local_acc",
-    "bytes_sent", "bytes_received", "clients", "seconds",
+    "bytes_sent", "bytes_received", "clients", "seconds", "local_seconds",
 ]  # fmt: skip
 
 

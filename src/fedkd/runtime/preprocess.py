@@ -47,7 +47,7 @@ def use_channels_last(spec, device: torch.device, dataset: FedDataset) -> bool:
         return False
     wanted = getattr(spec, "memory_format", "auto")
     if wanted == "auto":
-        return device.type == "cpu" and getattr(spec, "engine", "auto") != "batched"
+        return device.type == "cpu" and getattr(spec, "engine", "auto") in ("auto", "sequential")
     return wanted == "channels_last"
 
 

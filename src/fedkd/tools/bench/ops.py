@@ -4,7 +4,8 @@ The step is the batched trainer's (``fedkd.engine.batched``) on ResNet-8-GN with
 synthetic data: 4 clients x 64 images, crop-flip on, gathering, augmentation, forward, backward,
 clipping and the optimizer included. It is counted in the second round (so strategies that start
 distilling after the first round, such as fedgkd, do), at the round's second step (the first
-step is the same work; this one shows the steady state). Kernels and host syncs are counted as
+step is the same work; this one shows the steady state), eagerly (``engine: batched-eager``:
+the kernels a CUDA graph of the step captures). Kernels and host syncs are counted as
 ``fedkd.tools.opcount`` defines them. Each line: ``<strategy> ops_per_step=<N> host_syncs=<S>``.
 """
 
@@ -33,7 +34,7 @@ def step_ops(strategy: str, dataset, clients: int = 4, batch_size: int = 64, dev
     spec = RunSpec(
         dataset="cifar10", model=model, strategy=strategy, params=SERVER_LIGHT.get(strategy, {}),
         clients=clients, participation=1.0, partition="iid", local_epochs=1,
-        batch_size=batch_size, rounds=2, engine="batched", device=str(device), augment="crop-flip",
+        batch_size=batch_size, rounds=2, engine="batched-eager", device=str(device), augment="crop-flip",
         memory_format="contiguous", seed=0,
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as out:

@@ -1,0 +1,91 @@
+"""``torch.compile`` of the batched trainer's folded student: its forward pass and, through
+AOTAutograd, its backward, the bulk of a step's kernels (the strategy's vmapped loss and the flat
+optimizer stay eager). On by default on CUDA (``engine: batched`` or ``auto``), where the step is
+also captured as a CUDA graph: the compiled kernels are captured with the rest. Off with
+``engine: batched-eager``, and off a CUDA device.
+
+The compiled function is tried once before the run's first step, on the first batch of the
+first round, forward and backward, with the model's buffers put back afterwards (``try_compiled``):
+compilation (tens of seconds) happens there, outside every step and before any capture, and a
+failure is caught there. The trainer then keeps the eager forward, and run.json's ``engine``
+says why (``compile_step_reason``), with the time the attempt took (``compile_step_seconds``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+from fedkd.engine.cuda_graphs import EAGER
+
+# a run of fewer steps (rounds x its longest client's steps a round) stays eager: compiling takes
+# tens of seconds, and a step saves well under a millisecond (the issue's probe: +27 % on a
+# 2.8 ms table-3 step), so only long runs repay it; a table-3 run takes ~72,000 steps, a run of
+# the default configuration ~200. The break-even point is not measured: this is a bound between.
+COMPILE_MIN_STEPS = 20_000
+COMPILE_OFF_CUDA = (
+    "off CUDA: the batched step runs eagerly on a CPU, where torch.compile's build (a C++ "
+    "compiler, tens of seconds a run) has no measured gain to repay it"
+)
+
+
+def compile_choice(engine: str, device: torch.device) -> tuple[bool, str | None]:
+    """Whether the batched trainer compiles its folded student, and why not where it does not."""
+    if device.type != "cuda":
+        return False, COMPILE_OFF_CUDA
+    if engine == "batched-eager":
+        return False, EAGER
+    return True, None
+
+
+def too_short(total_steps: int) -> str | None:
+    """Why a run of ``total_steps`` batched steps stays eager, or None when it compiles."""
+    if total_steps >= COMPILE_MIN_STEPS:
+        return None
+    return (
+        f"the run takes {total_steps:,} batched steps, fewer than {COMPILE_MIN_STEPS:,}: "
+        "compiling (tens of seconds) would cost more than it saves"
+    )
+
+
+def compile_function(fn: Callable) -> Callable:
+    """The one call to ``torch.compile`` (static shapes: every step of a run has the same)."""
+    return torch.compile(fn, dynamic=False)
+
+
+def try_compiled(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    leaves: list[torch.Tensor],
+    autocast: Callable[[], object],
+) -> tuple[Callable, float, str | None]:
+    """``(forward, seconds, error)``: ``model.features_and_logits`` compiled and run once on
+    ``x``, forward and backward to ``leaves`` (under ``autocast()``, as the step runs it), or the
+    eager forward and why compiling failed. The model's buffers are as before either way."""
+    eager = model.features_and_logits
+    buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
+    started = time.perf_counter()
+    error = None
+    compiled = eager
+    try:
+        compiled = compile_function(eager)
+        with autocast():
+            features, logits = compiled(x)
+        total = features.float().sum() + logits.float().sum()
+        torch.autograd.grad(total, leaves, allow_unused=True)
+        if x.device.type == "cuda":
+            torch.cuda.synchronize(x.device)  # an asynchronous kernel error surfaces here
+    except Exception as exc:  # any failure of the compiler stack: the eager step still works
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        error = (
+            f"torch.compile failed ({type(exc).__name__}: {first_line}); the batched step "
+            "runs eagerly"
+        )
+        compiled = eager
+    finally:
+        with torch.no_grad():
+            for n, b in model.named_buffers():
+                b.copy_(buffers[n])
+    return compiled, time.perf_counter() - started, error
