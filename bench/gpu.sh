@@ -5,12 +5,13 @@
 #
 #   1 engines     op counts (fedavg, fedgkd); sequential trainer vs a bare PyTorch loop; one
 #                 round's local training per engine (sequential, batched-eager, batched: CUDA
-#                 graphs and the compiled step) on the default and the table-3 shapes, fedgkd's
+#                 graphs) on the default and the table-3 shapes, fedgkd's
 #                 round with its teacher
 #   2 batched     table-3 runs (20 clients, C 0.2, E 20, batch 64, ResNet-8-GN, synthetic
 #                 CIFAR-10-shaped data), fedavg and fedgkd, first as config/paper.yaml runs them
-#                 with no flag (engine auto: on CUDA the batched trainer with CUDA graphs and
-#                 its compiled step; precision tf32), then as they ran before those defaults
+#                 with no flag (engine auto: on CUDA the batched trainer with CUDA graphs;
+#                 precision tf32), then with the compiled step (engine batched-compiled), then
+#                 as they ran before those defaults
 #                 (batched-eager, fp32): 2 warm-up rounds (compilation, capture), then 2 timed
 #                 rounds: img/s of local training and of whole rounds, the fixed cost per
 #                 round, the projected minutes per 100 rounds, the compile time
@@ -107,6 +108,9 @@ part_1() {
 part_2() {
   kit_step "$log" "table-3 runs, fedavg and fedgkd, as config/paper.yaml runs them (engine auto, tf32)" \
     "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine "$paper" \
+    --precision tf32 "${run[@]}"
+  kit_step "$log" "table-3 runs, fedavg and fedgkd, engine batched-compiled (graphs + the compiled step), tf32" \
+    "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine batched-compiled \
     --precision tf32 "${run[@]}"
   kit_step "$log" "table-3 runs, fedavg and fedgkd, engine batched-eager, fp32 (the defaults before)" \
     "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine batched-eager \

@@ -8,7 +8,8 @@
 #               and moon, bit-identical repeats, bf16, a CUDA checkpoint resumed on the CPU, a
 #               bench smoke run, the fork server with CUDA
 #   2 batched   every other test file marked gpu (tests/test_batched_gpu.py: the batched trainer
-#               with CUDA graphs, with graphs and the compiled step, and eager (batched-eager)
+#               with CUDA graphs, with graphs and the compiled step (batched-compiled), and eager
+#               (batched-eager)
 #               against the sequential one)
 #   all         1 and 2 (the default)
 #

@@ -101,11 +101,11 @@ COMPILED = ["fedavg", "fedgkd", "scaffold", "moon"]
 
 @pytest.mark.parametrize("strategy", COMPILED)
 def test_compiled_graphed_step_on_cuda_matches_sequential(strategy, device, tmp_path, monkeypatch):
-    """The default of a long run on CUDA: CUDA graphs and the compiled folded step (compiled here
+    """``engine: batched-compiled``: CUDA graphs and the compiled folded step (compiled here
     whatever the run's length). A compile that fails is a finding: the run.json reason says why."""
     skip_without_cuda_graphs(device)
     monkeypatch.setattr(compiled_step, "COMPILE_MIN_STEPS", 0)
-    recorded = compare_with_sequential(strategy, "batched", device, tmp_path)
+    recorded = compare_with_sequential(strategy, "batched-compiled", device, tmp_path)
     assert recorded["compile_step"] is True, recorded["compile_step_reason"]
 
 
@@ -115,8 +115,9 @@ def test_graphed_run_repeats_itself(compiled, device, tmp_path, monkeypatch):
     if compiled:
         monkeypatch.setattr(compiled_step, "COMPILE_MIN_STEPS", 0)
     spec = RunSpec(
-        engine="batched", deterministic=True, **dict(SMALL, strategy="fedavg", device=device)
-    )
+        engine="batched-compiled" if compiled else "batched", deterministic=True,
+        **dict(SMALL, strategy="fedavg", device=device),
+    )  # fmt: skip
     a, ra, ma = train(spec, tmp_path / "a")
     b, _, mb = train(spec, tmp_path / "b")
     assert ra["engine"]["compile_step"] is compiled

@@ -18,7 +18,7 @@ import yaml
 from fedkd.config import RunSpec, SpecError
 from fedkd.engine import choice, compiled_step
 from fedkd.engine.choice import engine_choice
-from fedkd.engine.compiled_step import COMPILE_OFF_CUDA
+from fedkd.engine.compiled_step import COMPILE_OFF_CUDA, NOT_YET_MEASURED
 from fedkd.engine.cuda_graphs import EAGER, GRAPHS_OFF_CUDA
 from fedkd.engine.run import Run
 from fedkd.models import build_model
@@ -39,9 +39,18 @@ def choose(engine: str, device: torch.device) -> dict:
 
 
 @pytest.mark.parametrize("engine", ["auto", "batched"])
-def test_on_cuda_the_batched_trainer_runs_graphed_and_compiled(engine):
+def test_on_cuda_the_batched_trainer_runs_graphed_and_the_compiled_step_is_opt_in(engine):
     assert choose(engine, CUDA) == {
         "requested": engine, "used": "batched", "reason": None,
+        "cuda_graphs": True, "cuda_graphs_reason": None,
+        "compile_step": False, "compile_step_reason": NOT_YET_MEASURED,
+    }  # fmt: skip
+    assert "engine: batched-compiled" in NOT_YET_MEASURED
+
+
+def test_batched_compiled_runs_graphed_and_compiled_on_cuda():
+    assert choose("batched-compiled", CUDA) == {
+        "requested": "batched-compiled", "used": "batched", "reason": None,
         "cuda_graphs": True, "cuda_graphs_reason": None,
         "compile_step": True, "compile_step_reason": None,
     }  # fmt: skip
@@ -55,7 +64,7 @@ def test_batched_eager_turns_graphs_and_compile_off_and_says_so():
     assert "batched-eager" in EAGER
 
 
-@pytest.mark.parametrize("engine", ["batched", "batched-eager"])
+@pytest.mark.parametrize("engine", ["batched", "batched-eager", "batched-compiled"])
 def test_off_cuda_the_batched_trainer_is_eager_with_the_reason(engine):
     got = choose(engine, CPU)
     assert got["used"] == "batched"

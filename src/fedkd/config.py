@@ -53,7 +53,7 @@ NOT_IN_IDENTITY = (
 # spec's hash (and with it every finished run and checkpoint)
 IDENTITY_UNLESS_DEFAULT = {"stop_at_acc": None}
 # "batched-eager": the batched trainer without CUDA graphs or torch.compile (fedkd.engine.choice)
-ENGINES = ("auto", "sequential", "batched", "batched-eager")
+ENGINES = ("auto", "sequential", "batched", "batched-eager", "batched-compiled")
 PRECISIONS = ("fp32", "tf32", "bf16")
 MEMORY_FORMATS = ("auto", "contiguous", "channels_last")
 

@@ -1,6 +1,7 @@
 """Which trainer a run uses (recorded in run.json): the spec's ``engine``, the strategy and the
 model decide; for the batched trainer, whether its step is captured as CUDA graphs and its folded
-model compiled (both on CUDA unless ``engine: batched-eager``), each with the reason where off."""
+model compiled (graphs on CUDA unless ``engine: batched-eager``; the compiled step with
+``engine: batched-compiled``), each with the reason where off."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ AUTO_ON_CPU = (
     "(docs/performance.md); engine: batched forces it"
 )
 # the engine values that ask for the batched trainer
-BATCHED = ("batched", "batched-eager")
+BATCHED = ("batched", "batched-eager", "batched-compiled")
 
 
 # the batched trainer folds the clients into the channel dimension of contiguous (NCHW) buffers

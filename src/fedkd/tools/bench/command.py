@@ -70,8 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine", default="auto",
         help="engines of the table-3 runs, comma-separated, as a run spec names them: auto (a "
-        "run's default), sequential, batched (on CUDA: CUDA graphs and the compiled step), "
-        "batched-eager (without either) [auto]",
+        "run's default), sequential, batched (on CUDA: CUDA graphs), batched-eager (without), "
+        "batched-compiled (CUDA graphs and the compiled step) [auto]",
     )  # fmt: skip
     p.add_argument(
         "--warmup-rounds", type=count_or_zero, default=2, help="untimed rounds before timing [2]"

@@ -18,8 +18,8 @@ from fedkd.data.synthetic import synthetic_cifar
 from fedkd.engine.run import Run
 
 # the local-training engines a benchmark can ask for: the run spec's own values. On CUDA,
-# "batched" (and "auto") is the batched trainer with CUDA graphs and a compiled step, as a run
-# gets it by default; "batched-eager" the same trainer without either.
+# "batched" (and "auto") is the batched trainer with CUDA graphs, as a run gets it by default;
+# "batched-eager" the same trainer without; "batched-compiled" with graphs and the compiled step.
 BENCH_ENGINES = ENGINES
 # the table-3 CIFAR-10 run (FedGKD's table 3): 4 of 20 clients a round, 20 local epochs
 TABLE3 = dict(
