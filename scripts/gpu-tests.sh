@@ -6,11 +6,10 @@
 #   1 suite     tests/gpu: train and kill-resume on CUDA for fedavg, fedgkd, scaffold and feddf
 #               (deterministic: true; the default engine, so CUDA graphs), and graphed fedgkd
 #               and moon, bit-identical repeats, bf16, a CUDA checkpoint resumed on the CPU, a
-#               bench smoke run, the fork server with CUDA
+#               bench smoke run
 #   2 batched   every other test file marked gpu (tests/test_batched_gpu.py: the batched trainer
 #               with CUDA graphs, with graphs and the compiled step (batched-compiled), and eager
-#               (batched-eager)
-#               against the sequential one)
+#               (batched-eager), against the sequential one)
 #   all         1 and 2 (the default)
 #
 # -k EXPR selects tests by name within the parts, as pytest's -k does (the kit's own CPU test

@@ -16,8 +16,9 @@ import pytest
 import torch
 import yaml
 
-from fedkd.cli import _user_error_message, build_parser, main
+from fedkd.cli import build_parser, main
 from fedkd.tools.bench import command as bench
+from fedkd.user_errors import user_error_message
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "config" / "tiny.yaml"
@@ -156,10 +157,10 @@ def test_an_output_below_a_file_is_refused(argv, paths, capsys):
 
 def test_a_path_of_the_wrong_kind_met_while_writing_is_named():
     exc = IsADirectoryError(21, "Is a directory", "t.parquet.tmp", None, "t.parquet")
-    message = _user_error_message(exc, "aggregate")
+    message = user_error_message(exc, "aggregate")
     assert message.startswith("fedkd aggregate: error: t.parquet: Is a directory; a file stands")
     exc = FileExistsError(17, "File exists", "results")
-    assert "error: results: File exists;" in _user_error_message(exc, "render")
+    assert "error: results: File exists;" in user_error_message(exc, "render")
 
 
 # ----------------------------------------------------------------------------- bench

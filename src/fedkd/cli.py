@@ -14,6 +14,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from fedkd.user_errors import check_output_path, reporting_user_errors
 from fedkd.values import integer, integer_from, number
 
 RUN_KEY_HELP = {
@@ -39,11 +40,14 @@ RUN_KEY_HELP = {
     "data_root": "directory holding real datasets (default $FEDKD_DATA or ./data)",
     "partition_file": "a partition Parquet written by `fedkd partition` (default: compute it)",
     "eval_local": "also evaluate each client's local model before aggregation",
-    "precision": "fp32 (IEEE float32: TF32 off on GPUs), or bf16 (autocast in local training)",
+    "precision": "fp32 (IEEE float32: TF32 off on GPUs), tf32 (TF32 convolutions and matmuls on a "
+    "GPU; fp32 on a CPU), or bf16 (autocast in local training)",
     "compile": "torch.compile the training model: none, default, reduce-overhead (CUDA graphs)",
     "deterministic": "true: deterministic GPU kernels, so repeated GPU runs end bit-identical "
     "(CPU runs are bit-identical either way)",
-    "engine": "local training: auto (batched on CUDA, sequential on a CPU), sequential, batched",
+    "engine": "local training: auto (batched on CUDA, sequential on a CPU), sequential, batched "
+    "(on CUDA with CUDA graphs), batched-eager (without), batched-compiled (graphs and the "
+    "compiled step)",
     "memory_format": "image tensor layout: auto (channels_last on a CPU with the sequential "
     "engine), contiguous, channels_last",
     "stop_at_acc": "end the run once its test accuracy reaches this (0-1); null: never",
@@ -65,42 +69,6 @@ def seed(text: str) -> int:
     from fedkd.config import SEED_LIMIT
 
     return integer_from(0, SEED_LIMIT - 1, "2^63 - 1")(text)
-
-
-# --------------------------------------------------------------------------- output paths
-class OutputPathError(ValueError):
-    """An output path that cannot be written as asked: a file where a folder goes, or a folder
-    where a file goes."""
-
-
-def check_output_path(path: str | Path, kind: str, example: str = "") -> None:
-    """Refuse, before any work, an ``--out`` path that cannot become a ``kind``: "directory" (a
-    run), "file" (``example``: a file name to suggest), or "prefix" (files PATH.suffix); the
-    nearest existing path above it must be a directory, and the path no symbolic link (a run
-    folder or file written through one would replace what it points to)."""
-    from fedkd.files import refuse_link
-
-    path = Path(path)
-    if kind != "prefix":
-        refuse_link(path)
-    if kind == "directory" and path.exists() and not path.is_dir():
-        raise OutputPathError(
-            f"--out {path} is a file, and a run writes a directory there; give a new path or "
-            "a run's directory"
-        )
-    if kind == "file" and path.is_dir():
-        raise OutputPathError(
-            f"--out {path} is a directory, and this command writes a file there; give the "
-            f"file's path, e.g. {path / example}"
-        )
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise OutputPathError(
-                    f"--out {path}: {parent} is a file, not a directory; give a path whose "
-                    "folders are directories or do not exist yet"
-                )
-            break
 
 
 # --------------------------------------------------------------------------- runs
@@ -468,52 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bench"]:
         from fedkd.tools.bench.command import main as bench_main
 
-        return _reporting_user_errors("bench", lambda: bench_main(argv[1:]))
+        return reporting_user_errors("bench", lambda: bench_main(argv[1:]))
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
-    return _reporting_user_errors(args.command, lambda: args.func(args))
-
-
-def _reporting_user_errors(command: str, run) -> int:
-    """``run()``'s exit code; an error the user can fix is its one-line message and code 2."""
-    try:
-        return run()
-    except KeyboardInterrupt:  # Ctrl-C: the run has said after which round it stopped
-        return 130
-    except Exception as exc:  # noqa: BLE001 (re-raised unless it is one the user can fix)
-        message = _user_error_message(exc, command)
-        if message is None:
-            raise
-        print(message, file=sys.stderr)
-        return 2
-
-
-def _user_error_message(exc: Exception, command: str) -> str | None:
-    """The one-line message for an error the user can fix (bad input, a full disk), else None.
-    The engine's error types are imported only here, once an error happened: importing them up
-    front would cost every `fedkd status` or `fedkd --help` the seconds of importing torch."""
-    import errno
-
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return (
-            f"fedkd {command}: error: no space left on device writing "
-            f"{exc.filename or 'its output'}; nothing half-written was left. Free some space and "
-            f"run the same command again (a run resumes from its last checkpoint)"
-        )
-    if isinstance(exc, ValueError):  # SpecError, DatasetCorruptError, an absent device, ...
-        return f"fedkd {command}: error: {exc}"
-    if isinstance(exc, (FileExistsError, IsADirectoryError, NotADirectoryError)):
-        # a path of the wrong kind that check_output_path could not foresee (an input, a
-        # file's temporary neighbour)
-        path = exc.filename2 or exc.filename or "a path"
-        return (
-            f"fedkd {command}: error: {path}: {exc.strerror}; a file stands where a directory "
-            "is needed or a directory where a file is: give another path or move it"
-        )
-    from fedkd.data.base import DatasetNotFoundError
-    from fedkd.engine.checkpoint import CheckpointCorruptError
-    from fedkd.engine.run import RunConflictError
-
-    if isinstance(exc, (DatasetNotFoundError, CheckpointCorruptError, RunConflictError)):
-        return f"fedkd {command}: error: {exc}"
-    return None
+    return reporting_user_errors(args.command, lambda: args.func(args))

@@ -141,8 +141,9 @@ YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 
 
 def cli_value(value) -> str:
-    """A flag value that `fedkd train` reads back unchanged (it parses values as YAML 1.1, where
-    "1e-05" is a string: floats keep a decimal point)."""
+    """A flag value that `fedkd train` reads back unchanged (it reads values as YAML 1.2,
+    fedkd.values; floats keep a decimal point, so a YAML 1.1 reader, where "1e-05" is text,
+    reads them as floats too)."""
     if isinstance(value, str):
         plain = PLAIN_WORD.fullmatch(value) and value.lower() not in YAML_WORDS
         return value if plain else json.dumps(value)

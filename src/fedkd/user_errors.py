@@ -1,0 +1,87 @@
+"""What a user can fix, said in one line: an ``--out`` path checked before any work, and an
+error a command raised turned into ``fedkd COMMAND: error: ...`` with exit code 2."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+class OutputPathError(ValueError):
+    """An output path that cannot be written as asked: a file where a folder goes, or a folder
+    where a file goes."""
+
+
+def check_output_path(path: str | Path, kind: str, example: str = "") -> None:
+    """Refuse, before any work, an ``--out`` path that cannot become a ``kind``: "directory" (a
+    run), "file" (``example``: a file name to suggest), or "prefix" (files PATH.suffix); the
+    nearest existing path above it must be a directory, and the path no symbolic link (a run
+    folder or file written through one would replace what it points to)."""
+    from fedkd.files import refuse_link
+
+    path = Path(path)
+    if kind != "prefix":
+        refuse_link(path)
+    if kind == "directory" and path.exists() and not path.is_dir():
+        raise OutputPathError(
+            f"--out {path} is a file, and a run writes a directory there; give a new path or "
+            "a run's directory"
+        )
+    if kind == "file" and path.is_dir():
+        raise OutputPathError(
+            f"--out {path} is a directory, and this command writes a file there; give the "
+            f"file's path, e.g. {path / example}"
+        )
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputPathError(
+                    f"--out {path}: {parent} is a file, not a directory; give a path whose "
+                    "folders are directories or do not exist yet"
+                )
+            break
+
+
+def reporting_user_errors(command: str, run) -> int:
+    """``run()``'s exit code; an error the user can fix is its one-line message and code 2."""
+    try:
+        return run()
+    except KeyboardInterrupt:  # Ctrl-C: the run has said after which round it stopped
+        return 130
+    except Exception as exc:  # noqa: BLE001 (re-raised unless it is one the user can fix)
+        message = user_error_message(exc, command)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 2
+
+
+def user_error_message(exc: Exception, command: str) -> str | None:
+    """The one-line message for an error the user can fix (bad input, a full disk), else None.
+    The engine's error types are imported only here, once an error happened: importing them up
+    front would cost every `fedkd status` or `fedkd --help` the seconds of importing torch."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return (
+            f"fedkd {command}: error: no space left on device writing "
+            f"{exc.filename or 'its output'}; nothing half-written was left. Free some space and "
+            f"run the same command again (a run resumes from its last checkpoint)"
+        )
+    if isinstance(exc, ValueError):  # SpecError, DatasetCorruptError, an absent device, ...
+        return f"fedkd {command}: error: {exc}"
+    if isinstance(exc, (FileExistsError, IsADirectoryError, NotADirectoryError)):
+        # a path of the wrong kind that check_output_path could not foresee (an input, a
+        # file's temporary neighbour)
+        path = exc.filename2 or exc.filename or "a path"
+        return (
+            f"fedkd {command}: error: {path}: {exc.strerror}; a file stands where a directory "
+            "is needed or a directory where a file is: give another path or move it"
+        )
+    from fedkd.data.base import DatasetNotFoundError
+    from fedkd.engine.checkpoint import CheckpointCorruptError
+    from fedkd.engine.run_outputs import RunConflictError
+
+    if isinstance(exc, (DatasetNotFoundError, CheckpointCorruptError, RunConflictError)):
+        return f"fedkd {command}: error: {exc}"
+    return None
