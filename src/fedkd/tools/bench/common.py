@@ -16,6 +16,7 @@ import torch
 from fedkd.config import ENGINES, RunSpec
 from fedkd.data.synthetic import synthetic_cifar
 from fedkd.engine.run import Run
+from fedkd.files import atomic_write
 
 # the local-training engines a benchmark can ask for: the run spec's own values. On CUDA,
 # "batched" (and "auto") is the batched trainer with CUDA graphs, as a run gets it by default;
@@ -175,5 +176,7 @@ class Results:
             "commit": self.commit, "what": line, "img_s": img_s, "command": self.command,
             "details": details or {},
         }  # fmt: skip
-        with open(self.path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        # the whole file again through atomic_write: an appended line would follow a link
+        before = self.path.read_bytes() if self.path.exists() else b""
+        line_bytes = (json.dumps(row) + "\n").encode()
+        atomic_write(self.path, lambda file: file.write(before + line_bytes))
