@@ -1,6 +1,6 @@
 """The small run the hostile-input and damaged-file tests train: one client of 180 images a round
 and a narrowed CNN, as a RunSpec's keys and as `fedkd train` flags, and the environment their
-commands run in (no fork server, a fixed hash seed); and the strategy parameters that keep a
+commands run in (a fixed hash seed); and the strategy parameters that keep a
 comparison's server-side work small."""
 
 import os

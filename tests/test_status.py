@@ -142,7 +142,7 @@ def started(proc: subprocess.Popen, word: bytes) -> subprocess.Popen:
 
 
 def sleeper() -> subprocess.Popen:
-    # "fedkd" in its command line, as a training process (or the fork server's child) has
+    # "fedkd" in its command line, as a training process has
     cmd = [sys.executable, "-c", "import time; time.sleep(60)", "fedkd"]
     return started(subprocess.Popen(cmd), b"fedkd")
 
