@@ -17,8 +17,9 @@ Each line of bench/results.jsonl is one measurement, a JSON object with
                 tests (no unit: a ratio, an accuracy, a count)
     conditions  what the figures depend on (threads, load, sizes, library versions)
 
-and optionally ``outcome`` (a result that is not a number), ``note`` and ``source`` (the raw log,
-e.g. under docs/gpu-runs/). A new measurement is a new line; the tables are then generated again.
+and optionally ``outcome`` (a result that is not a number), ``note``, ``source`` (the raw log,
+e.g. under docs/gpu-runs/) and ``readme`` (the row's line in the README's results table, which
+``--readme`` prints: the newest row of each such line). A new measurement is a new line; the tables are then generated again.
 Rows are newest first within a topic, lines of one date in the file's order.
 
 ``fedkd bench --out DIR`` writes its figures to DIR/bench-results.jsonl; they become lines here
@@ -41,7 +42,7 @@ RESULTS = ROOT / "bench" / "results.jsonl"
 COMMAND = "python bench/results_table.py > docs/results.md"
 
 REQUIRED = ("id", "topic", "date", "device", "commit", "command", "what", "figures", "conditions")
-OPTIONAL = ("outcome", "note", "source")
+OPTIONAL = ("outcome", "note", "source", "readme")
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 ID = re.compile(r"[a-z0-9][a-z0-9.+-]*")
 COMMIT = re.compile(r"[0-9a-f]{7,40}")
@@ -237,6 +238,27 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+README_FIGURES = 2  # figures a README line shows; its row in docs/results.md has them all
+
+
+def render_readme(rows: list[dict]) -> str:
+    """The README's results table: for each ``readme`` line, its newest row's first figures and a
+    link to the row (the date and conditions are there)."""
+    newest: dict[str, dict] = {}
+    for row in rows:
+        if "readme" in row and (
+            row["readme"] not in newest or row["date"] >= newest[row["readme"]]["date"]
+        ):
+            newest[row["readme"]] = row
+    lines = ["| what | on | measured | row |", "|---|---|---|---|"]
+    for label, row in newest.items():
+        shown = list(row["figures"].items())[:README_FIGURES]
+        figures = "; ".join(figure(name, value) for name, value in shown)
+        link = f"[row](docs/results.md#{row['id']})"
+        lines.append(f"| {cell(label)} | {cell(row['device'])} | {cell(figures)} | {link} |")
+    return "\n".join(lines) + "\n"
+
+
 def from_bench(line: dict, *, commit: str | None, topic: str, conditions: str) -> dict:
     """A line of ``fedkd bench --out``'s bench-results.jsonl as a row of the results file."""
     details = line.get("details") or {}
@@ -298,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         "--import", dest="bench", type=Path, metavar="BENCH_JSONL",
         help="append the lines fedkd bench --out wrote (then generate the tables again)",
     )  # fmt: skip
+    parser.add_argument(
+        "--readme", action="store_true", help="print the README's results table instead"
+    )
     parser.add_argument("--commit", help="with --import: the commit measured")
     parser.add_argument("--topic", default="GPU: table-3 runs", help="with --import: the table")
     parser.add_argument("--conditions", help="with --import: what the figures depend on")
@@ -316,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"results_table: {e}", file=sys.stderr)
         return 1
-    sys.stdout.write(render(rows))
+    sys.stdout.write(render_readme(rows) if args.readme else render(rows))
     return 0
 
 

@@ -49,6 +49,24 @@ def test_every_result_line_says_when_where_and_what():
         assert row.get("figures"), (number, row)
 
 
+def test_the_readmes_results_table_is_the_generated_one():
+    table = results_table.render_readme(results_table.load(RESULTS))
+    assert table.count("\n") >= 5, "the README table has its three measured lines"
+    assert table in (ROOT / "README.md").read_text(encoding="utf-8"), (
+        "README.md's results table differs from `python bench/results_table.py --readme`"
+    )
+
+
+def test_a_readme_line_shows_its_newest_row():
+    rows = [
+        _row(id="a", date="2026-01-02", readme="table 3", figures={"wall_seconds": 300}),
+        _row(id="b", date="2026-01-05", readme="table 3", figures={"wall_seconds": 250}),
+        _row(id="c", date="2026-01-09"),
+    ]
+    lines = results_table.render_readme(rows).splitlines()
+    assert lines[2:] == ["| table 3 | CPU | wall 4 min 10 s | [row](docs/results.md#b) |"]
+
+
 def test_results_md_header_names_the_command():
     first_lines = RESULTS_MD.read_text(encoding="utf-8").splitlines()[:4]
     assert any("Generated" in line and results_table.COMMAND in line for line in first_lines)
