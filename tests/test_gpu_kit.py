@@ -42,6 +42,7 @@ BENCH_STEPS = [
     "op counts of one batched step (fedavg, fedgkd)", "sequential trainer vs bare PyTorch loop",
     "one round's local training per engine (default and table-3 shapes)",
     "table-3 runs, fedavg and fedgkd, as config/paper.yaml runs them (engine auto, tf32)",
+    "table-3 runs, fedavg and fedgkd, engine batched-compiled (graphs + the compiled step), tf32",
     "table-3 runs, fedavg and fedgkd, engine batched-eager, fp32 (the defaults before)",
     "table-3 runs, fedavg and fedgkd, sequential engine",
     "packed table-3 fedgkd runs (2 at once, engine batched)",

@@ -98,7 +98,7 @@ def test_packed_runs_train_on_the_gpu_of_the_process_that_started_them(tmp_path,
     its device, which the child makes its own without a slot."""
     import multiprocessing
 
-    from fedkd.tools import bench
+    from fedkd.tools.bench import packed as bench
 
     monkeypatch.setenv("FEDKD_GPU_LOCK_DIR", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -122,7 +122,7 @@ def test_packed_runs_train_on_the_gpu_of_the_process_that_started_them(tmp_path,
 
     monkeypatch.setattr(multiprocessing, "get_context", lambda method: Context())
     with pytest.raises(RuntimeError, match="packed runs failed"):
-        bench.bench_packed(args, torch.device("cuda", 1), 2, "fedgkd", "graphs")
+        bench.bench_packed(args, torch.device("cuda", 1), 2, "fedgkd", "batched")
     assert [a[4] for a in started] == ["cuda:1", "cuda:1"]
 
     # a child: the device its runs are timed on
@@ -144,7 +144,7 @@ def test_packed_runs_train_on_the_gpu_of_the_process_that_started_them(tmp_path,
     queue = SimpleNamespace(put=lambda item: None)
     with pytest.raises(Stop):
         bench._packed_child(
-            0, "fedgkd", "graphs", args, "cuda:1", SimpleNamespace(abort=lambda: None), queue
+            0, "fedgkd", "batched", args, "cuda:1", SimpleNamespace(abort=lambda: None), queue
         )
     assert seen == [torch.device("cuda", 1)]
     assert not list(tmp_path.iterdir())  # no slot taken: the parent holds its GPU's
