@@ -201,8 +201,8 @@ def examples_per_client(spec, n: int | None) -> float | None:
 def plan_runs(plan) -> list[RunCost]:
     """Every run of the plan (the runs its tables and figures need), costed."""
     from fedkd.config import RunSpec
-    from fedkd.pipeline.paths import parse_run_dir
     from fedkd.pipeline.validation import train_size
+    from fedkd.run_paths import parse_run_dir
 
     runs = []
     for run in sorted(plan.all_runs()):

@@ -93,7 +93,7 @@ def fedkd_planning(configfile: Path) -> dict:
     t_import = time.perf_counter() - t0
     from fedkd.pipeline import Plan, validate_config
     from fedkd.pipeline.config_file import read_config_files
-    from fedkd.pipeline.paths import parse_run_dir
+    from fedkd.run_paths import parse_run_dir
 
     t0, cpu0 = time.perf_counter(), time.process_time()
     config = read_config_files([configfile])
@@ -236,7 +236,7 @@ def aggregate_of(runs: int, folder: Path) -> dict:
 
     from fedkd.config import RunSpec
     from fedkd.pipeline import Plan, validate_config
-    from fedkd.pipeline.paths import parse_run_dir, parse_setting
+    from fedkd.run_paths import parse_run_dir, parse_setting
 
     config = sweep_config(runs)
     validate_config(config, SCHEMA)

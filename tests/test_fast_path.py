@@ -22,8 +22,8 @@ from fedkd.engine.compiled_step import COMPILE_OFF_CUDA, NOT_YET_MEASURED
 from fedkd.engine.cuda_graphs import EAGER, GRAPHS_OFF_CUDA
 from fedkd.engine.run import Run
 from fedkd.models import build_model
-from fedkd.pipeline.paths import parse_run_dir
 from fedkd.pipeline.plan import Plan
+from fedkd.run_paths import parse_run_dir
 from fedkd.strategies import get_strategy_class
 from small_runs import TINY
 

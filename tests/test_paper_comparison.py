@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from fedkd.pipeline import ConfigError, Plan, validate_config
-from fedkd.pipeline.paths import parse_run_dir, parse_setting, setting_id
 from fedkd.report import render
 from fedkd.report.aggregate import ReportError
 from fedkd.report.tables.vs_paper import stand_in_map
+from fedkd.run_paths import parse_run_dir, parse_setting, setting_id
 from test_report import agg_file, make_run
 
 ROOT = Path(__file__).resolve().parents[1]

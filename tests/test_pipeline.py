@@ -11,7 +11,9 @@ import pytest
 import yaml
 
 from fedkd.pipeline import ConfigError, Plan, validate_config
-from fedkd.pipeline.paths import (
+from fedkd.pipeline.validation import semantic_errors
+from fedkd.report.targets import ALIASES, LAYOUTS, get_layout
+from fedkd.run_paths import (
     cli_value,
     normalise_path_keys,
     num,
@@ -19,8 +21,6 @@ from fedkd.pipeline.paths import (
     run_dir,
     setting_id,
 )
-from fedkd.pipeline.validation import semantic_errors
-from fedkd.report.targets import ALIASES, LAYOUTS, get_layout
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

@@ -13,8 +13,8 @@ import pytest
 
 from fedkd.config import RunSpec
 from fedkd.engine.run import Run
-from fedkd.pipeline.paths import run_dir
 from fedkd.report import ReportError, aggregate_runs
+from fedkd.run_paths import run_dir
 from small_runs import TINY
 
 

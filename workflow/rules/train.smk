@@ -1,5 +1,5 @@
 rule train:
-    """One federated run; its path is its identity (see fedkd.pipeline.paths)."""
+    """One federated run; its path is its identity (see fedkd.run_paths)."""
     input:
         partition=train_partition,
     output:

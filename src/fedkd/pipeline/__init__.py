@@ -1,5 +1,5 @@
-"""The workflow's logic as a tested package: run paths (paths), a configuration's grids and
-their size (grid), the plan of runs, partitions and job arguments of a configuration (plan), the
+"""The workflow's logic as a tested package (a run's path, its identity, is fedkd.run_paths,
+below the reports that read runs back): a configuration's grids and their size (grid), the plan of runs, partitions and job arguments of a configuration (plan), the
 configuration files' reader (config_file), the config's validation (validation, config_text),
 and the check of a command line's configuration files before Snakemake reads them (precheck).
 The rules in workflow/rules/*.smk are thin adapters over these."""

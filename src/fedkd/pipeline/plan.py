@@ -13,7 +13,9 @@ import shlex
 from functools import cache, cached_property
 
 from fedkd.pipeline.grid import check_plan_size, grid_points
-from fedkd.pipeline.paths import (
+from fedkd.provenance import package_files_hash, run_code_hash
+from fedkd.report.targets import Layout, get_layout
+from fedkd.run_paths import (
     cli_value,
     normalise_path_keys,
     num,
@@ -23,8 +25,6 @@ from fedkd.pipeline.paths import (
     run_dir,
     run_files,
 )
-from fedkd.provenance import package_files_hash, run_code_hash
-from fedkd.report.targets import Layout, get_layout
 from fedkd.runtime.seeding import clients_a_round
 
 # the code a t-SNE features file depends on: it trains a local model

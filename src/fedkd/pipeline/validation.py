@@ -26,9 +26,9 @@ from fedkd.pipeline.config_text import (
     render_option_errors,
 )
 from fedkd.pipeline.grid import PlanTooLarge, check_plan_size, grid_points
-from fedkd.pipeline.paths import normalise_path_keys
 from fedkd.pipeline.plan import Plan
 from fedkd.report.targets import ALIASES, LAYOUTS
+from fedkd.run_paths import normalise_path_keys
 from fedkd.values import ValueTooLarge, as_number, check_size
 
 # the run keys every run's path spells; a configuration's `defaults` may leave them out, and they

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedkd.pipeline.paths import normalise_path_keys, parse_run_dir, setting_id
+from fedkd.run_paths import normalise_path_keys, parse_run_dir, setting_id
 from fedkd.values import is_int
 
-# a path the workflow spells for a run (fedkd.pipeline.paths.run_dir), anywhere below a folder
+# a path the workflow spells for a run (fedkd.run_paths.run_dir), anywhere below a folder
 RUN_PATH_TAIL = re.compile(r"(?:^|.*/)(results/runs/[^/]+/[^/]+/[^/]+/seed[0-9]+)/*")
 
 

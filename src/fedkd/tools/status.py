@@ -265,7 +265,7 @@ def collect(root: Path, planned: list[str] | None = None, now: float | None = No
 
 
 def _rounds_from_path(name: str) -> int:
-    """The rounds of a planned run from its setting (…-R<rounds>, fedkd.pipeline.paths)."""
+    """The rounds of a planned run from its setting (…-R<rounds>, fedkd.run_paths)."""
     for part in reversed(Path(name).parts):
         for piece in part.split("-"):
             if piece.startswith("R") and piece[1:].isdigit():
