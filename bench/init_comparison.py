@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import platform
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from trainers import t_interval  # bench/trainers.py, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 INITS = ("pytorch", "normal")
@@ -54,19 +54,6 @@ def best_accuracy(spec: dict) -> tuple[float, float]:
         start = time.perf_counter()
         record = Run(RunSpec(**spec), out, log=lambda msg: None).run()
         return record["summary"]["best_acc"], time.perf_counter() - start
-
-
-def t_interval(diffs: list[float], level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of paired differences and its two-sided t-interval."""
-    from scipy import stats
-
-    n = len(diffs)
-    mean = sum(diffs) / n
-    if n < 2:
-        return mean, math.nan, math.nan
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
 
 
 def commit() -> str:
