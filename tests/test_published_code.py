@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from fedkd.config import RunSpec, SpecError
-from fedkd.data.base import ArraySplit, FedDataset
 from fedkd.engine.optim import ForeachSGD
 from fedkd.engine.run import Run
 from fedkd.engine.running_stats import global_buffers
@@ -19,6 +18,7 @@ from fedkd.models import build_model
 from fedkd.report.setting import setting_sentence
 from fedkd.run_choices import DEFAULTS, choice_departures, recorded_choices
 from fedkd.strategies.base import ClientUpdate
+from small_runs import cifar_shaped
 
 CIFAR = (3, 32, 32)
 # a small run: 6 clients of unequal size, 3 a round, one local epoch of 8-image batches
@@ -27,19 +27,6 @@ SMALL = dict(
     alpha=0.5, local_epochs=1, rounds=1, batch_size=8, seed=3, device="cpu",
     memory_format="contiguous", augment="none",
 )  # fmt: skip
-
-
-def cifar_shaped(n_train=96, n=24) -> FedDataset:
-    gen = torch.Generator().manual_seed(0)
-
-    def split(m: int) -> ArraySplit:
-        x = torch.randint(0, 256, (m, 3, 32, 32), dtype=torch.uint8, generator=gen)
-        return ArraySplit(x, torch.randint(0, 10, (m,), generator=gen))
-
-    return FedDataset(
-        "cifar-shaped", "image", 10, split(n_train), split(n), split(n),
-        mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), source="synthetic (test)",
-    )  # fmt: skip
 
 
 def run_of(tmp_path, name: str, **keys) -> Run:

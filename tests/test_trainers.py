@@ -39,7 +39,7 @@ from fedkd.engine.run import Run
 from fedkd.models import build_model
 from fedkd.strategies import get_strategy_class, strategy_names
 from fedkd.tools.opcount import count_ops
-from small_runs import SMALL_SERVER_PARAMS
+from small_runs import SMALL_SERVER_PARAMS, cifar_shaped
 
 SMALL = dict(
     clients=6, participation=0.5, partition="dirichlet", alpha=0.5, local_epochs=1, rounds=2,
@@ -49,19 +49,6 @@ K_CLIENT = [n for n in strategy_names() if get_strategy_class(n).batched]
 # the fast subset: one strategy per kind of declaration (none, shared model, per-client model
 # and shared model, per-client tensors, per-step values)
 FAST = {"fedavg", "fedgkd", "moon", "scaffold", "fedgen"}
-
-
-def cifar_shaped(n_train=96, n_val=24, n_test=24) -> FedDataset:
-    gen = torch.Generator().manual_seed(0)
-
-    def split(n: int) -> ArraySplit:
-        x = torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=gen)
-        return ArraySplit(x, torch.randint(0, 10, (n,), generator=gen))
-
-    return FedDataset(
-        "cifar-shaped", "image", 10, split(n_train), split(n_val), split(n_test),
-        mean=(0.49, 0.48, 0.45), std=(0.25, 0.24, 0.26), source="synthetic (test)",
-    )  # fmt: skip
 
 
 def reduced_mnist5k(n_train=96) -> FedDataset:
