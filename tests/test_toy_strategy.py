@@ -71,8 +71,9 @@ def toy(toy_file, monkeypatch) -> Path:
 def test_the_module_registers_only_where_it_is_named(toy_file, monkeypatch):
     monkeypatch.delenv(MODULES_VARIABLE, raising=False)
     assert "toy-shrink" not in strategy_names()
-    with pytest.raises(SpecError, match="strategy='toy-shrink' is unknown"):
+    with pytest.raises(SpecError, match="strategy='toy-shrink' is unknown") as refused:
         RunSpec(strategy="toy-shrink")
+    assert MODULES_VARIABLE in str(refused.value)  # the spec's refusal says how to add one
     monkeypatch.setenv(MODULES_VARIABLE, str(toy_file))
     assert {"toy-shrink", "toy-shrink+", "fedavg", "fedprox"} <= set(strategy_names())
     cls = get_strategy_class("toy-shrink")

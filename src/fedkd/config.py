@@ -197,7 +197,7 @@ class RunSpec:
             if isinstance(v, dict):
                 setattr(self, key, {k: as_number(x) for k, x in v.items()})
         if isinstance(self.params, dict):
-            from fedkd.strategies import strategy_names
+            from fedkd.strategies import choose_a_strategy, strategy_names
 
             if self.strategy in strategy_names():
                 from fedkd.strategies import get_strategy_class
@@ -314,7 +314,7 @@ def with_params(
 
 def spec_errors(s: RunSpec) -> list[str]:
     """Every problem of a spec at once, each naming the key, the value and what to do."""
-    from fedkd.strategies import strategy_names
+    from fedkd.strategies import choose_a_strategy, strategy_names
 
     e: list[str] = []
 
@@ -341,7 +341,7 @@ def spec_errors(s: RunSpec) -> list[str]:
         e.append(f"stop_at_acc={s.stop_at_acc!r} must lie in (0, 1] (an accuracy), or null")
     names = strategy_names()
     if s.strategy not in names:
-        e.append(f"strategy={s.strategy!r} is unknown; choose one of: {', '.join(names)}")
+        e.append(f"strategy={s.strategy!r} is unknown; {choose_a_strategy()}")
     for key in ("clients", "rounds", "local_epochs", "batch_size"):
         v = getattr(s, key)
         if not is_int(v) or v < 1:
