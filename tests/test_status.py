@@ -170,6 +170,23 @@ def test_a_run_whose_process_is_gone_is_stopped_at_once(tmp_path, how):
     )
 
 
+def test_a_live_process_keeps_its_run_running_through_a_long_round(tmp_path):
+    """A first round longer than --stale-after (a ResNet-50 round) on this host: its process
+    still runs, so the run is running; the time without a round decides only where the process
+    cannot be seen (another host)."""
+    root = tmp_path / "runs"
+    proc = sleeper()
+    try:
+        identity = process_identity(proc.pid)
+        make_run(root, "fedavg", "running", 0, age=3600, process=identity)
+        make_run(root, "fedprox", "running", 0, age=3600, process={**identity, "host": "elsewhere"})
+        states = {r.path.split("/")[1]: r.state for r in collect(root)}
+        assert states == {"fedavg": "running", "fedprox": "stopped"}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_live_pid_started_at_another_time_is_not_the_run(tmp_path):
     """The pid of a killed run handed to a later process (with fedkd in its command line, too):
     its start time differs from the recorded one, so the run is stopped, not running."""

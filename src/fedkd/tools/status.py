@@ -43,8 +43,9 @@ from fedkd.files import (
 from fedkd.pipeline.console import fmt_duration
 from fedkd.runtime.processes import is_same_process, is_verified, valid_pid
 
-# a "running" run that has not finished a round for this long (and for 5 of its own rounds) has
-# been killed or has crashed: run.json says "running" until the process itself ends it
+# a "running" run whose process cannot be seen from here (another host) that has not finished a
+# round for this long (and for 5 of its own rounds) has been killed or has crashed: run.json says
+# "running" until the process itself ends it
 STALE_SECONDS = 600.0
 
 
@@ -218,7 +219,9 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
         state = "failed"
     elif status == "stopped" or alive is False:
         state = "stopped"
-    else:
+    elif alive is True:  # its process runs here, however long its round takes
+        state = "running"
+    else:  # another host, or no way to tell: a round within the last while
         quiet_for = now - _updated_at(record, run)
         limit = max(stale_after, 5 * per_round) if per_round else stale_after
         state = "stopped" if quiet_for > limit else "running"
