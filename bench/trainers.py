@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--alphas", type=float, nargs="+", default=[1.0, 0.1])
     p.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
                    help="variants of the config (default: fedavg fedgkd-M5)")  # fmt: skip
-    p.add_argument("--rounds", type=int, default=None, help="default: the config's (12)")
+    p.add_argument("--rounds", type=int, default=None, help="default: the config's")
     p.add_argument("--config", type=Path, default=ROOT / "config" / "config.yaml")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--control", action="store_true",

@@ -18,10 +18,10 @@
 # imports a package the GPU machine lacks (snakemake) cannot stop the collection. With
 # --device cpu, FEDKD_TEST_DEVICE=cpu: the tests of tests/gpu run on the CPU instead of skipping;
 # a test that still needs CUDA is skipped, and the summary names it with its reason.
-# Logs (tests-<part>.log), JUnit reports (tests-<part>.xml) and summary-tests.txt go to the one
-# folder --out (default $FEDKD_GPU_OUT, else results/gpu). A failed part does not stop the
-# others; the exit status is 1 if any step failed. Each part's time, estimated and as measured
-# on an H200: docs/performance.md, "The GPU kit".
+# Logs (tests-1-suite.log, tests-2-batched.log), JUnit reports (tests-1-suite.xml, ...) and
+# summary-tests.txt go to the one folder --out (default $FEDKD_GPU_OUT, else results/gpu). A
+# failed part does not stop the others; the exit status is 1 if any step failed. Each part's
+# time, estimated and as measured on an H200: docs/performance.md, "The GPU kit".
 #
 # On the GPU machine, from a checkout plus the wheel folder of scripts/fetch-gpu-wheels.sh:
 #   bash scripts/gpu-tests.sh 1 --out "$OUT"

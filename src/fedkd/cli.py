@@ -42,7 +42,8 @@ RUN_KEY_HELP = {
     "eval_local": "also evaluate each client's local model before aggregation",
     "precision": "fp32 (IEEE float32: TF32 off on GPUs), tf32 (TF32 convolutions and matmuls on a "
     "GPU; fp32 on a CPU), or bf16 (autocast in local training)",
-    "compile": "torch.compile the training model: none, default, reduce-overhead (CUDA graphs)",
+    "compile": "torch.compile the sequential trainer's model (a run with it trains "
+    "sequentially): none, default, reduce-overhead (CUDA graphs)",
     "deterministic": "true: deterministic GPU kernels, so repeated GPU runs end bit-identical "
     "(CPU runs are bit-identical either way)",
     "engine": "local training: auto (batched on CUDA, sequential on a CPU), sequential, batched "
@@ -209,11 +210,11 @@ def cmd_features(args) -> int:
 # --------------------------------------------------------------------------- reports
 AGGREGATE_DESCRIPTION = """\
 Collect run directories into one long Parquet table, one row per (run, round), with the run's
-keys repeated on each row (label, strategy, variant, dataset, model, partition, alpha, shards,
-clients, participation, local_epochs, rounds_planned, seed, status, eval_local, params, dataset
-sizes) and its per-round metrics (round, test_acc, test_loss, class_acc, train_loss, local_acc,
-bytes_sent, bytes_received, seconds, then val_size, dataset_kind and the strategies' server_*
-columns). alpha is NaN unless the partition is Dirichlet, shards NaN unless it is sharding.
+keys repeated on each row (label, run, strategy, variant, dataset, model, partition, alpha,
+shards, clients, participation, local_epochs, rounds_planned, seed, status, eval_local, params,
+dataset sizes) and its per-round metrics (round, test_acc, test_loss, val_acc, val_loss,
+class_acc, train_loss, local_acc, bytes_sent, bytes_received, seconds), then val_size,
+dataset_kind, model_options, run_choices, collapsed and the strategies' server_* columns. alpha is NaN unless the partition is Dirichlet, shards NaN unless it is sharding.
 A run that completed no round appears as one row with round 0 and NaN metrics, so a run that
 diverged in round 1 still shows as diverged.
 Rows are sorted by (label, dataset, alpha, participation, local_epochs, seed, round)."""
@@ -312,7 +313,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_partition)
 
     p = sub.add_parser("strategies", help="list the registered strategies, one a line")
-    p.add_argument("--details", action="store_true", help="also print each one's paper and summary")
+    p.add_argument(
+        "--details", action="store_true",
+        help="also print each one's paper, summary and parameters (default, range or choices) "
+        "and the defaults each dataset gets",
+    )  # fmt: skip
     p.set_defaults(func=cmd_strategies)
 
     p = sub.add_parser(
@@ -399,8 +404,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "ETA",
         description="Read run.json and metrics.parquet of the runs that TARGETs need (the same "
         "targets and --configfile as snakemake; --configfile alone: every run of that "
-        "configuration; neither: the runs of the workflow running in this folder, else every "
-        "run under --runs) and print how many are done, running, stopped (their process is gone: "
+        "configuration; neither: every run under --runs) and print how many are done, running, stopped (their process is gone: "
         "a re-run resumes them), failed (diverged), damaged (a file that cannot be read, named with "
         "its fix) or not started; each running run's round and "
         "speed; and an ETA from the measured seconds per round.",
@@ -417,7 +421,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument(
         "--stale-after", type=number, default=600.0, metavar="SECONDS",
-        help="a running run with no round for this long (and 5 of its rounds) is stopped [600]",
+        help="a running run whose process cannot be seen from here (another host) and that has "
+        "had no round for this long (and for 5 of its rounds) is stopped [600]",
     )  # fmt: skip
     p.set_defaults(func=cmd_status)
 

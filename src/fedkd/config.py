@@ -155,16 +155,17 @@ class RunSpec:
     # fp32 (IEEE float32), tf32 (TF32 for GPU convolutions and matmuls, float32 elsewhere; on a
     # CPU the same arithmetic as fp32), or bf16 autocast in local training (reproducibility.py)
     precision: str = "fp32"
-    # torch.compile the training model: none, default, reduce-overhead (CUDA graphs)
+    # torch.compile the sequential trainer's model (a run with it trains sequentially): none,
+    # default, reduce-overhead (CUDA graphs)
     compile: str = "none"
     # bit-identical repeats on GPUs: deterministic kernels, cuBLAS workspace, no cuDNN autotuning
     # (CPU runs repeat exactly without it); a how-exactly switch like device, so not in identity()
     deterministic: bool = False
     # local training: "batched" trains a round's clients side by side where the strategy and model
     # support it (else sequentially, with the reason in run.json), on CUDA as one CUDA graph a
-    # step with its folded model compiled; "batched-eager" the same without graphs or compile;
-    # "sequential" one after another; "auto" batched on CUDA, sequential on CPU, where batched
-    # measured slower (performance.md)
+    # step; "batched-eager" the same without graphs; "batched-compiled" graphs and the folded
+    # model compiled (fedkd.engine.compiled_step); "sequential" one after another; "auto"
+    # batched on CUDA, sequential on CPU, where batched measured slower (performance.md)
     engine: str = "auto"
     # layout of image batches and conv weights: "channels_last" (NHWC) trains the CNN 1.6x and
     # ResNet-8 1.3x faster on a CPU (performance.md); "auto" uses it on a CPU with the sequential
@@ -197,7 +198,7 @@ class RunSpec:
             if isinstance(v, dict):
                 setattr(self, key, {k: as_number(x) for k, x in v.items()})
         if isinstance(self.params, dict):
-            from fedkd.strategies import choose_a_strategy, strategy_names
+            from fedkd.strategies import strategy_names
 
             if self.strategy in strategy_names():
                 from fedkd.strategies import get_strategy_class

@@ -54,7 +54,8 @@ def engine_choice(
         elif getattr(spec, "compile", "none") != "none":
             reason = (
                 f"compile={spec.compile!r} compiles the sequential trainer's worker model (the "
-                "batched trainer compiles its own folded step on CUDA: compile: none)"
+                "batched trainer compiles its own folded step on CUDA with engine: "
+                "batched-compiled, compile: none)"
             )
         elif channels_last:
             reason = CHANNELS_LAST

@@ -65,8 +65,8 @@ def render(
 # --------------------------------------------------------------------------- `fedkd render --help`
 RENDER_INTRO = """\
 Render one of the papers' tables or figures. Tables write PREFIX.tex (booktabs), PREFIX.md,
-PREFIX.html and PREFIX.csv (one line per cell: the row keys, label, mean, std, n_seeds, seeds,
-status, collapsed runs); figures write PREFIX.pdf and PREFIX.png. Output bytes depend only on the inputs.
+PREFIX.html and PREFIX.csv (one line per cell: the row keys, label, what it shows, variant, mean,
+std, n_seeds, seeds, missing_seeds, status, collapsed runs); figures write PREFIX.pdf and PREFIX.png. Output bytes depend only on the inputs.
 
 Accuracies are percent, mean ± std over the seeds of a cell (population std, ddof=0, unless
 option ddof is 1). Best in bold, second underlined, among the labels compared for one setting
