@@ -96,8 +96,10 @@ def test_two_methods_give_the_paired_t_test():
     assert pair_residual(diffs).variance == pytest.approx(sd**2 / 2)
     assert est.se == pytest.approx(sd / math.sqrt(3)) and est.df == 2
     low, high = est.interval()
-    assert (low, high) == pytest.approx((2 - 4.302652729749462 * 0.2 / math.sqrt(3),
-                                         2 + 4.302652729749462 * 0.2 / math.sqrt(3)))  # fmt: skip
+    # Student's t on 2 df has the CDF 1/2 + t / (2 sqrt(2 + t^2)): its 0.975 quantile is
+    # a sqrt(2 / (1 - a^2)) with a = 0.95 (4.3027)
+    half = 0.95 * math.sqrt(2 / (1 - 0.95**2)) * sd / math.sqrt(3)
+    assert (low, high) == pytest.approx((2 - half, 2 + half), rel=1e-9)
 
 
 def test_three_coincident_differences_do_not_hold_by_their_own_spread():

@@ -157,20 +157,23 @@ def test_grad_clip_null_trains_without_clipping_and_records_null(tmp_path, monke
     assert main([*argv, "--grad-clip", "null", "--out", str(tmp_path / "off")]) == 0
     record = json.loads((tmp_path / "off" / "run.json").read_text())
     assert record["spec"]["grad_clip"] is None and not calls, "no clipping, null recorded"
-    assert main([*argv, "--grad-clip", "1e1", "--out", str(tmp_path / "on")]) == 0
-    assert json.loads((tmp_path / "on" / "run.json").read_text())["spec"]["grad_clip"] == 10.0
+    # 5, not the default 10: the record shows the value given
+    assert main([*argv, "--grad-clip", "5e0", "--out", str(tmp_path / "on")]) == 0
+    assert json.loads((tmp_path / "on" / "run.json").read_text())["spec"]["grad_clip"] == 5.0
     assert calls, "the same run with a clip value clips"
 
 
-# a number written the ways researchers write it, and the value each means
+# a number written the ways researchers write it, and the value each means: no key's default,
+# so a value that never reached the spec cannot pass for one read right
 NOTATIONS = {"5e-1": 0.5, "5E-1": 0.5, ".5": 0.5, "5.0e-1": 0.5, "50e-2": 0.5, "0.5": 0.5}
-INT_NOTATIONS = {"1e1": 10, "1E1": 10, "1.0e1": 10, "10": 10, "10.0": 10}
+INT_NOTATIONS = {"2e1": 20, "2E1": 20, "2.0e1": 20, "20": 20, "20.0": 20}
 
 
 @pytest.mark.parametrize("key", FLOAT_KEYS)
 @pytest.mark.parametrize("text", sorted(NOTATIONS))
 def test_float_keys_read_every_notation_from_every_source(key, text, tmp_path):
     value = NOTATIONS[text]
+    assert getattr(RunSpec(), key) != value
     assert getattr(spec_of_flags(flag(key), text), key) == value
     assert getattr(spec_of_flags("--set", f"{key}={text}"), key) == value
     f = tmp_path / "spec.yaml"
@@ -184,12 +187,13 @@ def test_float_keys_read_every_notation_from_every_source(key, text, tmp_path):
 @pytest.mark.parametrize("text", sorted(INT_NOTATIONS))
 def test_int_keys_read_every_notation_from_every_source(key, text, tmp_path):
     needs = {"shards": ["--partition", "shards"]}.get(key, [])
+    assert getattr(RunSpec(), key) != 20
     got = getattr(spec_of_flags(*needs, flag(key), text), key)
-    assert got == 10 and type(got) is int
-    assert getattr(spec_of_flags(*needs, "--set", f"{key}={text}"), key) == 10
+    assert got == 20 and type(got) is int
+    assert getattr(spec_of_flags(*needs, "--set", f"{key}={text}"), key) == 20
     f = tmp_path / "spec.yaml"
     f.write_text(("partition: shards\n" if needs else "") + f"{key}: {text}\n")
-    assert getattr(RunSpec.from_file(f), key) == 10
+    assert getattr(RunSpec.from_file(f), key) == 20
 
 
 def test_param_sets_one_parameter_and_keeps_the_others(tmp_path):
@@ -209,8 +213,11 @@ def test_param_sets_one_parameter_and_keeps_the_others(tmp_path):
         spec_of_flags(str(spec_file), "--param", "gamma=0.1")
 
 
-def test_weight_decay_1e_minus_5_is_accepted_as_1e_minus_5():
-    assert spec_of_flags("--weight-decay", "1e-5").weight_decay == 1e-5
+def test_weight_decay_1e_minus_5_is_accepted_as_1e_minus_5(tmp_path):
+    # over a spec file's 0.5: 1e-5 is also the default, which a dropped flag would leave
+    f = tmp_path / "spec.yaml"
+    f.write_text("weight_decay: 0.5\n")
+    assert spec_of_flags(str(f), "--weight-decay", "1e-5").weight_decay == 1e-5
     assert spec_of_flags("--lr", "5E-4").lr == 5e-4
 
 
@@ -229,14 +236,18 @@ def test_strategy_params_read_every_notation_and_their_declared_type():
 
 @pytest.mark.parametrize("key", ["alpha", "lr", "weight_decay", "grad_clip"])
 def test_a_float_key_given_an_integer_holds_a_float(key):
-    spec = spec_of_flags(flag(key), "1")
-    assert getattr(spec, key) == 1.0 and type(getattr(spec, key)) is float
+    assert getattr(RunSpec(), key) != 3.0  # a dropped flag would keep the default
+    spec = spec_of_flags(flag(key), "3")
+    assert getattr(spec, key) == 3.0 and type(getattr(spec, key)) is float
 
 
 def test_the_same_number_spelt_twice_is_one_spec():
-    assert spec_of_flags("--alpha", "1").hash() == spec_of_flags("--alpha", "1.0").hash()
-    assert spec_of_flags("--alpha", "1").alpha == 1.0
-    assert spec_of_flags("--lr", "5e-2").hash() == spec_of_flags("--lr", "0.05").hash()
+    # values other than the defaults (alpha 1.0, lr 0.05), which two dropped flags would share
+    assert spec_of_flags("--alpha", "2").hash() == spec_of_flags("--alpha", "2.0").hash()
+    assert spec_of_flags("--alpha", "2").alpha == 2.0
+    assert spec_of_flags("--alpha", "2").hash() != RunSpec().hash()
+    assert spec_of_flags("--lr", "5e-3").hash() == spec_of_flags("--lr", "0.005").hash()
+    assert spec_of_flags("--lr", "5e-3").hash() != RunSpec().hash()
 
 
 # ----------------------------------------------------------------------------- refused values

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import types
@@ -319,9 +321,9 @@ def test_mnist5k():
     assert torch.equal(torch.bincount(a.test.y), torch.full((10,), 100))
     assert torch.equal(a.test.x, b.test.x) and torch.equal(a.test.y, b.test.y)  # fixed test split
     assert not torch.equal(a.val.x, b.val.x)
-    # train, val and test are disjoint parts of the 5,000 images
+    # train, val and test are disjoint parts of the 5,000 images (5,000 distinct ones)
     rows = {bytes(r) for s in (a.train, a.val, a.test) for r in s.x.reshape(len(s), -1).numpy()}
-    assert len(rows) > 4950
+    assert len(rows) == 5000
 
 
 # ----------------------------------------------------------------------------- text
@@ -549,3 +551,35 @@ def test_offline_mode_is_restored_after_a_cache_read(tmp_path, monkeypatch):
         load_dataset("sst5", tmp_path, tokenizer="word", download=False)
     assert datasets.config.HF_HUB_OFFLINE == before  # a later download=True can still fetch
     assert "HF_HUB_OFFLINE" not in os.environ and "HF_DATASETS_OFFLINE" not in os.environ
+
+
+OFFLINE_PROBE = """
+import json, sys
+from fedkd.data import load_dataset
+from fedkd.data.base import DatasetNotFoundError
+imported = "datasets" in sys.modules
+try:
+    load_dataset("sst5", sys.argv[1], tokenizer="word", download=False)
+except DatasetNotFoundError:
+    pass
+import datasets
+import huggingface_hub.constants as hub
+print(json.dumps({"imported_before": imported, "switches": [datasets.config.HF_HUB_OFFLINE,
+                  datasets.config.HF_DATASETS_OFFLINE, hub.HF_HUB_OFFLINE]}))
+"""
+
+
+def test_offline_mode_is_restored_where_the_cache_read_first_imports_datasets(tmp_path):
+    """A fresh process (a training job) imports datasets inside the offline read: the switches
+    it reads from the environment at that import are off again after it (the test above imports
+    datasets first, as pytest.importorskip does)."""
+    pytest.importorskip("datasets")
+    (tmp_path / "sst5" / "hf_cache").mkdir(parents=True)
+    offline = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    env = {k: v for k, v in os.environ.items() if k not in offline}
+    done = subprocess.run([sys.executable, "-c", OFFLINE_PROBE, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["imported_before"] is False, "the probe must import datasets in the read"
+    assert got["switches"] == [False, False, False]  # a later download=True can still fetch

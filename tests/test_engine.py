@@ -114,6 +114,7 @@ def test_memory_format_auto_is_channels_last_for_images_on_a_cpu_with_the_sequen
 def test_a_channels_last_run_trains_like_a_contiguous_one(tmp_path):
     from fedkd.config import RunSpec
     from fedkd.engine.run import Run
+    from test_trainers import rel_diff, update_diff
 
     # a small run (one round, 2 clients of 400 images): enough for every layer to be updated
     base = dict(
@@ -128,14 +129,14 @@ def test_a_channels_last_run_trains_like_a_contiguous_one(tmp_path):
     nhwc = runs["channels_last"].global_model.conv[3].weight
     assert nhwc.is_contiguous(memory_format=torch.channels_last)
     assert runs["contiguous"].global_model.conv[3].weight.is_contiguous()
-    # the same model and batches: only the order of floating-point sums differs
-    pairs = zip(
-        runs["contiguous"].global_model.parameters(),
-        runs["channels_last"].global_model.parameters(),
-        strict=True,
-    )
-    for a, b in pairs:
-        assert torch.allclose(a, b, atol=1e-3)
+    init = Run(RunSpec(**base), tmp_path / "init", log=lambda m: None)
+    init.prepare()
+    plain, nhwc_model = runs["contiguous"].global_model, runs["channels_last"].global_model
+    # training moved the weights (two runs that trained nothing would match trivially), and the
+    # same model and batches moved them the same way: only the order of floating-point sums
+    # differs (seen: 3e-7 of the update; tests/test_trainers.py's bound)
+    assert rel_diff(init.global_model, plain) > 1e-2
+    assert update_diff(nhwc_model, plain, init.global_model) <= 1e-3
     det = json.loads((tmp_path / "channels_last" / "run.json").read_text())["determinism"]
     assert det["memory_format"] == "channels_last"
 

@@ -7,15 +7,15 @@ from pathlib import Path
 SRC = Path(__file__).parents[1] / "src"
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
+def module_name(path: Path, src: Path = SRC) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = {module_name(p): p for p in SRC.rglob("*.py")}
+def import_graph(src: Path = SRC) -> dict[str, set[str]]:
+    modules = {module_name(p, src): p for p in src.rglob("*.py")}
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for mod, path in modules.items():
         package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
@@ -93,3 +93,26 @@ def test_strategies_do_not_import_the_engine():
 
 def test_the_checker_sees_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+
+
+def test_the_graph_holds_every_kind_of_import(tmp_path):
+    """Absolute, relative (one and two levels up), ``from package import module``, and an import
+    inside a function: a cycle closed by the last one is found."""
+    files = {
+        "__init__.py": "",
+        "a.py": "from fedkd import b\n",
+        "b.py": "def later():\n    from .sub import c\n",
+        "d.py": "import fedkd.sub.c as c\nimport os\n",
+        "sub/__init__.py": "",
+        "sub/c.py": "from ..a import name\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / "fedkd" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    graph = import_graph(tmp_path)
+    assert graph == {
+        "fedkd": set(), "fedkd.a": {"fedkd.b"}, "fedkd.b": {"fedkd.sub.c"},
+        "fedkd.d": {"fedkd.sub.c"}, "fedkd.sub": set(), "fedkd.sub.c": {"fedkd.a"},
+    }  # fmt: skip
+    assert cycles(graph) == [["fedkd.a", "fedkd.b", "fedkd.sub.c"]]

@@ -30,12 +30,32 @@ def tiny(name, **kwargs):
     return build_model(name, 4, CIFAR, **kwargs), torch.randn(2, *CIFAR)
 
 
+def norm(c: int) -> int:
+    return 2 * c  # a norm layer's weight and bias
+
+
+# ResNet-8: a 3x3 stem of 16 channels, a basic block per stage (16, 32, 64 channels; 1x1
+# shortcuts where the width changes), bias-free convolutions, a linear head on 64 features
+RESNET8 = (
+    16 * 3 * 9 + norm(16)
+    + 2 * (16 * 16 * 9 + norm(16))
+    + 32 * 16 * 9 + 32 * 32 * 9 + 2 * norm(32) + 32 * 16 + norm(32)
+    + 64 * 32 * 9 + 64 * 64 * 9 + 2 * norm(64) + 64 * 32 + norm(64)
+    + 64 * 10 + 10
+)  # fmt: skip
+# FedAvg's CNN: 5x5 convolutions of 32 and 64 channels (28 -> 14 -> 7 after pooling), a 512 unit
+# hidden layer, 10 outputs
+CNN = (5 * 5 * 1 * 32 + 32) + (5 * 5 * 32 * 64 + 64) + (7 * 7 * 64 * 512 + 512) + (512 * 10 + 10)
+
+
 def test_resnet8_parameter_count():
-    assert n_params(build_model("resnet8", 10, CIFAR)) == 78_042
+    assert RESNET8 == 78_042
+    assert n_params(build_model("resnet8", 10, CIFAR)) == RESNET8
 
 
 def test_cnn_parameter_count_mnist():
-    assert n_params(build_model("cnn", 10, MNIST)) == 1_663_370
+    assert CNN == 1_663_370
+    assert n_params(build_model("cnn", 10, MNIST)) == CNN
 
 
 def test_resnet8_and_cnn_take_mnist():

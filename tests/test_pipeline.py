@@ -273,7 +273,7 @@ def small_config(**defaults) -> dict:
 name: mine
 seeds: [0]
 defaults: {partition: dirichlet-equal, alpha: 0.5, clients: 4, participation: 0.5,
-           local_epochs: 1, rounds: 2, weight_decay: 1e-5, lr: 5E-2, grad_clip: null}
+           local_epochs: 1, rounds: 2, weight_decay: 1e-4, lr: 5E-3, grad_clip: null}
 variants: {fedavg: {strategy: fedavg}, fedprox: {strategy: fedprox, params: {mu: 1e-2}}}
 tables:
   table3:
@@ -282,8 +282,8 @@ tables:
     grid: {dataset: [mnist5k], alpha: [1e0, .5]}
     columns: {fedavg: fedavg, fedprox: fedprox}
 """
-    cfg = yaml.safe_load(text)  # as Snakemake reads it: 1e-5 and 5E-2 are text here
-    assert cfg["defaults"]["weight_decay"] == "1e-5"
+    cfg = yaml.safe_load(text)  # as Snakemake reads it: 1e-4 and 5E-3 are text here
+    assert cfg["defaults"]["weight_decay"] == "1e-4"
     cfg["defaults"].update(defaults)
     return cfg
 
@@ -301,7 +301,7 @@ def test_a_config_reads_numbers_in_every_notation_and_passes_null_to_the_runs():
 
     cfg = small_config()
     validate_config(cfg, SCHEMA)
-    assert cfg["defaults"]["weight_decay"] == 1e-5 and cfg["defaults"]["lr"] == 0.05
+    assert cfg["defaults"]["weight_decay"] == 1e-4 and cfg["defaults"]["lr"] == 0.005
     assert cfg["tables"]["table3"]["grid"]["alpha"] == [1.0, 0.5]
     # a count in exponent notation is the integer Snakemake's resources need
     cfg["resources"] = {"train": {"mem_mb": "4e3", "client_epoch_seconds": "1.5e1"}}
@@ -319,7 +319,8 @@ def test_a_config_reads_numbers_in_every_notation_and_passes_null_to_the_runs():
         assert "--grad-clip null" in args
         parsed = build_parser("train").parse_args(["train", "--out", "x", *shlex.split(args)])
         spec = _spec_from_args(parsed)
-        assert spec.grad_clip is None and spec.weight_decay == 1e-5 and spec.lr == 0.05
+        # not fedkd train's defaults (1e-5, 0.05): the job's flags carry them
+        assert spec.grad_clip is None and spec.weight_decay == 1e-4 and spec.lr == 0.005
         if variant == "fedprox":
             assert spec.params == {"mu": 0.01}
 

@@ -207,9 +207,14 @@ def test_moon_previous_model_is_per_client_state():
         for p in model.parameters():
             p.add_(0.1 * torch.randn_like(p))  # "local training"
     assert moon.client_end(client) == {}  # nothing uploaded besides the weights
+    trained = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)  # the worker's model trains the next client in place
     stored = moon.state_dict()["previous"][2]
     assert all(v.device.type == "cpu" for v in stored.values())
-    assert torch.equal(stored["classifier.weight"], model.classifier.weight)
+    assert all(torch.equal(stored[k], v) for k, v in trained.items())  # a copy, kept as it was
+    model.load_state_dict(trained)
 
     # next participation, new global model: the negative is the stored local model
     new_global = ctx.build_model()

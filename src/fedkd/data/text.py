@@ -192,11 +192,12 @@ def _split_from_files(
 @contextmanager
 def _hf_offline():
     """Hugging Face libraries in offline mode (cache only, no network retries), restored after:
-    they read the switch from the environment at import and keep it in module constants."""
-    saved_env = {k: os.environ.get(k) for k in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")}
-    os.environ.update(dict.fromkeys(saved_env, "1"))
+    they read the switch from the environment at import and keep it in module constants, so they
+    are imported first (imported inside, they would keep offline constants as the process's own)."""
     import datasets
 
+    saved_env = {k: os.environ.get(k) for k in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")}
+    os.environ.update(dict.fromkeys(saved_env, "1"))
     switches = [
         (module, attr)
         for module in (datasets.config, sys.modules.get("huggingface_hub.constants"))
