@@ -211,6 +211,12 @@ def test_a_file_system_without_locks_lets_the_run_go_on_with_a_warning(tmp_path,
     monkeypatch.setattr(fcntl, "flock", no_locks)
     with RunLock(tmp_path) as lock:
         assert lock.unsupported and "No locks available" in lock.unsupported
+    # a whole run on such a file system: it trains to the end and says it could not lock
+    lines: list[str] = []
+    out = tmp_path / "run"
+    assert Run(RunSpec(**TINY, rounds=1), out, log=lines.append).run()["status"] == "complete"
+    warnings = [line for line in lines if "cannot be locked" in line]
+    assert len(warnings) == 1 and "No locks available" in warnings[0] and str(out) in warnings[0]
 
 
 @pytest.mark.slow
