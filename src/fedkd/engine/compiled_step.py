@@ -2,8 +2,10 @@
 AOTAutograd, its backward, the bulk of a step's kernels (the strategy's vmapped loss and the flat
 optimizer stay eager). On CUDA with ``engine: batched-compiled``, where the step is also captured
 as a CUDA graph: the compiled kernels are captured with the rest. Opt-in until the compiled step
-has run on a GPU (``COMPILE_BY_DEFAULT``): its CPU tests replace the compiler, and a compile that
-passes the trial below but fails inside the graph capture would fail the run. Off a CUDA device.
+has run on a GPU (``COMPILE_BY_DEFAULT``): on a CPU the real compiler (inductor's C++ backend)
+builds the folded student and the run follows the eager one, but the GPU backend and the capture
+of its kernels are untried, and a compile that passes the trial below but fails inside the graph
+capture would fail the run. Off a CUDA device.
 
 The compiled function is tried once before the run's first step, on the first batch of the
 first round, forward and backward, with the model's buffers put back afterwards (``try_compiled``):
