@@ -7,6 +7,7 @@ side's verdict, and three coincident differences do not hold by their own spread
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -121,6 +122,74 @@ def test_three_coincident_differences_do_not_hold_by_their_own_spread():
     assert paired_verdict([0, 0, 0.1], "higher", test="equivalence", margin=1).verdict == (
         "too few seeds"
     )
+
+
+def test_a_noisy_pair_does_not_hold_on_its_quiet_neighbours_variance():
+    """(1.2, 1.6, 2.0) against a setting whose six other methods keep to within 0.1 of the
+    seeds' pattern: the setting's variance alone would show the effect above 0.8, but the pair's
+    own differences scatter by 0.4, and their paired t-test (2 df) does not. Both tests must show
+    it: the row is inconclusive, with the pair's own, wider interval and its larger p."""
+    diffs = [1.2, 1.6, 2.0]
+    base = {0: 70.0, 1: 60.0, 2: 65.0}
+    quiet = [(0.1, -0.1, 0.0), (-0.1, 0.0, 0.1), (0.0, 0.1, -0.1), (0.1, 0.0, -0.1),
+             (-0.1, 0.1, 0.0), (0.0, -0.1, 0.1)]  # fmt: skip
+    values = {"base": base, "treated": {s: base[s] + d for s, d in enumerate(diffs)}}
+    values |= {f"m{k}": {s: base[s] + e[s] for s in range(3)} for k, e in enumerate(quiet)}
+    residual = two_way_residual(values, [0, 1, 2])
+    est = contrast(diffs, residual)
+    assert (est.df, est.own_df) == (14, 2) and est.own_se == pytest.approx(0.4 / math.sqrt(3))
+    hyp = Hypothesis("stated-gap", "higher", 1.6)  # shown above 0.8
+    pooled_alone = verdicts([replace(est, own_se=None)], hyp)[0]
+    assert pooled_alone.verdict == "holds"
+    (v,) = verdicts([est], hyp)
+    assert v.verdict == "inconclusive" and est.own_is_wider()
+    paired = paired_verdict(diffs, "higher", test="stated-gap", margin=1.6)
+    assert v.p_holds == pytest.approx(max(pooled_alone.p_holds,
+                                          hyp.pvalues(1.6, est.own_se, 2)[0]))  # fmt: skip
+    assert (v.ci_low, v.ci_high) == pytest.approx((paired.ci_low, paired.ci_high))
+    # the same pair with its differences as tight as the setting: both tests show it
+    tight = contrast([1.55, 1.6, 1.65], residual)
+    assert verdicts([tight], hyp)[0].verdict == "holds"
+
+
+def test_both_tests_decide_together():
+    """The contrast is shown on a side only where the setting's variance and the pair's own
+    differences both show it: each side's p is the larger of the two, the interval the wider."""
+    hyp = Hypothesis()
+    pooled_holds = Estimate(2.0, 0.5, 14, 3, own_se=0.2, own_df=2)
+    assert not pooled_holds.own_is_wider()
+    (v,) = verdicts([pooled_holds], hyp)
+    # the larger p, though the pair's own interval is the narrower: 2 df have heavier tails
+    assert v.verdict == "holds" and v.p_holds == pytest.approx(t_sf(2.0 / 0.2, 2))
+    assert t_sf(2.0 / 0.2, 2) > t_sf(2.0 / 0.5, 14)
+    assert (v.ci_low, v.ci_high) == pytest.approx((2 - t_quantile(0.975, 14) * 0.5,
+                                                   2 + t_quantile(0.975, 14) * 0.5))  # fmt: skip
+    own_fails = Estimate(2.0, 0.5, 14, 3, own_se=1.0, own_df=2)
+    (v,) = verdicts([own_fails], hyp)
+    assert v.verdict == "inconclusive" and v.p_holds == pytest.approx(t_sf(2.0, 2))
+    assert v.ci_low == pytest.approx(2 - t_quantile(0.975, 2) * 1.0)
+    # contradicted likewise needs both
+    (v,) = verdicts([Estimate(-2.0, 0.5, 14, 3, own_se=1.0, own_df=2)], hyp)
+    assert v.verdict == "inconclusive" and v.p_contradicted == pytest.approx(t_sf(2.0, 2))
+    (v,) = verdicts([Estimate(-2.0, 0.5, 14, 3, own_se=0.3, own_df=2)], hyp)
+    assert v.verdict == "contradicted"
+    # no spread in the pair: its own test shows any effect, and the setting's decides
+    (v,) = verdicts([Estimate(2.0, 0.5, 14, 3, own_se=0.0, own_df=2)], hyp)
+    assert v.verdict == "holds" and v.p_holds == pytest.approx(t_sf(4.0, 14))
+
+
+def test_combined_contrasts_carry_both_tests():
+    """A trend or an average: the settings' variances and the pairs' own, each summed with
+    Welch–Satterthwaite degrees of freedom; a part that is a lone paired test brings that one."""
+    a = Estimate(1.0, 0.3, 14, 3, own_se=0.6, own_df=2)
+    b = Estimate(2.0, 0.4, 14, 3, own_se=0.8, own_df=2)
+    both = combine([a, b], (-1.0, 1.0))
+    assert both.se == pytest.approx(0.5) and both.own_se == pytest.approx(1.0)
+    assert both.own_df == math.floor(1.0**2 / (0.6**4 / 2 + 0.8**4 / 2))
+    lone = Estimate(2.0, 0.4, 2, 3)  # the paired t-test alone: its only test is both
+    mixed = combine([a, lone], (0.5, 0.5))
+    assert mixed.own_se == pytest.approx(math.sqrt(0.25 * 0.6**2 + 0.25 * 0.4**2))
+    assert combine([Estimate(1.0, 0.3, 14, 3), lone], (0.5, 0.5)).own_se is None
 
 
 # --------------------------------------------------------------------------- one setting
@@ -279,6 +348,21 @@ def test_an_interval_wholly_on_one_side_never_gets_the_other_sides_verdict(row, 
     if all(inside):
         assert v.verdict != "contradicted"
     # and a single-bound verdict is exactly what the interval shows
+    if hyp.test != "equivalence":
+        (bound,) = hyp.bounds()
+        strictly = not (min(v.ci_low, v.ci_high) <= bound <= max(v.ci_low, v.ci_high))
+        assert (v.verdict != "inconclusive") == strictly
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(effects, ses, st.integers(4, 30), ses, st.integers(2, 30)), hypotheses)
+def test_with_the_pairs_own_test_the_interval_still_decides_and_holding_gets_no_easier(row, hyp):
+    effect, se, df, own_se, own_df = row
+    est = Estimate(effect, se, df, 3, own_se=own_se, own_df=own_df)
+    (v,) = verdicts([est], hyp)
+    (alone,) = verdicts([replace(est, own_se=None)], hyp)
+    if v.verdict in ("holds", "contradicted"):
+        assert alone.verdict == v.verdict  # a second test never makes a side easier to show
     if hyp.test != "equivalence":
         (bound,) = hyp.bounds()
         strictly = not (min(v.ci_low, v.ci_high) <= bound <= max(v.ci_low, v.ci_high))

@@ -82,10 +82,12 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict,
         result.scope = (len(tested), len(gaps))
     hyps = [Hypothesis(claim.test, claim.direction, r.margin) for r in rows]
     # rows of a claim on the average only describe: the average decides, uncorrected
-    found = verdicts([estimate(r) for r in rows], hyps, claim.aggregate)
-    for r, h, v in zip(rows, hyps, found, strict=True):
+    ests = [estimate(r) for r in rows]
+    found = verdicts(ests, hyps, claim.aggregate)
+    for r, h, v, est in zip(rows, hyps, found, ests, strict=True):
         r.verdict = v
         _note_no_spread(r, h)
+        _note_own_test(r, est)
     result.rows = rows
     if claim.aggregate == "mean":
         result.average = _average(claim, rows)
@@ -121,6 +123,18 @@ def _note_no_spread(r: Comparison, hyp: Hypothesis) -> None:
     )
 
 
+def _note_own_test(r: Comparison, est: Estimate) -> None:
+    """Say so where the pair's own differences, not the setting's variance, set the interval."""
+    v = r.verdict
+    if v is None or v.n < MIN_SEEDS or v.df < MIN_DF or not est.own_is_wider():
+        return
+    r.notes.append(
+        f"the two methods' own differences scatter more than the setting's runs (paired "
+        f"standard error {est.own_se:.3g} on {est.own_df} df against {est.se:.3g} on {est.df}): "
+        "their paired t-test gives the wider interval and decides"
+    )
+
+
 def estimate(r: Comparison) -> Estimate:
     """The row's contrast: its setting's mean difference against the setting's variance, or
     for a trend the difference of its two settings' contrasts."""
@@ -153,6 +167,7 @@ def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
         contrast([])
     )  # fmt: skip
     avg.verdict = verdicts([est], hyp)[0]
+    _note_own_test(avg, est)
     paper = [r.paper_gap for r in used if r.paper_gap is not None]
     avg.paper_gap = math.fsum(paper) / len(paper) if paper and len(paper) == len(used) else None
     return avg

@@ -32,9 +32,9 @@ CSV_COLUMNS = [
     "claim", "paper", "statement", "source", "quote", "test", "margin", "aggregate",
     "claim_verdict", "claim_summary", "paper_check", "paper_effect", "row", "table",
     "also_in", "setting", "dataset", "stand_in_for", "metric", "unit", "direction", "n",
-    "failed", "seeds", "effect", "se", "df", "variance_from", "ci_low", "ci_high", "p_holds",
-    "p_contradicted", "p_adjusted", "verdict", "seeds_needed", "more_seeds", "neither_reached",
-    "scope",
+    "failed", "seeds", "effect", "se", "df", "own_se", "own_df", "variance_from", "ci_low",
+    "ci_high", "p_holds", "p_contradicted", "p_adjusted", "verdict", "seeds_needed", "more_seeds",
+    "neither_reached", "scope",
     "paper_gap", "stated_gap", "shared_with", "note",
 ]  # fmt: skip
 
@@ -85,7 +85,7 @@ def claims_doc(views: list[ClaimView], opts: Options) -> TableDoc:
                                       "More seeds")]  # fmt: skip
     body = [line for view in views for line in view.lines()]
     csv = pd.DataFrame(records, columns=CSV_COLUMNS)
-    for col in ("seeds_needed", "n", "failed", "df"):
+    for col in ("seeds_needed", "n", "failed", "df", "own_df"):
         csv[col] = csv[col].astype("Int64")  # counts: "4", not "4.0"
     return TableDoc(caption, label, header, body, 1, csv, blank_repeats=False,
                     notes=[READ_LINE, METHOD_NOTE])  # fmt: skip
@@ -191,6 +191,7 @@ class ClaimView:
             "seeds": "" if r is None else ";".join(map(str, sorted(r.diffs))),
             "effect": nan if v is None else v.effect, "se": nan if v is None else v.se,
             "df": 0 if v is None else v.df,
+            "own_se": nan if v is None else v.own_se, "own_df": 0 if v is None else v.own_df,
             "variance_from": "" if r is None or r.residual is None else r.residual.text,
             "ci_low": nan if v is None else v.ci_low, "ci_high": nan if v is None else v.ci_high,
             "p_holds": nan if v is None else v.p_holds,

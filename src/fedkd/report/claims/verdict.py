@@ -226,7 +226,9 @@ def pair_residual(diffs: Sequence[float]) -> Residual:
 class Estimate:
     """A contrast: its value, standard error and degrees of freedom; ``n`` the seeds it rests on
     (the fewest of its parts); ``lost``: seeds of its setting(s) without a defined pair, of
-    which ``failed`` were lost to runs without a defined value."""
+    which ``failed`` were lost to runs without a defined value. ``se`` and ``df`` are the
+    setting's variance's; ``own_se`` and ``own_df`` the paired t-test's on the two methods' own
+    differences, the second test the contrast must pass (None: the estimate is that test)."""
 
     effect: float
     se: float
@@ -234,34 +236,63 @@ class Estimate:
     n: int
     lost: int = 0
     failed: int = 0
+    own_se: float | None = None
+    own_df: int = 0
+
+    def tests(self) -> list[tuple[float, int]]:
+        """(se, df) of each test the contrast must pass: the setting's variance, then the
+        pair's own (where it is a second test)."""
+        tests = [(self.se, self.df)]
+        if self.own_se is not None and self.own_df >= 1 and not math.isnan(self.own_se):
+            tests.append((self.own_se, self.own_df))
+        return tests
+
+    def own_is_wider(self) -> bool:
+        """Whether the pair's own test gives the wider interval (and so decides)."""
+        tests = self.tests()
+        return len(tests) == 2 and _half_width(*tests[1]) > _half_width(*tests[0])
 
     def interval(self) -> tuple[float, float]:
+        """The 95% t-interval: with two tests, the wider of theirs (both centred on the effect),
+        whose ends decide as both tests together do."""
         if self.df < 1 or math.isnan(self.se):
             return math.nan, math.nan
-        half = t_quantile(0.5 + LEVEL / 2, self.df) * self.se
+        half = max(_half_width(se, df) for se, df in self.tests())
         return self.effect - half, self.effect + half
+
+
+def _half_width(se: float, df: int) -> float:
+    return t_quantile(0.5 + LEVEL / 2, df) * se
 
 
 def contrast(diffs: Sequence[float], residual: Residual | None = None, *, lost: int = 0,
              failed: int = 0) -> Estimate:  # fmt: skip
-    """The mean of per-seed differences tested against ``residual`` (the setting's variance;
-    without one, that of the differences themselves: the paired t-test)."""
+    """The mean of per-seed differences tested against ``residual`` (the setting's variance)
+    and against the differences' own spread (the paired t-test, n − 1 degrees of freedom);
+    without a residual, the paired t-test alone."""
     values = [float(d) for d in diffs]
     if any(not math.isfinite(d) for d in values):
         raise ValueError(f"differences must be finite numbers, got {values}")
     n = len(values)
     if n == 0:
         return Estimate(math.nan, math.nan, 0, 0, lost, failed)
-    residual = residual if residual is not None else pair_residual(values)
+    own = pair_residual(values)
     mean = math.fsum(values) / n
+    if residual is None:
+        residual, own = own, None
     if residual.df < 1:
         return Estimate(mean, math.nan, 0, n, lost, failed)
-    return Estimate(mean, math.sqrt(2 * residual.variance / n), residual.df, n, lost, failed)
+    se = math.sqrt(2 * residual.variance / n)
+    if own is None or own.df < 1:
+        return Estimate(mean, se, residual.df, n, lost, failed)
+    own_se = math.sqrt(2 * own.variance / n)  # var(d) / n: the paired t-test's
+    return Estimate(mean, se, residual.df, n, lost, failed, own_se, own.df)
 
 
 def combine(parts: Sequence[Estimate], weights: Sequence[float]) -> Estimate:
     """Σ wᵢ·effectᵢ of independent estimates: variance Σ wᵢ²·seᵢ², Welch–Satterthwaite degrees
-    of freedom (rounded down: the conservative side)."""
+    of freedom (rounded down: the conservative side), for the settings' variances and, where
+    some part has one, for the pairs' own (a part without one brings its only test)."""
     if not parts or any(p.n == 0 for p in parts):
         n = min((p.n for p in parts), default=0)
         return Estimate(math.nan, math.nan, 0, n, sum(p.lost for p in parts),
@@ -271,14 +302,21 @@ def combine(parts: Sequence[Estimate], weights: Sequence[float]) -> Estimate:
     lost, failed = sum(p.lost for p in parts), sum(p.failed for p in parts)
     if any(p.df < 1 for p in parts):
         return Estimate(effect, math.nan, 0, n, lost, failed)
-    terms = [(w * p.se) ** 2 for p, w in zip(parts, weights, strict=True)]
+    se, df = _welch([(p.se, p.df) for p in parts], weights)
+    if all(len(p.tests()) == 1 for p in parts):
+        return Estimate(effect, se, df, n, lost, failed)
+    own_se, own_df = _welch([p.tests()[-1] for p in parts], weights)
+    return Estimate(effect, se, df, n, lost, failed, own_se, own_df)
+
+
+def _welch(tests: Sequence[tuple[float, int]], weights: Sequence[float]) -> tuple[float, int]:
+    """The standard error and Welch–Satterthwaite degrees of freedom of Σ wᵢ·effectᵢ."""
+    terms = [(w * se) ** 2 for (se, _), w in zip(tests, weights, strict=True)]
     var = math.fsum(terms)
     if var == 0:
-        df = sum(p.df for p in parts)
-    else:
-        denom = math.fsum(t * t / p.df for t, p in zip(terms, parts, strict=True))
-        df = max(1, math.floor(var * var / denom + 1e-9))
-    return Estimate(effect, math.sqrt(var), df, n, lost, failed)
+        return 0.0, sum(df for _, df in tests)
+    denom = math.fsum(t * t / df for t, (_, df) in zip(terms, tests, strict=True))
+    return math.sqrt(var), max(1, math.floor(var * var / denom + 1e-9))
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -296,6 +334,9 @@ class Verdict:
     seeds_needed: int | None  # seeds for 80% power (n >= POWER_MIN_SEEDS only); None else
     adjusted: str = ""  # "holds" or "contradicted": the side whose p is Holm-adjusted
     more_seeds: bool = False  # unresolved, and too few seeds for a power figure
+    # the paired t-test on the pair's own differences, the second test (NaN, 0: none)
+    own_se: float = math.nan
+    own_df: int = 0
 
 
 def _untested_verdict(est: Estimate) -> str:
@@ -321,8 +362,7 @@ def verdicts(estimates: Sequence[Estimate], hyps: Hypothesis | Sequence[Hypothes
     if aggregate not in AGGREGATES:
         raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
     tested = [i for i, e in enumerate(estimates) if _testable(e)]
-    raw = {i: hyps[i].pvalues(estimates[i].effect, estimates[i].se, estimates[i].df)
-           for i in tested}  # fmt: skip
+    raw = {i: _pvalues(hyps[i], estimates[i]) for i in tested}
     p_for = {i: raw[i][0] for i in tested}
     p_against = {i: raw[i][1] for i in tested}
     adjusted = ""
@@ -350,9 +390,17 @@ def verdicts(estimates: Sequence[Estimate], hyps: Hypothesis | Sequence[Hypothes
                 needed = seeds_to_resolve(hyps[i].distance(est.effect), est)
             else:
                 more = True
+        own_se, own_df = est.tests()[1] if len(est.tests()) == 2 else (math.nan, 0)
         out.append(Verdict(est.n, est.effect, est.se, est.df, low, high, p_h, p_c, verdict,
-                           needed, adjusted if i in raw else "", more))  # fmt: skip
+                           needed, adjusted if i in raw else "", more, own_se, own_df))  # fmt: skip
     return out
+
+
+def _pvalues(hyp: Hypothesis, est: Estimate) -> tuple[float, float]:
+    """One-sided p-values (claimed region, its complement) of the contrast's tests together:
+    each side is shown when every test shows it (intersection-union), so its p is the largest."""
+    ps = [hyp.pvalues(est.effect, se, df) for se, df in est.tests()]
+    return max(p[0] for p in ps), max(p[1] for p in ps)
 
 
 def claim_verdict(verdicts: list[str], aggregate: str = "each") -> str:
@@ -381,11 +429,21 @@ def seeds_to_resolve(distance: float, est: Estimate, alpha: float = ALPHA) -> in
     when even MAX_SEEDS fall short; None where it cannot be said."""
     if not (math.isfinite(distance) and math.isfinite(est.se)) or est.se <= 0 or distance == 0:
         return None
-    per_seed = est.df / max(1, est.n - 1)  # df per extra seed: m − 1 for one setting
+    tests = est.tests()
+    if any(se <= 0 for se, _ in tests[1:]):
+        tests = tests[:1]  # no spread in the pair: its own test shows any effect
 
     def power(n: int) -> float:
-        se = est.se * math.sqrt(est.n / n)
-        return t_power(abs(distance) / se, max(1, math.floor(per_seed * (n - 1))), alpha)
+        """The power of the weaker test at n seeds: each se shrinks as 1/√n, each df grows by
+        its own df per seed (m − 1 for the setting's, 1 for the pair's)."""
+        return min(
+            t_power(
+                abs(distance) / (se * math.sqrt(est.n / n)),
+                max(1, math.floor(df / max(1, est.n - 1) * (n - 1))),
+                alpha,
+            )
+            for se, df in tests
+        )
 
     if power(MAX_SEEDS) < POWER:
         return MAX_SEEDS + 1
