@@ -10,8 +10,13 @@ The procedure (docs/pipeline.md, "How the claims are tested", states it in full)
    three differences that happen to agree cannot manufacture certainty. With two methods it is
    the paired t-test's variance (var(differences) / 2).
 2. Each claim's contrast (treatment − baseline, the mean over seeds of the per-seed
-   differences) is tested against that variance: standard error √(2·σ²/n), Student's t with the
-   residual's degrees of freedom. Each claim is one pre-specified contrast, not a search among
+   differences) is tested against that variance (standard error √(2·σ²/n), Student's t with the
+   residual's degrees of freedom) and against the pair's own differences (the paired t-test,
+   n − 1 degrees of freedom). A side is shown only where both show it (intersection-union), so
+   the test's level holds where either the methods' variances are equal or the pair's
+   differences normal: alone, the first lets a noisy pair hold on its quiet neighbours'
+   variance, the second lets three coincident differences hold. Each side's p is the larger of
+   the two, the interval the wider. Each claim is one pre-specified contrast, not a search among
    the setting's m − 1 comparisons with a baseline, so no many-to-one (Dunnett) correction
    applies; a claim against several baselines is several claims that must each hold.
 3. The claim's hypothesis (``Hypothesis``) is two one-sided tests at 2.5%, one for the claimed
@@ -29,8 +34,9 @@ The procedure (docs/pipeline.md, "How the claims are tested", states it in full)
    A trend (the gap grows from one setting to another) is the difference of two settings'
    contrasts, tested the same way.
 
-A verdict needs ``MIN_SEEDS`` paired seeds and a variance resting on ``MIN_DF`` degrees of
-freedom: below that, "too few seeds". A row missing a seed of its setting (a run without a
+A verdict needs ``MIN_SEEDS`` paired seeds and a setting's variance resting on ``MIN_DF`` degrees
+of freedom: below that, "too few seeds" (the pair's own test, only ever withholding a verdict
+beside it, may rest on fewer). A row missing a seed of its setting (a run without a
 defined value, or without its pair) gets no verdict: a claim never holds on a subset of its
 seeds. Pure Python: Student's t comes from tdist.py.
 """
