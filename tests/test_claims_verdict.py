@@ -251,6 +251,13 @@ def test_power_only_from_five_seeds_on():
     assert not five.more_seeds and five.seeds_needed > 5
     assert seeds_to_resolve(0.01, _est(0.01, 5.0, n=5)) == MAX_SEEDS + 1
     assert seeds_to_resolve(0.0, _est(0.0, 1.0, n=5)) is None
+    # with the pair's own test beside it, the seeds the weaker of the two needs
+    pooled = _est(0.4, 0.5, df=28, n=5)
+    noisy_pair = replace(pooled, own_se=1.0, own_df=4)
+    assert seeds_to_resolve(0.4, noisy_pair) > seeds_to_resolve(0.4, pooled)
+    assert seeds_to_resolve(0.4, replace(pooled, own_se=0.1, own_df=4)) == (
+        seeds_to_resolve(0.4, pooled)
+    )
 
 
 # --------------------------------------------------------------------------- over settings
