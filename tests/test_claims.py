@@ -672,7 +672,10 @@ def test_a_pair_noisier_than_its_setting_is_judged_on_its_own_differences(tmp_pa
     assert row["effect"] == pytest.approx(1.6) and row["verdict"] == "inconclusive"
     assert (row["df"], row["own_df"]) == (4, 2)
     assert row["own_se"] == pytest.approx(0.4 / math.sqrt(3), rel=1e-6)
-    assert "their paired t-test gives the wider interval and decides" in row["note"]
+    assert (
+        "interval from the pair's own differences (paired t-test: standard error 0.231 on 2 df)"
+        in row["note"]
+    )
     t2 = 0.95 * math.sqrt(2 / (4 * 0.975 * 0.025))  # Student's t 0.975 on 2 df, closed form
     assert row["ci_low"] == pytest.approx(1.6 - t2 * 0.4 / math.sqrt(3), rel=1e-6)
 

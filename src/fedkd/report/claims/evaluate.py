@@ -129,9 +129,9 @@ def _note_own_test(r: Comparison, est: Estimate) -> None:
     if v is None or v.n < MIN_SEEDS or v.df < MIN_DF or not est.own_is_wider():
         return
     r.notes.append(
-        f"the two methods' own differences scatter more than the setting's runs (paired "
-        f"standard error {est.own_se:.3g} on {est.own_df} df against {est.se:.3g} on {est.df}): "
-        "their paired t-test gives the wider interval and decides"
+        f"interval from the pair's own differences (paired t-test: standard error "
+        f"{est.own_se:.3g} on {est.own_df} df), wider than the setting's variance gives "
+        f"({est.se:.3g} on {est.df} df)"
     )
 
 
