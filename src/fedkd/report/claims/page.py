@@ -42,7 +42,9 @@ CSV_COLUMNS = [
 READ_LINE = (
     f"How to read a row: the effect is the mean per-seed difference (first method − second); "
     f"its {LEVEL:.0%} interval and both p-values test it against the seed-to-seed variance of "
-    "the whole setting (all its methods, seed as a block). A row holds when p (claim) ≤ "
+    "the whole setting (all its methods, seed as a block) and against the two methods' own "
+    "differences (paired), each side shown only where both show it: the interval is the wider "
+    "and each p the larger of the two. A row holds when p (claim) ≤ "
     f"{ALPHA:.3g} and is contradicted when p (against) ≤ {ALPHA:.3g}. A p marked (H) is "
     "Holm-corrected over the claim's settings: the side on which any one setting decides the "
     "claim (a contradiction of an every-setting claim); the other side needs every setting on "
