@@ -20,15 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from fedkd.report.claims.verdict import (  # noqa: E402
+from fedkd.report.claims.verdict import (
     Hypothesis,
     contrast,
     two_way_residual,

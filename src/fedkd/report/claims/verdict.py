@@ -396,7 +396,8 @@ def verdicts(estimates: Sequence[Estimate], hyps: Hypothesis | Sequence[Hypothes
                 needed = seeds_to_resolve(hyps[i].distance(est.effect), est)
             else:
                 more = True
-        own_se, own_df = est.tests()[1] if len(est.tests()) == 2 else (math.nan, 0)
+        tests = est.tests()
+        own_se, own_df = tests[1] if len(tests) == 2 else (math.nan, 0)
         out.append(Verdict(est.n, est.effect, est.se, est.df, low, high, p_h, p_c, verdict,
                            needed, adjusted if i in raw else "", more, own_se, own_df))  # fmt: skip
     return out
