@@ -79,8 +79,7 @@ UPPER = {
     "clients": 1_000_000, "rounds": 100_000, "local_epochs": 10_000, "batch_size": 1_000_000,
     "shards": 1_000_000,
 }  # fmt: skip
-# a value in a spec's difference from its run's record: long enough to show where they differ
-DIFF_CHARS = 1000
+DIFF_CHARS = 1000  # a value in a spec's difference from its record: room to show where
 SEED_LIMIT = 2**63  # seeds are stored as signed 64-bit integers (run.json → Parquet aggregate)
 MAX_OPTION_VALUES = 1_000  # values in one params, model_options or dataset_options mapping
 # the stand-in CNN's widest layer (channels, hidden): the papers' widest is ResNet-50's 2,048;
@@ -310,8 +309,7 @@ def with_params(
         params = {}
     if not isinstance(params, dict):
         raise SpecError(
-            f"{where} is {shown(params)}, not a mapping of parameters, so --param cannot add to "
-            "it; "
+            f"{where} is {params!r}, not a mapping of parameters, so --param cannot add to it; "
             "give params as a mapping, e.g. {gamma: 0.2}"
         )
     return {**data, "params": {**params, **param_updates}}
@@ -359,17 +357,13 @@ def spec_errors(s: RunSpec) -> list[str]:
     if s.partition in ("dirichlet-equal", "dirichlet"):
         if not is_finite_number(s.alpha) or s.alpha <= 0:
             e.append(
-                f"alpha={shown(s.alpha)} must be a number > 0 for partition "
-                f"{shown(s.partition)} (e.g. 0.1, 0.5, 1)"
+                f"alpha={s.alpha!r} must be a number > 0 for partition {s.partition!r} (e.g. 0.1, 0.5, 1)"
             )
     elif s.alpha is not None and not is_finite_number(s.alpha):
-        e.append(
-            f"alpha={shown(s.alpha)} must be a number, or null (partition {shown(s.partition)})"
-        )
+        e.append(f"alpha={s.alpha!r} must be a number, or null (partition {s.partition!r})")
     if s.partition == "shards" and (not is_int(s.shards) or s.shards < 1):
         e.append(
-            f"shards={shown(s.shards)} must be a positive integer (shards per client) for "
-            "partition 'shards'"
+            f"shards={s.shards!r} must be a positive integer (shards per client) for partition 'shards'"
         )
     elif s.shards is not None and (not is_int(s.shards) or s.shards > UPPER["shards"]):
         e.append(f"shards={shown(s.shards)} must be a positive integer, or null")
@@ -383,8 +377,7 @@ def spec_errors(s: RunSpec) -> list[str]:
         e.append(f"weight_decay={shown(s.weight_decay)} must be a finite number >= 0, e.g. 1e-5")
     if s.grad_clip is not None and (not is_finite_number(s.grad_clip) or s.grad_clip <= 0):
         e.append(
-            f"grad_clip={shown(s.grad_clip)} must be a finite number > 0, or null to disable "
-            "clipping"
+            f"grad_clip={s.grad_clip!r} must be a finite number > 0, or null to disable clipping"
         )
     if not is_int(s.seed) or not 0 <= s.seed < SEED_LIMIT:
         e.append(f"seed={shown(s.seed)} must be an integer from 0 to 2^63 - 1{yaml11_note(s.seed)}")
