@@ -22,6 +22,11 @@ e.g. under docs/gpu-runs/) and ``readme`` (the row's line in the README's result
 ``--readme`` prints: the newest row of each such line). A new measurement is a new line; the tables are then generated again.
 Rows are newest first within a topic, lines of one date in the file's order.
 
+Every text is shown as the characters written: HTML, links and Markdown's other markup in it are
+escaped in the tables (a command is shown as code). A text holding a control character (a
+terminal's escape sequence) or a bidi override, which no table can show as written, is refused
+with the line and key it is on.
+
 ``fedkd bench --out DIR`` writes its figures to DIR/bench-results.jsonl; they become lines here
 with the commit measured and what the run depended on:
 
@@ -33,8 +38,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
+import unicodedata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,21 +69,66 @@ UNITS = {
 }
 
 
+# characters that reorder the text around them (Unicode's bidirectional formatting characters)
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+# line breaks that JSON leaves unescaped: written escaped, so that a line stays one line
+RAW_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+SHOWN_CHARS = 80  # a value quoted in a message
+
+
 class ResultsError(ValueError):
     """A line of the results file that the tables cannot be made from."""
+
+
+def shown(value) -> str:
+    """A value as a message quotes it: short text in quotes (escaped, as repr writes it), a long
+    one cut with its length said, an object or a list by its kind."""
+    if isinstance(value, str):
+        cut = f"... ({len(value):,} characters)" if len(value) > SHOWN_CHARS else ""
+        return repr(value[:SHOWN_CHARS]) + cut
+    if value is None or isinstance(value, bool | int | float):
+        text = repr(value)
+        return text if len(text) <= SHOWN_CHARS else f"a number of {len(text):,} digits"
+    return f"a JSON {'object' if isinstance(value, dict) else 'list'}"
+
+
+def parse_line(text: str, where: str):
+    """One line as JSON; a line that is not (or nests too deep, or holds a number too long to
+    read) is refused naming it."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{where}: not JSON ({e.msg}); one JSON object a line") from None
+    except RecursionError:
+        raise ResultsError(f"{where}: nested too deep to be a result; one flat object") from None
+    except ValueError as e:  # an integer of more digits than Python reads
+        raise ResultsError(f"{where}: not readable JSON ({e})") from None
+
+
+def to_line(row: dict) -> str:
+    """A row as one line of the results file: JSON, its text as written (UTF-8), save for the
+    line breaks JSON leaves raw (U+2028, U+2029, NEL), escaped so the line stays one."""
+    text = json.dumps(row, ensure_ascii=False)
+    for raw, escaped in RAW_LINE_BREAKS.items():
+        text = text.replace(raw, escaped)
+    return text
+
+
+def lines_of(text: str):
+    """The file's lines, split where JSON lines end (a newline) only."""
+    return enumerate(text.split("\n"), start=1)
 
 
 def load(path: Path = RESULTS) -> list[dict]:
     """Every row of the results file, each checked; errors name the line and the key."""
     rows, seen = [], {}
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, text in lines_of(path.read_text(encoding="utf-8")):
         if not text.strip():
             continue
         where = f"{path.name} line {number}"
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ResultsError(f"{where}: not JSON ({e.msg}); one JSON object a line") from None
+        row = parse_line(text, where)
         check_row(row, where)
         if row["id"] in seen:
             raise ResultsError(f"{where}: id {row['id']!r} is also line {seen[row['id']]}'s")
@@ -96,30 +148,55 @@ def check_row(row, where: str) -> None:
         raise ResultsError(f"{where}: unknown key(s) {unknown}; known: {REQUIRED + OPTIONAL}")
     for key in ("id", "topic", "date", "device", "what", "conditions"):
         if not isinstance(row[key], str) or not row[key].strip():
-            raise ResultsError(f"{where}: {key} must be non-empty text, got {row[key]!r}")
+            raise ResultsError(f"{where}: {key} must be non-empty text, got {shown(row[key])}")
     if not ID.fullmatch(row["id"]):
-        raise ResultsError(f"{where}: id {row['id']!r}: lower-case letters, digits, . + - only")
+        raise ResultsError(
+            f"{where}: id {shown(row['id'])}: lower-case letters, digits, . + - only"
+        )
     if not DATE.fullmatch(row["date"]):
-        raise ResultsError(f"{where}: date {row['date']!r} is not YYYY-MM-DD")
-    if row["commit"] is not None and not COMMIT.fullmatch(str(row["commit"])):
-        raise ResultsError(f"{where}: commit {row['commit']!r} is not a hash (or null)")
+        raise ResultsError(f"{where}: date {shown(row['date'])} is not YYYY-MM-DD")
+    commit = row["commit"]
+    if commit is not None and not (isinstance(commit, str) and COMMIT.fullmatch(commit)):
+        raise ResultsError(
+            f'{where}: commit {shown(commit)} is not a hash written as text ("abc1234"), or null'
+        )
     if row["command"] is not None and not (isinstance(row["command"], str) and row["command"]):
-        raise ResultsError(f"{where}: command must be text or null, got {row['command']!r}")
+        raise ResultsError(f"{where}: command must be text or null, got {shown(row['command'])}")
     for key in OPTIONAL:
         if key in row and not (isinstance(row[key], str) and row[key].strip()):
-            raise ResultsError(f"{where}: {key} must be non-empty text, got {row[key]!r}")
+            raise ResultsError(f"{where}: {key} must be non-empty text, got {shown(row[key])}")
     figures = row["figures"]
     if not isinstance(figures, dict) or not figures:
         raise ResultsError(f"{where}: figures must be a non-empty object of name -> number")
     for name, value in figures.items():
         if not (is_number(value) or is_range(value)):
             raise ResultsError(
-                f"{where}: figure {name!r} = {value!r}: a number or [low, high] is needed"
+                f"{where}: figure {shown(name)} = {shown(value)}: a finite number or [low, high] "
+                "is needed"
+            )
+    texts = [(key, row[key]) for key in row if isinstance(row[key], str)]
+    for key, text in texts + [("figures", name) for name in figures]:
+        problem = unshowable(text)
+        if problem:
+            raise ResultsError(
+                f"{where}: {key} holds {problem}, which a table cannot show as written; remove it"
             )
 
 
+def unshowable(text: str) -> str | None:
+    """The first character of ``text`` no table can show as written, described, or None: a
+    control character other than white space (ESC starts a terminal's escape sequences), a bidi
+    formatting character (U+202E reorders what follows), a lone surrogate (not UTF-8)."""
+    for ch in text:
+        category = unicodedata.category(ch)
+        if ch in BIDI_CONTROLS or category == "Cs" or (category == "Cc" and not ch.isspace()):
+            return f"U+{ord(ch):04X} ({unicodedata.name(ch, 'a control character')})"
+    return None
+
+
 def is_number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite number (JSON's Infinity and NaN, which Python reads, are no measurement)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def is_range(value) -> bool:
@@ -167,15 +244,33 @@ def figure(name: str, value) -> str:
     return f"{label} {text}" if label else text
 
 
+# what a character of plain text is written as in a table cell: backslashes and pipes escaped
+# (a pipe would end the cell), brackets escaped (no link: [x](javascript:...)), HTML's "<", ">"
+# and "&" as entities (Markdown passes raw HTML and entities through)
+CELL_ESCAPES = {
+    "\\": "\\\\",
+    "|": "\\|",
+    "[": "\\[",
+    "]": "\\]",
+    "<": "&lt;",
+    ">": "&gt;",
+    "&": "&amp;",
+}
+
+
 def cell(text: str) -> str:
-    """Text as one table cell: pipes escaped, line breaks folded."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Plain text as one table cell: line breaks folded, markup escaped (CELL_ESCAPES)."""
+    return "".join(CELL_ESCAPES.get(ch, ch) for ch in " ".join(text.split()))
 
 
 def code(text: str) -> str:
-    fence = "``" if "`" in text else "`"
-    pad = " " if fence == "``" else ""
-    return f"{fence}{pad}{cell(text)}{pad}{fence}"
+    """Text as a code span in a table cell: fenced by more backticks than it holds in a row,
+    pipes escaped (a table splits its cells before it reads code)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if longest else ""
+    body = " ".join(text.split()).replace("|", "\\|")
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def anchor(topic: str) -> str:
@@ -223,13 +318,13 @@ def render(rows: list[dict]) -> str:
         "Rows are newest first within a table.",
         "",
     ]
-    lines += [f"- [{topic}](#{anchor(topic)})" for topic in topics]
+    lines += [f"- [{cell(topic)}](#{anchor(topic)})" for topic in topics]
     for topic, members in topics.items():
         # newest first; a stable sort keeps the file's order within a date
         members = sorted(members, key=lambda r: r["date"], reverse=True)
         lines += [
             "",
-            f"## {topic}",
+            f"## {cell(topic)}",
             "",
             "| row | date | device | commit | what | figures | conditions | command |",
             "|---|---|---|---|---|---|---|---|",
@@ -293,14 +388,16 @@ def import_bench(path: Path, results: Path, **fields) -> list[dict]:
     """Appends the lines of a bench-results.jsonl to the results file (ids made unique)."""
     taken = {row["id"] for row in load(results)} if results.exists() else set()
     rows = []
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, text in lines_of(path.read_text(encoding="utf-8")):
         if not text.strip():
             continue
         where = f"{path.name} line {number}"
+        line = parse_line(text, where)
         try:
-            row = from_bench(json.loads(text), **fields)
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ResultsError(f"{where}: not a line of fedkd bench --out ({e!r})") from None
+            row = from_bench(line, **fields)
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+            problem = f"{type(e).__name__}: {shown(str(e))}"
+            raise ResultsError(f"{where}: not a line of fedkd bench --out ({problem})") from None
         base, n = row["id"], 2
         while row["id"] in taken:
             row["id"], n = f"{base}-{n}", n + 1
@@ -309,7 +406,7 @@ def import_bench(path: Path, results: Path, **fields) -> list[dict]:
         rows.append(row)
     with open(results, "a", encoding="utf-8") as f:
         for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.write(to_line(row) + "\n")
     return rows
 
 
@@ -331,6 +428,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.bench is not None:
             if not args.conditions:
                 raise ResultsError("--import needs --conditions: what the figures depend on")
+            for flag, text in (("--conditions", args.conditions), ("--topic", args.topic)):
+                if unshowable(text):
+                    raise ResultsError(
+                        f"{flag} holds {unshowable(text)}, which a table cannot show as written; "
+                        "remove it"
+                    )
             rows = import_bench(
                 args.bench, args.results,
                 commit=args.commit, topic=args.topic, conditions=args.conditions,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fedkd.echo import shown
 from fedkd.pipeline import ConfigError, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,7 +64,8 @@ def with_label(label: str) -> dict:
 )
 def test_a_column_label_a_job_would_refuse_is_refused_at_planning(label, says):
     message = errors_of(with_label(label))
-    assert f"tables.table3.columns: the label {label!r} {says}" in message
+    # quoted as repr quotes it, a label over 80 characters cut with its length said
+    assert f"tables.table3.columns: the label {shown(label)} {says}" in message
 
 
 def test_the_shipped_labels_pass():
@@ -194,3 +196,28 @@ def test_the_precheck_refuses_a_huge_configuration_before_snakemake_reads_it(tmp
     import snakemake
 
     assert version.returncode == 0 and version.stdout.strip() == snakemake.__version__
+
+
+def test_the_precheck_guards_the_default_configuration_too(tmp_path):
+    """Without --configfile the Snakefile reads config/config.yaml under Snakemake's working
+    directory: a 50 MB one there is refused as --configfile's would be, before Snakemake reads
+    it; a command line that names its own configuration leaves the default unread."""
+    from fedkd.pipeline.precheck import config_files
+
+    workdir = tmp_path / "work"
+    (workdir / "config").mkdir(parents=True)
+    default = workdir / "config" / "config.yaml"
+    default.write_text('name: "' + "x" * 2_000_000 + '"\n')
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    cmd = [sys.executable, "-m", "fedkd.pipeline.precheck", "-n", "--cores", "1"]
+    cmd += ["--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        f"fedkd: configuration file {default} is larger than 1,048,576 bytes, far more than a "
+        "configuration holds; give the workflow's YAML configuration\n"
+    )
+    assert not (workdir / ".snakemake").exists(), "Snakemake never started"
+    assert config_files(["-n", "--directory", str(workdir)]) == [str(default)]
+    assert config_files(["-n", "-d", str(workdir), "--configfile", "mine.yaml"]) == ["mine.yaml"]
+    assert config_files(["-n", "--directory", str(tmp_path / "none")]) == []

@@ -13,7 +13,12 @@ import pandas as pd
 import pytest
 
 from fedkd.config import RunSpec, SpecError
-from fedkd.strategies import MODULES_VARIABLE, get_strategy_class, strategy_names
+from fedkd.strategies import (
+    MODULES_VARIABLE,
+    StrategyModuleError,
+    get_strategy_class,
+    strategy_names,
+)
 
 # the whole of the user's module: a FedAvg whose local loss also pulls the weights toward zero,
 # and a variant that declares the name tables show
@@ -192,7 +197,7 @@ def test_a_code_choice_unlike_its_params_default_is_refused(tmp_path, monkeypatc
     )
     monkeypatch.setenv(MODULES_VARIABLE, str(module))
     with pytest.raises(
-        RuntimeError, match=r"code_choices\['decay'\] = 2.0, but its Params default"
+        StrategyModuleError, match=r"code_choices\['decay'\] = 2.0, but its Params default"
     ):
         strategy_names()
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fedkd.data import DATASETS as _DATASET_REGISTRY
+from fedkd.echo import safe_text, shown
 from fedkd.run_choices import CHOICES as RUN_CHOICES
 from fedkd.runtime.seeding import clients_a_round
 from fedkd.values import (
@@ -78,6 +79,7 @@ UPPER = {
     "clients": 1_000_000, "rounds": 100_000, "local_epochs": 10_000, "batch_size": 1_000_000,
     "shards": 1_000_000,
 }  # fmt: skip
+DIFF_CHARS = 1000  # a value in a spec's difference from its record: room to show where
 SEED_LIMIT = 2**63  # seeds are stored as signed 64-bit integers (run.json → Parquet aggregate)
 MAX_OPTION_VALUES = 1_000  # values in one params, model_options or dataset_options mapping
 # the stand-in CNN's widest layer (channels, hidden): the papers' widest is ResNet-50's 2,048;
@@ -245,7 +247,7 @@ class RunSpec:
             import difflib
 
             hints = [
-                f"{k!r} (did you mean {close[0]!r}?)"
+                f"{shown(k)} (did you mean {shown(close[0])}?)"
                 if (close := difflib.get_close_matches(str(k), known, n=1, cutoff=0.6))
                 else repr(k)
                 for k in unknown
@@ -322,7 +324,7 @@ def spec_errors(s: RunSpec) -> list[str]:
     def choice(key: str, options: tuple[str, ...] | list[str]) -> None:
         value = getattr(s, key)
         if value not in options:
-            e.append(f"{key}={value!r} is unknown; choose one of: {', '.join(options)}")
+            e.append(f"{key}={shown(value)} is unknown; choose one of: {', '.join(options)}")
 
     choice("dataset", DATASETS)
     choice("model", MODELS)
@@ -339,19 +341,19 @@ def spec_errors(s: RunSpec) -> list[str]:
     if s.stop_at_acc is not None and (
         not is_finite_number(s.stop_at_acc) or not 0 < s.stop_at_acc <= 1
     ):
-        e.append(f"stop_at_acc={s.stop_at_acc!r} must lie in (0, 1] (an accuracy), or null")
+        e.append(f"stop_at_acc={shown(s.stop_at_acc)} must lie in (0, 1] (an accuracy), or null")
     names = strategy_names()
     if s.strategy not in names:
-        e.append(f"strategy={s.strategy!r} is unknown; {choose_a_strategy()}")
+        e.append(f"strategy={shown(s.strategy)} is unknown; {choose_a_strategy()}")
     for key in ("clients", "rounds", "local_epochs", "batch_size"):
         v = getattr(s, key)
         if not is_int(v) or v < 1:
             e.append(
-                f"{key}={v!r} must be a positive integer (true/false are not integers)"
+                f"{key}={shown(v)} must be a positive integer (true/false are not integers)"
                 f"{yaml11_note(v)}"
             )
         elif v > UPPER[key]:
-            e.append(f"{key}={v!r} is more than {UPPER[key]:,}; set a smaller value")
+            e.append(f"{key}={shown(v)} is more than {UPPER[key]:,}; set a smaller value")
     if s.partition in ("dirichlet-equal", "dirichlet"):
         if not is_finite_number(s.alpha) or s.alpha <= 0:
             e.append(
@@ -364,32 +366,32 @@ def spec_errors(s: RunSpec) -> list[str]:
             f"shards={s.shards!r} must be a positive integer (shards per client) for partition 'shards'"
         )
     elif s.shards is not None and (not is_int(s.shards) or s.shards > UPPER["shards"]):
-        e.append(f"shards={s.shards!r} must be a positive integer, or null")
+        e.append(f"shards={shown(s.shards)} must be a positive integer, or null")
     if not is_finite_number(s.participation) or not 0 < s.participation <= 1:
-        e.append(f"participation={s.participation!r} (C) must lie in (0, 1], e.g. 0.2")
+        e.append(f"participation={shown(s.participation)} (C) must lie in (0, 1], e.g. 0.2")
     if not is_finite_number(s.lr) or s.lr <= 0:
-        e.append(f"lr={s.lr!r} must be a finite number > 0, e.g. 0.05 or 1e-3")
+        e.append(f"lr={shown(s.lr)} must be a finite number > 0, e.g. 0.05 or 1e-3")
     if not is_finite_number(s.momentum) or not 0 <= s.momentum < 1:
-        e.append(f"momentum={s.momentum!r} must lie in [0, 1)")
+        e.append(f"momentum={shown(s.momentum)} must lie in [0, 1)")
     if not is_finite_number(s.weight_decay) or s.weight_decay < 0:
-        e.append(f"weight_decay={s.weight_decay!r} must be a finite number >= 0, e.g. 1e-5")
+        e.append(f"weight_decay={shown(s.weight_decay)} must be a finite number >= 0, e.g. 1e-5")
     if s.grad_clip is not None and (not is_finite_number(s.grad_clip) or s.grad_clip <= 0):
         e.append(
             f"grad_clip={s.grad_clip!r} must be a finite number > 0, or null to disable clipping"
         )
     if not is_int(s.seed) or not 0 <= s.seed < SEED_LIMIT:
-        e.append(f"seed={s.seed!r} must be an integer from 0 to 2^63 - 1{yaml11_note(s.seed)}")
+        e.append(f"seed={shown(s.seed)} must be an integer from 0 to 2^63 - 1{yaml11_note(s.seed)}")
     for key in ("deterministic", "eval_local"):
         if not isinstance(getattr(s, key), bool):
             value = getattr(s, key)
-            e.append(f"{key}={value!r} must be true or false{yaml11_note(value)}")
+            e.append(f"{key}={shown(value)} must be true or false{yaml11_note(value)}")
     for key in ("data_root", "partition_file"):
         if getattr(s, key) is not None and not isinstance(getattr(s, key), str):
-            e.append(f"{key}={getattr(s, key)!r} must be a path, or null ({NULLABLE[key]})")
+            e.append(f"{key}={shown(getattr(s, key))} must be a path, or null ({NULLABLE[key]})")
     for key in ("params", "model_options", "dataset_options"):
         value = getattr(s, key)
         if not isinstance(value, dict):
-            e.append(f"{key}={value!r} must be a mapping")
+            e.append(f"{key}={shown(value)} must be a mapping")
             continue
         try:
             check_size(value, key, MAX_OPTION_VALUES)
@@ -412,7 +414,7 @@ def spec_errors(s: RunSpec) -> list[str]:
         e.extend(param_type_errors(cls, s.params))
         if not e:  # the ranges the strategy's Params check, named before any job starts
             e.extend(
-                f"{problem} (strategy {cls.name!r})"
+                f"{problem} (strategy {shown(cls.name)})"
                 for problem in cls.param_value_errors(s.params, s.dataset, s.resolved_model)
             )
     return e
@@ -425,13 +427,14 @@ def model_option_errors(model: str, options: dict[str, Any]) -> list[str]:
     for key, value in options.items():
         if key not in accepted:
             errors.append(
-                f"model_options.{key} is not an option of model {model!r}; its options are: "
+                f"model_options.{safe_text(key)} is not an option of model {shown(model)}; its "
+                "options are: "
                 f"{', '.join(sorted(accepted))}"
             )
             continue
         problem = accepted[key](value)
         if problem:
-            errors.append(f"model_options.{key}={value!r} {problem}")
+            errors.append(f"model_options.{safe_text(key)}={shown(value)} {problem}")
     return errors
 
 
@@ -442,7 +445,7 @@ def parse_override(text: str, flag: str = "--set") -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise SpecError(f"{flag} {text!r} must look like key=value, e.g. {flag} rounds=20")
+        raise SpecError(f"{flag} {shown(text)} must look like key=value, e.g. {flag} rounds=20")
     try:
         return key, load_value(value, f"the value of {flag} {key}")
     except ValueError as exc:  # not YAML, or too large or deep: the message names the flag
@@ -468,7 +471,7 @@ def spec_differences(recorded: dict[str, Any], spec: RunSpec) -> list[str]:
             continue
         a, b = old.get(key, IDENTITY_UNLESS_DEFAULT.get(key)), new.get(key)
         if a != b:
-            lines.append(f"{key}: {a!r} there, {b!r} now")
+            lines.append(f"{key}: {shown(a, DIFF_CHARS)} there, {shown(b, DIFF_CHARS)} now")
     if lines:
         return lines
     for key in sorted(set(new) | (set(recorded) & set(old))):
@@ -476,11 +479,13 @@ def spec_differences(recorded: dict[str, Any], spec: RunSpec) -> list[str]:
             continue
         b = new.get(key, IDENTITY_UNLESS_DEFAULT.get(key))
         if key not in recorded:
-            lines.append(f"{key}: absent there (recorded before the key existed), {b!r} now")
+            lines.append(
+                f"{key}: absent there (recorded before the key existed), {shown(b, DIFF_CHARS)} now"
+            )
         elif _as_written(recorded[key]) != _as_written(b):
             lines.append(
-                f"{key}: {recorded[key]!r} there, {b!r} now (the same value, but the recorded "
-                "hash was taken from it as written then)"
+                f"{key}: {shown(recorded[key], DIFF_CHARS)} there, {shown(b, DIFF_CHARS)} now (the "
+                "same value, but the recorded hash was taken from it as written then)"
             )
     return lines or [
         "no key: the recorded spec_hash was not taken from the recorded spec (run.json edited?)"

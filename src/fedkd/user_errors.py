@@ -1,10 +1,14 @@
 """What a user can fix, said in one line: an ``--out`` path checked before any work, and an
-error a command raised turned into ``fedkd COMMAND: error: ...`` with exit code 2."""
+error a command raised turned into ``fedkd COMMAND: error: ...`` with exit code 2, printed safe for
+the terminal (fedkd.echo: no escape sequence or bidi override in user text reaches it, and no
+line is longer than a screenful)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+from fedkd.echo import safe_message
 
 
 class OutputPathError(ValueError):
@@ -52,7 +56,7 @@ def reporting_user_errors(command: str, run) -> int:
         message = user_error_message(exc, command)
         if message is None:
             raise
-        print(message, file=sys.stderr)
+        print(safe_message(message), file=sys.stderr)
         return 2
 
 

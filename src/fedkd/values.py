@@ -39,6 +39,8 @@ from typing import Any
 
 import yaml
 
+from fedkd.echo import shown
+
 MAX_NODES = 100_000  # values in one document once its aliases are expanded
 MAX_DEPTH = 50  # nesting levels
 
@@ -101,7 +103,7 @@ class _Loader(yaml.SafeLoader):
                     continue
                 if seen:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} is given twice (first on line "
+                        None, None, f"key {shown(key)} is given twice (first on line "
                         f"{first_line[key]}); keep one", key_node.start_mark,
                     )  # fmt: skip
                 first_line[key] = key_node.start_mark.line + 1
@@ -134,7 +136,7 @@ def _construct_bool(loader, node) -> bool:
     text = loader.construct_scalar(node)
     if not BOOL.match(text):  # an explicit !!bool on yes/no/on/off
         raise yaml.constructor.ConstructorError(
-            None, None, f"{text!r} is not a boolean; write true or false", node.start_mark
+            None, None, f"{shown(text)} is not a boolean; write true or false", node.start_mark
         )
     return text.lower() == "true"
 
@@ -146,7 +148,7 @@ def _construct_number(read):
             return read(text)
         except ValueError:
             raise yaml.constructor.ConstructorError(
-                None, None, f"{text!r} is not a number", node.start_mark
+                None, None, f"{shown(text)} is not a number", node.start_mark
             ) from None
 
     return construct
@@ -236,7 +238,7 @@ def _unique_keys(pairs: list[tuple[str, Any]], where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"{where}: key {key!r} is given twice in one object; keep one")
+            raise ValueError(f"{where}: key {shown(key)} is given twice in one object; keep one")
         out[key] = value
     return out
 
@@ -245,7 +247,7 @@ def parse_value(text: str) -> Any:
     """A command-line value read as YAML (numbers, true/false, null, lists, mappings); for
     argparse's ``type=``, so a value that cannot be read is a usage error naming the flag."""
     try:
-        return load_value(text, f"value {_shown(text)}")
+        return load_value(text, f"value {shown(text, 40)}")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -257,7 +259,7 @@ def integer(text: str) -> int:
     known to be exact); for argparse's ``type=``."""
     value = exact_int(parse_value(text))
     if not (is_finite_number(value) and isinstance(value, int)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer, e.g. 10")
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not an integer, e.g. 10")
     return value
 
 
@@ -266,7 +268,7 @@ def number(text: str) -> float:
     ``.inf`` and ``1:30`` are refused); for argparse's ``type=``."""
     value = parse_value(text)
     if not is_finite_number(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number, e.g. 0.5 or 1e-3")
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a finite number, e.g. 0.5 or 1e-3")
     return float(value)
 
 
@@ -278,7 +280,7 @@ def integer_from(low: int, high: int | None = None, high_text: str | None = None
     def bounded(text: str) -> int:
         value = integer(text)
         if value < low or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"{text!r} must be an integer {span}")
+            raise argparse.ArgumentTypeError(f"{shown(text)} must be an integer {span}")
         return value
 
     return bounded
@@ -288,7 +290,7 @@ def positive_number(text: str) -> float:
     """A finite ``number`` flag above 0 (a duration, a timeout); for argparse's ``type=``."""
     value = number(text)
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number above 0, e.g. 600")
+        raise argparse.ArgumentTypeError(f"{shown(text)} must be a number above 0, e.g. 600")
     return value
 
 
@@ -298,10 +300,6 @@ def load_value(text: str, where: str) -> Any:
     if not text.strip():
         raise ValueError(f"{where} is empty; give a value (write null for none)")
     return load_yaml(text, where)
-
-
-def _shown(text: str, limit: int = 40) -> str:
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}..."
 
 
 def check_size(value: Any, where: str, limit: int = MAX_NODES) -> None:

@@ -6,9 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fedkd.echo import safe_message
+
 
 class ConfigError(Exception):
-    pass
+    """A configuration refused; its message is made safe to print (fedkd.echo.safe_message: no
+    escape sequence or bidi override of a key or value reaches the terminal, no line is endless)."""
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(safe_message(message))
 
 
 # a workflow configuration is a few tens of kilobytes (config/paper.yaml: 17 KB); a larger file

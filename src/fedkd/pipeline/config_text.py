@@ -1,6 +1,7 @@
 """The configuration's text refused at planning where a job would fail on it later: a column
 label or a data_root a job's argument parser would take for a flag (``-x``), an empty one, one
-with a control character (NUL cannot be an argument; a newline splits the runs file), one longer
+with a control character (NUL cannot be an argument; a newline splits the runs file), a label
+with a bidi override (U+202E would reorder the row of every table it is shown in), one longer
 than a file name may be, a label written with spaces around it (matched as written, it would
 empty its column), a render job's options too large for one command-line argument, and
 dataset_options a dataset's loader does not take."""
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+
+from fedkd.echo import safe_text, shown, unsafe_character
 
 # a column label: shown in tables and figures, never a file name; room for "FedGKD (M=3, KL)"
 MAX_LABEL_CHARS = 100
@@ -34,6 +37,12 @@ def label_problem(label: str) -> str | None:
         )
     if CONTROL.search(label):
         return "holds a control character (a newline, a tab, NUL); write it on one line"
+    unsafe = unsafe_character(label)
+    if unsafe:  # a bidi override would reorder the table row it is shown in
+        return (
+            f"holds the invisible character {unsafe}, which would change how the tables around "
+            "it read; remove it"
+        )
     if label[0] in "-#":
         return (
             f"starts with {label[0]!r}, which a job reads as a flag or a comment; "
@@ -71,7 +80,9 @@ def label_errors(cfg: dict) -> list[str]:
             for label in entry["columns"]:
                 problem = label_problem(label) if isinstance(label, str) else "is not text"
                 if problem:
-                    errors.append(f"{group}.{name}.columns: the label {label!r} {problem}")
+                    errors.append(
+                        f"{group}.{safe_text(name)}.columns: the label {shown(label)} {problem}"
+                    )
     return errors
 
 
@@ -119,7 +130,8 @@ def dataset_option_errors(cfg: dict, datasets) -> list[str]:
         unknown = sorted(set(map(str, options)) - set(accepted))
         if unknown:
             errors.append(
-                f"{where}.dataset_options: dataset {dataset!r} has no option(s) "
-                f"{', '.join(unknown)}; its options are: {', '.join(accepted) or 'none'}"
+                f"{where}.dataset_options: dataset {shown(dataset)} has no option(s) "
+                f"{', '.join(map(safe_text, unknown))}; its options are: "
+                f"{', '.join(accepted) or 'none'}"
             )
     return errors

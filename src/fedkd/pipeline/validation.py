@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 # the configuration's reader, importable from here as before
+from fedkd.echo import safe_message, safe_text, shown
 from fedkd.pipeline.config_file import (  # noqa: F401
     MAX_CONFIG_BYTES,
     ConfigError,
@@ -86,7 +87,7 @@ def _option_size_errors(node, where: str) -> list[str]:
     errors = []
     if isinstance(node, dict):
         for k, v in node.items():
-            path = f"{where}.{k}" if where else str(k)
+            path = f"{where}.{safe_text(k)}" if where else safe_text(k)
             if k in ("params", "model_options", "dataset_options") and isinstance(v, dict):
                 try:
                     check_size(v, path, MAX_OPTION_VALUES)
@@ -139,13 +140,13 @@ def schema_errors(cfg: dict, schema_path: Path) -> list[str]:
                     continue
                 close = difflib.get_close_matches(extra, known, n=1, cutoff=0.6)
                 hint = (
-                    f"; did you mean {close[0]!r}?"
+                    f"; did you mean {shown(close[0])}?"
                     if close
                     else (f"; the keys here are: {', '.join(known)}" if known else "")
                 )
                 if close:
                     misspelt.add((where, close[0]))
-                msg = f"{where}: {extra!r} was unexpected{hint}"
+                msg = f"{where}: {shown(extra)} was unexpected{hint}"
                 if msg not in unknown:
                     unknown.append(msg)
             continue
@@ -170,7 +171,7 @@ def _schema_message(e) -> str:
     from fedkd.values import yaml11_note
 
     if e.validator == "type" and e.validator_value == "boolean":
-        return f"{e.instance!r} must be true or false{yaml11_note(e.instance)}"
+        return f"{shown(e.instance)} must be true or false{yaml11_note(e.instance)}"
     if e.validator == "type":
         return f"{e.message}{yaml11_note(e.instance)}{_quote_note(e)}"
     return e.message
@@ -183,8 +184,8 @@ def _quote_note(e) -> str:
     if "string" not in wanted or not number:
         return ""
     return (
-        f" (to mean the text {e.instance!r}, quote it: '{e.instance!r}' in YAML, "
-        f"--config KEY='\"{e.instance!r}\"' on the command line)"
+        f" (to mean the text {shown(e.instance)}, quote it: '{shown(e.instance)}' in YAML, "
+        f"--config KEY='\"{shown(e.instance)}\"' on the command line)"
     )
 
 
@@ -209,7 +210,8 @@ def _leaf_errors(err) -> list:
 def _key_path(parts) -> str:
     text = ""
     for p in parts:
-        text += f"[{p}]" if isinstance(p, int) else (f".{p}" if text else str(p))
+        key = safe_text(p)  # a key of the user's, echoed: no escape sequence reaches a terminal
+        text += f"[{p}]" if isinstance(p, int) else (f".{key}" if text else key)
     return text or "(top level)"
 
 
@@ -225,8 +227,8 @@ def semantic_errors(cfg: dict, check_specs: bool = True) -> list[str]:
     for vname, v in variants.items():
         if v["strategy"] not in strategies:
             errors.append(
-                f"variants.{vname}.strategy: {v['strategy']!r} is not a registered strategy; "
-                + choose_a_strategy()
+                f"variants.{safe_text(vname)}.strategy: {shown(v['strategy'])} is not a "
+                "registered strategy; " + choose_a_strategy()
             )
     tables, figures = cfg.get("tables") or {}, cfg.get("figures") or {}
     for name in sorted(set(tables) & set(figures)):
@@ -238,14 +240,16 @@ def semantic_errors(cfg: dict, check_specs: bool = True) -> list[str]:
             where = f"{group}.{name}"
             layout = LAYOUTS.get(entry.get("layout", name))
             if layout is None:
-                hint = f" (layout {ALIASES[name]!r}?)" if name in ALIASES else ""
+                hint = f" (layout {shown(ALIASES[name])}?)" if name in ALIASES else ""
                 errors.append(
-                    f"{where}.layout: missing; {name!r} is not a layout name{hint}; layouts "
+                    f"{where}.layout: missing; {shown(name)} is not a layout name{hint}; layouts "
                     f"are: {', '.join(LAYOUTS)}"
                 )
                 continue
             if group != f"{layout.output}s":
-                errors.append(f"{where}.layout: {layout.name!r} belongs under {layout.output}s")
+                errors.append(
+                    f"{where}.layout: {shown(layout.name)} belongs under {layout.output}s"
+                )
             errors += _entry_errors(cfg, plan, where, layout, entry, variants, specs)
     errors += label_errors(cfg) + data_root_errors(cfg)
     if check_specs:  # the loaders' options: imports each dataset's loader
@@ -286,7 +290,7 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
             if "best_of" not in layout.options:
                 takes = [n for n, lay in LAYOUTS.items() if "best_of" in lay.options]
                 errors.append(
-                    f"{where}.columns.{label}: layout {layout.name} cannot show the best of a "
+                    f"{where}.columns.{safe_text(label)}: layout {layout.name} cannot show the best of a "
                     f"sweep; best_of columns go in layouts {', '.join(takes)}"
                 )
         else:
@@ -295,7 +299,7 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
                 c["variant"] for c in ([] if isinstance(column, str) else column.get("cases", []))
             ]
         errors += [
-            f"{where}.columns.{label}: variant {n!r} is not defined under variants"
+            f"{where}.columns.{safe_text(label)}: variant {shown(n)} is not defined under variants"
             for n in names
             if n not in variants
         ]
@@ -305,7 +309,7 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
         for point in points:
             if plan.keys_of(point["dataset"]).get("dataset_options"):
                 errors.append(
-                    f"{where}.grid: dataset {point['dataset']!r} has dataset_options; "
+                    f"{where}.grid: dataset {shown(point['dataset'])} has dataset_options; "
                     "`fedkd partition` cannot draw its partition"
                 )
     check = layout.config_check()
@@ -321,7 +325,7 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
                 spec = plan.output_point_spec(name, point, variant)
                 key = json.dumps([variant, spec], sort_keys=True)
                 specs.setdefault(key, (f"variant {variant}", spec, []))[2].append(
-                    f"{where}.columns.{label}"
+                    f"{where}.columns.{safe_text(label)}"
                 )
     errors += _paper_errors(plan, where, name, entry, layout)
     if layout.input == "partitions":
@@ -344,7 +348,7 @@ def _paper_errors(plan, where, name, entry, layout) -> list[str]:
         return []
     known = load_paper_values()
     if key not in known:
-        return [f"{where}.paper: {key!r} is not a paper table; known: {', '.join(known)}"]
+        return [f"{where}.paper: {shown(key)} is not a paper table; known: {', '.join(known)}"]
     if layout.output != "table" or layout.input != "aggregate":
         return [f"{where}.paper: only tables drawn from runs can be set beside the paper"]
     if f"{name}{VS_PAPER}" in plan.outputs:
@@ -431,7 +435,8 @@ def capacity_errors(spec, partition_only: bool = False) -> list[str]:
     if n < spec.clients * need:
         return [
             f"clients={spec.clients} needs {spec.clients * need} training samples for partition "
-            f"{spec.partition!r} but {spec.dataset} has {n}; use at most {n // need} clients"
+            f"{shown(spec.partition)} but {spec.dataset} has {n}; use at most {n // need} "
+            "clients"
         ]
     return []
 
@@ -451,7 +456,7 @@ def unknown_targets_message(unknown: list[str], plan: Plan) -> str:
             by_name[n] for n in difflib.get_close_matches(Path(target).stem, by_name, n=1)
         ]
         hint = f"; did you mean {close[0]}?" if close else ""
-        lines.append(f"no rule makes {target!r}{hint}")
+        lines.append(f"no rule makes {shown(target)}{hint}")
     lines.append(
         "targets of this configuration: results/tables/NAME.tex (also .md, .csv, .html) for "
         f"NAME in: {', '.join(tables) or '(none)'}"
@@ -462,4 +467,6 @@ def unknown_targets_message(unknown: list[str], plan: Plan) -> str:
         "or no target (every table and figure); a target goes before --configfile, which takes "
         "every following word as a file"
     )
-    return "\n".join(lines)
+    # each target quoted short and safe above; the whole made safe for the terminal, every line
+    # kept whole (the outputs' listing)
+    return safe_message("\n".join(lines), line_limit=100_000)

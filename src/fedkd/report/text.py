@@ -102,10 +102,12 @@ _TEX_SPECIAL = {
     # a blank line would end the paragraph inside a \caption or a table cell: an error
     "\n": " ",
 }
-# what a control character (NUL included) is written as: never itself, in any output format
+# what a control character (NUL included) or a bidi formatting character is written as: never
+# itself, in any output format (U+202E in a label would reorder the rest of its table row)
 REPLACEMENT = "\ufffd"
 TEX_REPLACEMENT = "?"  # U+FFFD is in no standard LaTeX font
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and line feed
+# all control characters but tab and line feed, and the bidi formatting characters
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def tex_escape(text: str) -> str:

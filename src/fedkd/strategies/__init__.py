@@ -20,12 +20,19 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fedkd.echo import safe_text, shown
+
 if TYPE_CHECKING:
     from fedkd.strategies.base import Strategy
 
 # a strategy module of one's own: a Python file, or several separated by os.pathsep (":")
 MODULES_VARIABLE = "FEDKD_STRATEGY_MODULES"
 STRATEGIES_DIR = Path(__file__).resolve().parent
+
+
+class StrategyModuleError(ValueError):
+    """A strategy module of one's own that cannot be registered: it fails (or exits) while it is
+    imported, or declares a name or a published-code choice wrongly. Said in one line."""
 
 
 def package_module_names() -> list[str]:
@@ -49,10 +56,10 @@ def external_module_files() -> list[Path]:
             problem = (
                 "is not a Python file (.py)"
                 if path.suffix != ".py"
-                else f"does not exist (resolved to {str(path)!r})"
+                else f"does not exist (resolved to {shown(str(path))})"
             )
-            raise ValueError(
-                f"{MODULES_VARIABLE} names {entry!r}, which {problem}; set it to the files of "
+            raise StrategyModuleError(
+                f"{MODULES_VARIABLE} names {shown(entry)}, which {problem}; set it to the files of "
                 f"your own strategy modules, separated by {os.pathsep!r}"
             )
         if path not in files:
@@ -77,15 +84,44 @@ def _import_external(path: Path):
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ValueError(f"{MODULES_VARIABLE}: {str(path)!r} cannot be imported as a module")
+        raise StrategyModuleError(
+            f"{MODULES_VARIABLE}: {shown(str(path))} cannot be imported as a module"
+        )
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except BaseException:
+    except KeyboardInterrupt:  # Ctrl-C while importing: the user's own stop
         del sys.modules[name]
         raise
+    except BaseException as exc:  # noqa: BLE001 (sys.exit() too: it would end fedkd silently)
+        del sys.modules[name]
+        raise StrategyModuleError(
+            f"{MODULES_VARIABLE}: the strategy module {safe_text(path, None)} failed while being "
+            f"imported: {import_failure(exc, path)}; fix it, or remove it from {MODULES_VARIABLE}"
+        ) from None
     return module
+
+
+def import_failure(exc: BaseException, path: Path) -> str:
+    """What went wrong importing the module at ``path``, in a few words, with the line of that
+    file where it happened."""
+    if isinstance(exc, SystemExit):
+        what = f"it calls sys.exit({shown(exc.code, 40)}) (a module must not end the program)"
+    elif isinstance(exc, SyntaxError):
+        where = "" if exc.filename == str(path) else f" of {safe_text(exc.filename, None)}"
+        return f"SyntaxError at line {exc.lineno}{where}: {safe_text(exc.msg)}"
+    else:
+        lines = str(exc).splitlines()
+        text = lines[0] + (" ..." if len(lines) > 1 else "") if lines else ""
+        what = f"{type(exc).__name__}" + (f": {safe_text(text)}" if text else "")
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:  # the deepest frame in the module's own file
+        if Path(tb.tb_frame.f_code.co_filename) == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return what + (f" (line {line})" if line is not None else "")
 
 
 def _code_choice_errors(cls: type[Strategy]) -> list[str]:
@@ -94,9 +130,10 @@ def _code_choice_errors(cls: type[Strategy]) -> list[str]:
 
     defaults = {f.name: f.default for f in dataclasses.fields(cls.Params)}
     return [
-        f"strategy {cls.name!r} declares code_choices[{key!r}] = {default!r}, but its Params "
+        f"strategy {shown(cls.name)} declares code_choices[{shown(key)}] = {shown(default)}, but "
+        "its Params "
         + (
-            f"default is {defaults[key]!r}; make them the same"
+            f"default is {shown(defaults[key])}; make them the same"
             if key in defaults
             else "has no such parameter"
         )
@@ -120,14 +157,21 @@ def _registry_of(external: tuple[Path, ...]) -> dict[str, type[Strategy]]:
                 and obj.name
                 and obj.__module__ == module.__name__
             ):
+                if not isinstance(obj.name, str):
+                    raise StrategyModuleError(
+                        f"strategy class {obj.__qualname__} of {safe_text(module.__file__, None)} "
+                        f"has the name {shown(obj.name)}; a strategy's name is text"
+                    )
                 if obj.name in found:
-                    raise RuntimeError(
-                        f"strategy name {obj.name!r} is registered twice ({module.__file__} and "
-                        f"{sys.modules[found[obj.name].__module__].__file__}); rename one"
+                    raise StrategyModuleError(
+                        f"strategy name {shown(obj.name)} is registered twice "
+                        f"({safe_text(module.__file__, None)} and "
+                        f"{safe_text(sys.modules[found[obj.name].__module__].__file__, None)}); "
+                        "rename one"
                     )
                 problems = _code_choice_errors(obj)
                 if problems:
-                    raise RuntimeError("; ".join(problems))
+                    raise StrategyModuleError("; ".join(problems))
                 found[obj.name] = obj
     return dict(sorted(found.items()))
 

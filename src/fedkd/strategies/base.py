@@ -263,9 +263,11 @@ class Strategy:
 
     @classmethod
     def param_errors(cls, given: dict[str, Any]) -> list[str]:
+        from fedkd.echo import safe_text
+
         names = {f.name for f in dataclasses.fields(cls.Params)}
         return [
-            f"params.{k} is not a parameter of strategy {cls.name!r}; "
+            f"params.{safe_text(k)} is not a parameter of strategy {cls.name!r}; "
             f"its parameters are: {', '.join(sorted(names)) or '(none)'}"
             for k in sorted(set(given) - names)
         ]

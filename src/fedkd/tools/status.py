@@ -30,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fedkd.config import UPPER
+from fedkd.echo import safe_message
 from fedkd.files import (
     METRICS,
     RUN_JSON,
@@ -411,7 +412,9 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None,
         lines.append(
             f"ETA: ~{fmt_duration(eta)} ({runs_left} to finish, {counts['running']} at a time)"
         )
-    return "\n".join(lines)
+    # a run folder's name is the user's text: no escape sequence or bidi override of it reaches
+    # the terminal (fedkd.echo), and every path is printed whole
+    return safe_message("\n".join(lines), line_limit=100_000)
 
 
 def status_main(root: str | Path = "results/runs", configfile: str | Path | None = None,

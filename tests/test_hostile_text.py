@@ -1,0 +1,241 @@
+"""User text echoed back is text: a terminal's escape sequences and bidi overrides in the keys of
+params, model_options and dataset_options, in a run folder's name or in a column label never
+reach the terminal or a table as themselves; a long value is cut with its length said; and a
+strategy module of one's own that fails, or exits, while it is imported is one line naming it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedkd.cli import main
+from fedkd.config import RunSpec, SpecError
+from fedkd.echo import safe_message, safe_text, shown
+from fedkd.pipeline import ConfigError, validate_config
+from fedkd.strategies import MODULES_VARIABLE, StrategyModuleError, strategy_names
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+# a window-title change, a screen clear, a bidi override and a C1 control sequence introducer
+HOSTILE = "a\x1b]0;PWNED\x07\x1b[2J\u202ez\x9b"
+
+
+def assert_inert(text: str) -> None:
+    """No character that a terminal acts on or that reorders text is left as itself."""
+    for ch in ("\x1b", "\x07", "\u202e", "\x9b"):
+        assert ch not in text, repr(ch)
+
+
+# ----------------------------------------------------------------------------- the helpers
+
+
+def test_safe_text_escapes_what_a_terminal_acts_on_and_keeps_the_rest():
+    assert safe_text(HOSTILE) == "a\\x1b]0;PWNED\\x07\\x1b[2J\\u202ez\\x9b"
+    assert safe_text("FedGKD (M=3) α σ ✓") == "FedGKD (M=3) α σ ✓"
+    assert safe_text("x" * 100, 10) == "x" * 10 + "... (100 characters)"
+
+
+def test_shown_quotes_as_repr_does_and_cuts_a_long_value_saying_its_length():
+    assert shown("fedavg") == "'fedavg'" and shown(0.5) == "0.5"
+    long = shown("y" * 150_000)
+    assert long == repr("y" * 80) + "... (150,000 characters)"
+    assert_inert(shown(HOSTILE)) and assert_inert(shown({HOSTILE: [HOSTILE]}))
+
+
+def test_a_message_keeps_its_lines_and_cuts_each_to_a_screenful():
+    message = safe_message("first\n" + "z" * 5000 + HOSTILE)
+    first, second = message.split("\n")
+    assert first == "first" and second.endswith(f"... ({5000 + len(HOSTILE):,} characters)")
+    assert len(second) < 2100
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize("key", ["params", "model_options", "dataset_options"])
+def test_a_hostile_key_is_escaped_in_trains_refusal(key, tmp_path, capsys):
+    flag = f"--{key.replace('_', '-')}"
+    code = main(["train", "--out", str(tmp_path / "r"), "--dataset", "mnist5k",
+                 flag, json.dumps({HOSTILE: 1})])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("fedkd train: error:")
+    assert_inert(err)
+    assert "a\\x1b]0;PWNED\\x07\\x1b[2J\\u202ez\\x9b" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_hostile_key_is_escaped_where_the_run_spec_names_it():
+    for options in ({"params": {HOSTILE: 1}}, {"model_options": {HOSTILE: 1}}):
+        with pytest.raises(SpecError) as info:
+            RunSpec.from_dict({"dataset": "mnist5k", **options})
+        assert_inert(str(info.value))
+        assert "is not a" in str(info.value)
+
+
+def test_a_long_value_is_cut_with_its_length_in_a_refusal(tmp_path, capsys):
+    code = main(["train", "--out", str(tmp_path / "r"), "--dataset", "mnist5k",
+                 "--partition", "p" * 150_000])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "... (150,000 characters)" in err and len(err) < 3000
+
+
+def small_config() -> dict:
+    return yaml.safe_load(
+        """
+name: mine
+seeds: [0]
+defaults: {partition: dirichlet-equal, alpha: 0.5, clients: 4, participation: 0.5,
+           local_epochs: 1, rounds: 2}
+variants: {fedavg: {strategy: fedavg}}
+tables:
+  table3:
+    layout: grid
+    caption: x
+    grid: {dataset: [mnist5k]}
+    columns: {FedAvg: fedavg}
+"""
+    )
+
+
+def config_errors(cfg: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate_config(cfg, SCHEMA)
+    return str(info.value)
+
+
+def test_hostile_keys_of_a_configuration_are_escaped_in_its_refusal():
+    cfg = small_config()
+    cfg["variants"]["fedavg"]["params"] = {HOSTILE: 1}
+    cfg["variants"]["fedavg"]["model_options"] = {HOSTILE: 1}
+    cfg["defaults"]["dataset_options"] = {HOSTILE: 1}
+    cfg["defaults"][HOSTILE] = 1  # a key the schema does not know
+    message = config_errors(cfg)
+    assert_inert(message)
+    assert "\\x1b[2J" in message
+
+
+@pytest.mark.parametrize(
+    ("label", "says"),
+    [
+        ("Fed\u202eAvg", "holds the invisible character U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+        ("Fed\u2066Avg", "holds the invisible character U+2066 (LEFT-TO-RIGHT ISOLATE)"),
+        ("Fed\u2028Avg", "holds the invisible character U+2028 (LINE SEPARATOR)"),
+        ("Fed\x85Avg", "holds the invisible character U+0085"),
+    ],
+)
+def test_a_label_with_a_bidi_or_line_control_is_refused_at_planning(label, says):
+    cfg = small_config()
+    cfg["tables"]["table3"]["columns"] = {label: "fedavg"}
+    message = config_errors(cfg)
+    assert f"tables.table3.columns: the label {shown(label)} {says}" in message
+    assert "remove it" in message
+    assert_inert(message)
+
+
+def test_a_refused_150kb_label_is_cut_in_its_refusal():
+    cfg = small_config()
+    cfg["tables"]["table3"]["columns"] = {"L" * 150_000: "fedavg"}
+    message = config_errors(cfg)
+    assert "... (150,000 characters) is 150,000 characters long; keep a label to 100" in message
+    assert len(message) < 2000
+
+
+def test_fedkd_status_escapes_a_run_folders_name(tmp_path, capsys):
+    run = tmp_path / "runs" / "mnist5k" / f"fed{HOSTILE}" / "s" / "seed0"
+    run.mkdir(parents=True)
+    record = {"status": "running", "rounds_done": 1, "spec": {"rounds": 5},
+              "process": {"pid": 1, "host": "another-host"}}  # fmt: skip
+    (run / "run.json").write_text(json.dumps(record))
+    assert main(["status", "--runs", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert_inert(out)
+    assert "fed" + safe_text(HOSTILE, None) in out
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def test_a_bidi_override_in_a_label_reaches_no_table_format(tmp_path):
+    """A label reaches a table from `fedkd aggregate --run LABEL=DIR` too, which no planning
+    sees: every format writes a bidi override or an escape as the replacement character."""
+    from fedkd.report.render import render
+    from test_report import agg_file, make_run
+
+    label = "Fed\u202eAvg\x1b[2J"
+    run = make_run(tmp_path / "runs", "a", [0.1, 0.5])
+    out = tmp_path / "t"
+    render("grid", out, aggregate=agg_file(tmp_path, [(label, run)]),
+           options={"columns": [label], "caption": "cap\u2067tion"})  # fmt: skip
+    for suffix in (".tex", ".md", ".csv", ".html"):
+        text = out.with_name(out.name + suffix).read_text()
+        assert_inert(text)
+        assert "Avg" in text, suffix
+
+
+# ----------------------------------------------------------------------------- strategy modules
+
+BROKEN_MODULES = {
+    "exits": ("import sys\nsys.exit(0)\n", "it calls sys.exit(0) (a module must not end the "
+              "program) (line 2)"),
+    "exits-with-text": ("import sys\n\nsys.exit('bye\\x1b[2J')\n",
+                        "it calls sys.exit('bye\\x1b[2J') (a module must not end the program) "
+                        "(line 3)"),
+    "syntax": ("def f(:\n", "SyntaxError at line 1: "),
+    "raises": ("x = 1\nraise RuntimeError('boom')\n", "RuntimeError: boom (line 2)"),
+    "raises-in-a-function": ("def f():\n    raise KeyError('k')\n\nf()\n", "KeyError: 'k' (line 2)"),
+    "imports-nothing": ("import no_such_module_anywhere\n",
+                        "ModuleNotFoundError: No module named 'no_such_module_anywhere' (line 1)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BROKEN_MODULES)
+def test_a_strategy_module_failing_while_imported_is_one_line_naming_it(
+    case, tmp_path, monkeypatch, capsys
+):
+    text, cause = BROKEN_MODULES[case]
+    module = tmp_path / "mine.py"
+    module.write_text(text)
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    with pytest.raises(StrategyModuleError) as info:
+        strategy_names()
+    message = str(info.value)
+    assert message.startswith(
+        f"{MODULES_VARIABLE}: the strategy module {module} failed while being imported: "
+    )
+    assert cause in message and "\n" not in message
+    assert message.endswith(f"fix it, or remove it from {MODULES_VARIABLE}")
+    assert not [m for m in sys.modules if m.startswith("fedkd_strategy_module_mine")]
+    # the commands say it in that one line and exit 2, never 0 with no output
+    for argv in (["strategies"], ["train", "--out", str(tmp_path / "r"), "--dataset", "mnist5k"]):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == f"fedkd {argv[0]}: error: {safe_message(message)}\n"
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_strategy_name_registered_twice_is_one_line(tmp_path, monkeypatch, capsys):
+    module = tmp_path / "twice.py"
+    module.write_text(
+        "from fedkd.strategies.base import Strategy\n\n\n"
+        "class Again(Strategy):\n"
+        '    name = "fedavg"\n'
+    )
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    assert main(["strategies"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fedkd strategies: error: strategy name 'fedavg' is registered twice")
+    assert str(module) in err and err.count("\n") == 1
+
+
+def test_ctrl_c_while_a_strategy_module_is_imported_stays_an_interrupt(tmp_path, monkeypatch):
+    module = tmp_path / "interrupted.py"
+    module.write_text("raise KeyboardInterrupt\n")
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    with pytest.raises(KeyboardInterrupt):
+        strategy_names()
+    assert main(["strategies"]) == 130

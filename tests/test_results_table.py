@@ -1,0 +1,131 @@
+"""bench/results_table.py reads back every row it writes, whatever text it holds (U+2028 in
+--conditions), and refuses, one line naming the line and key, what no table can show as written
+(a terminal's escape sequence, a bidi override), a commit that is no hash written as text and a
+line nested too deep; HTML, links and entities in a text are shown as the characters written."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location(
+        "results_table", ROOT / "bench" / "results_table.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+results_table = _load_generator()
+
+ROW = {
+    "id": "x-1", "topic": "t", "date": "2026-11-28", "device": "cpu", "commit": None,
+    "command": None, "what": "w", "figures": {"a": 1}, "conditions": "c", "readme": "r",
+}  # fmt: skip
+BENCH_LINE = {"date": "2026-11-28", "device": "NVIDIA H200", "what": "w", "img_s": 5.0,
+              "details": {"engine": "graphs"}}  # fmt: skip
+
+
+def results_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "results.jsonl"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def one_row(tmp_path: Path, **changes) -> Path:
+    return results_file(tmp_path, json.dumps({**ROW, **changes}) + "\n")
+
+
+@pytest.mark.parametrize("breaks", ["\u2028", "\u2029", "\x85", "\u2028\n\u2029"])
+def test_an_imported_row_reads_back_as_written_whatever_its_conditions(tmp_path, breaks):
+    bench = results_file(tmp_path, json.dumps(BENCH_LINE) + "\n")
+    results = tmp_path / "out.jsonl"
+    conditions = f"before{breaks}after α ✓"
+    code = results_table.main(["--import", str(bench), "--results", str(results),
+                               "--commit", "abc1234", "--conditions", conditions])  # fmt: skip
+    assert code == 0
+    assert results.read_text(encoding="utf-8").count("\n") == 1, "one row, one line"
+    (row,) = results_table.load(results)
+    assert row["conditions"] == conditions and row["commit"] == "abc1234"
+    table = results_table.render([row])
+    assert "before after α ✓" in table
+    # a second import appends to a file that still reads
+    assert results_table.main(["--import", str(bench), "--results", str(results),
+                               "--commit", "abc1234", "--conditions", "c"]) == 0  # fmt: skip
+    assert len(results_table.load(results)) == 2
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"commit": 1234567}, "line 1: commit 1234567 is not a hash written as text"),
+        ({"what": "title\x1b]0;x\x07"}, "line 1: what holds U+001B (a control character)"),
+        ({"device": "ab\u202ecd"}, "line 1: device holds U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+        ({"readme": "r\x00"}, "line 1: readme holds U+0000 (a control character)"),
+        ({"figures": {"a\x1b[2J": 1}}, "line 1: figures holds U+001B"),
+        ({"figures": {"a": float("inf")}}, "figure 'a' = inf: a finite number"),
+        ({"what": "w" * 150_000 + "\x1b"}, "what holds U+001B"),
+        ({"device": ["x"] * 10}, "device must be non-empty text, got a JSON list"),
+    ],
+)
+def test_what_a_table_cannot_show_is_refused_in_one_line(tmp_path, changes, message, capsys):
+    path = one_row(tmp_path, **changes)
+    with pytest.raises(results_table.ResultsError, match=re.escape(message)):
+        results_table.load(path)
+    assert results_table.main(["--results", str(path), "--readme"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("results_table: results.jsonl line 1: ") and err.count("\n") == 1
+    assert "\x1b" not in err and "\u202e" not in err and len(err) < 400
+
+
+@pytest.mark.parametrize("depth", [100_000, 5_000])
+def test_a_line_nested_too_deep_is_refused_naming_it(tmp_path, depth, capsys):
+    path = results_file(tmp_path, '{"id": ' + "[" * depth + "]" * depth + "}\n")
+    assert results_table.main(["--results", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("results_table: results.jsonl line 1: ") and err.count("\n") == 1
+
+
+def test_a_bench_line_of_another_shape_is_refused_naming_it(tmp_path, capsys):
+    for line in ({**BENCH_LINE, "details": ["x"]}, "[" * 50_000 + "]" * 50_000):
+        bench = results_file(tmp_path, (line if isinstance(line, str) else json.dumps(line)))
+        code = results_table.main(["--import", str(bench), "--results", str(tmp_path / "o"),
+                                   "--conditions", "c"])  # fmt: skip
+        assert code == 1
+        assert capsys.readouterr().err.startswith("results_table: results.jsonl line 1: ")
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_escape_in_the_flags_is_refused_before_anything_is_written(tmp_path, capsys):
+    bench = results_file(tmp_path, json.dumps(BENCH_LINE) + "\n")
+    for flag in ("--conditions", "--topic"):
+        argv = ["--import", str(bench), "--results", str(tmp_path / "o"), "--conditions", "c"]
+        code = results_table.main([*argv, flag, "x\x1b[2J"])
+        assert code == 1
+        assert f"{flag} holds U+001B" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_html_links_and_entities_are_shown_as_written(tmp_path):
+    row = {**ROW, "what": "<img src=x onerror=alert(1)> &lt; [a](b)",
+           "readme": "[click](javascript:alert(1))", "topic": "T [x](javascript:y) <b>",
+           "command": "echo '<b>' | `x` ``y``"}  # fmt: skip
+    (row,) = results_table.load(one_row(tmp_path, **row))
+    md, readme = results_table.render([row]), results_table.render_readme([row])
+    code_span = "``` echo '<b>' \\| `x` ``y`` ```"
+    for text in (md.replace(code_span, ""), readme):
+        assert "<img" not in text and "<b>" not in text
+        assert not re.search(r"(?<!\\)\]\(javascript:", text), "no link: its bracket is escaped"
+    assert "&lt;img src=x onerror=alert(1)&gt; &amp;lt; \\[a\\](b)" in md
+    assert "| \\[click\\](javascript:alert(1)) |" in readme
+    assert "## T \\[x\\](javascript:y) &lt;b&gt;" in md
+    # a command is code: its text as written, fenced by more backticks than it holds in a row
+    assert code_span in md
