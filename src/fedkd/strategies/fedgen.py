@@ -8,10 +8,10 @@ first round). Clients upload their label counts; the server sends G.
 
 Generator (FedGen's code, SPEC): [noise ~ U[0, 1) || onehot(y)] -> Linear(hidden) ->
 BatchNorm1d -> ReLU -> Linear(feature_dim); hidden 512 (ResNet-8, CNN), 2048 (ResNet-50), 768
-(DistilBERT). Noise dimension: 64 (FedGen's code and SPEC for CIFAR); the paper is silent, and
-the FedGKD authors' release (CGCL-codes/FedGKD at 72e7bac, models/generator.py
-GENERATORCONFIGS) uses 2048 on Tiny-ImageNet and 768 on AG News and SST-5, which are the
-per-dataset defaults here (NOISE_DIM).
+(DistilBERT). Noise dimension: the paper is silent and SPEC says 64; the FedGKD authors' release
+(CGCL-codes/FedGKD at 72e7bac, models/generator.py GENERATORCONFIGS) uses 64 on CIFAR-10 and
+CIFAR-100, 2048 on Tiny-ImageNet and 768 on AG News and SST-5, which are the per-dataset
+defaults here (NOISE_DIM; the stand-ins take their paper setting's).
 
 Server step each round (after aggregation), following FedGen's train_generator:
   - `gen_steps` Adam steps (lr 1e-4, weight decay 1e-2; FedGen decays this lr by 0.98 after each
@@ -206,7 +206,9 @@ class FedGen(Strategy):
     summary = (
         "The server trains a feature generator from the clients' heads and label counts; clients "
         "add alpha_t * CE(classifier(G(y)), y) on labels y drawn from all classes, alpha_t = "
-        "alpha_0 * 0.98^t; alpha_0 0.1 on CIFAR-10 and Tiny-ImageNet, 1 on CIFAR-100 and text."
+        "alpha_0 * 0.98^t, t the 1-based round; alpha_0 0.1 on CIFAR-10 and Tiny-ImageNet, 1 on "
+        "CIFAR-100 and text. label_counts=ones reproduces the FedGKD authors' release, whose "
+        "clients upload all-ones label counts."
     )
     Params = FedGenParams
     traits = Traits(extra_information="label counts", proxy_data=False, modifies_model=False)
