@@ -372,11 +372,17 @@ def test_generator_output_shape_and_noise():
 
 
 def test_fedgen_coefficient_decays_from_the_second_round():
-    assert coefficient(1.0, 0) == 0.0  # round 1: the generator is untrained
-    assert coefficient(1.0, 1) == pytest.approx(0.98)
-    assert coefficient(1.0, 10) == pytest.approx(0.98**10)
-    assert coefficient(10.0, 3) == pytest.approx(10 * 0.98**3)
-    assert coefficient(0.1, 50, decay=0.9) == pytest.approx(0.1 * 0.9**50)
+    for index in ("one-based", "zero-based"):
+        assert coefficient(1.0, 0, round_index=index) == 0.0  # round 1: the generator is untrained
+    # FedGen's code: t is the 0-based round
+    assert coefficient(1.0, 1, round_index="zero-based") == pytest.approx(0.98)
+    assert coefficient(1.0, 10, round_index="zero-based") == pytest.approx(0.98**10)
+    assert coefficient(10.0, 3, round_index="zero-based") == pytest.approx(10 * 0.98**3)
+    assert coefficient(0.1, 50, 0.9, "zero-based") == pytest.approx(0.1 * 0.9**50)
+    # the FedGKD authors' release (the default): t from 1, one more decay step in every round
+    assert coefficient(1.0, 1) == pytest.approx(0.98**2)
+    assert coefficient(10.0, 3, round_index="one-based") == pytest.approx(10 * 0.98**4)
+    assert coefficient(0.1, 50, 0.9) == pytest.approx(0.1 * 0.9**51)
 
 
 def test_diversity_loss_by_hand():
@@ -515,7 +521,7 @@ def test_fedgen_client_term():
     model = ctx.build_model()
     client = _declared_steps(s, 0, ctx, model, payload, [0, 2, 2, 0])
     d = client.declared
-    assert d.shared["coef"].item() == pytest.approx(10 * 0.98)
+    assert d.shared["coef"].item() == pytest.approx(10 * 0.98**2)  # round 2: t = 2 (one-based)
     y_s = d.per_step["generated_labels"]
     assert y_s.shape == (20, 4)
     assert set(y_s.flatten().tolist()) == {0, 1, 2}  # every label, 1 not held here
@@ -532,7 +538,7 @@ def test_fedgen_client_term():
     b = batch_of(client)
     got = local_loss_on(s, client, b, step=3)
     ce_gen = torch.nn.functional.cross_entropy(model.classifier(z[3]), y_s[3])
-    assert got.item() == pytest.approx((b.ce() + 10 * 0.98 * ce_gen).item(), rel=1e-6)
+    assert got.item() == pytest.approx((b.ce() + 10 * 0.98**2 * ce_gen).item(), rel=1e-6)
     assert s.client_end(client)["label_counts"].tolist() == [2, 0, 2]
     # restricted to its own labels, a client never generates the class it lacks
     own = FedGen(FedGenParams(coef=10.0, gen_steps=2, sample_labels="client"), ctx)

@@ -123,6 +123,8 @@ def test_fedcad_bounds_in_the_wrong_order_are_one_error_naming_both():
     ("strategy", "params", "fragment"),
     [
         ("fedgen", {"sample_labels": "batch"}, "params.sample_labels='batch'; use one of 'all'"),
+        ("fedgen", {"label_counts": "x"}, "'ones' (all ones (the FedGKD authors' release))"),
+        ("fedgen", {"round_index": "0"}, "'zero-based' (t = r (FedGen's code))"),
         ("feddf", {"unlabeled": "imagenet32"}, "params.unlabeled='imagenet32' is neither"),
         ("feddistill+", {"target": "teacher"}, "'uniform' (the FedGKD repository's released"),
         ("fedgkd", {"regularizer": "l1"}, "params.regularizer='l1'; use one of 'kl' (the paper)"),

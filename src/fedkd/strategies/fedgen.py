@@ -3,12 +3,15 @@
 The server learns a light generator G(noise, y) of features in the classifier's input space such
 that the clients' classifier heads label G(., y) as y; clients then regularise their classifier with
 generated features: local loss = CE + alpha_t * CE(classifier(G(y_s)), y_s), alpha_t = alpha_0 *
-0.98^t (t the 0-based round), none in round 1 (the generator is still untrained; FedGen's code
-regularises only after the first round). Clients upload their label counts; the server sends G.
+0.98^t, none in round 1 (the generator is still untrained; FedGen's code regularises only after the
+first round). Clients upload their label counts; the server sends G.
 
-Generator (FedGen's code, SPEC): [noise(64) ~ U[0, 1) || onehot(y)] -> Linear(hidden) ->
+Generator (FedGen's code, SPEC): [noise ~ U[0, 1) || onehot(y)] -> Linear(hidden) ->
 BatchNorm1d -> ReLU -> Linear(feature_dim); hidden 512 (ResNet-8, CNN), 2048 (ResNet-50), 768
-(DistilBERT).
+(DistilBERT). Noise dimension: the paper is silent and SPEC says 64; the FedGKD authors' release
+(CGCL-codes/FedGKD at 72e7bac, models/generator.py GENERATORCONFIGS) uses 64 on CIFAR-10 and
+CIFAR-100, 2048 on Tiny-ImageNet and 768 on AG News and SST-5, which are the per-dataset
+defaults here (NOISE_DIM; the stand-ins take their paper setting's).
 
 Server step each round (after aggregation), following FedGen's train_generator:
   - `gen_steps` Adam steps (lr 1e-4, weight decay 1e-2; FedGen decays this lr by 0.98 after each
@@ -23,6 +26,7 @@ Server step each round (after aggregation), following FedGen's train_generator:
   - labels y are drawn uniformly among the labels some selected client holds (FedGen's
     qualified_labels; the FedGKD authors' master_fedgen.py draws uniformly over all labels), not
     in proportion to the label counts.
+  - in the model's dtype: the heads are taken as uploaded, the generator is built in their dtype.
 Server randomness (noise, labels) comes from derive_seed(seed, "fedgen", round); the generator's
 initial weights from derive_seed(seed, "fedgen-init"), so a resumed run is identical.
 
@@ -39,6 +43,19 @@ G(y)); it is not in the FedGen paper's objective nor in the fedgkd description, 
 Coefficient alpha_0 (`coef`): the FedGKD authors' code (RUNCONFIGS generative_alpha) uses 0.1 on
 CIFAR-10 and Tiny-ImageNet, 1 on CIFAR-100, AG News and SST-5; the paper tunes it over {0.1, 1, 10}
 (config/paper.yaml runs that sweep).
+
+The FedGKD authors' release departs from FedGen in two more ways, each a named choice:
+  - ``label_counts="ones"``: its worker resets the label counts to all ones each round and never
+    calls update_label_counts, so every client uploads ones; the server's teacher then weights
+    every client's head 1/K for every label and draws labels over all classes. If the paper's
+    FedGen column came from that code, it measured this variant. The default (``"real"``, the
+    clients' own counts) is FedGen's method and code, which the paper names; the upload has the
+    same size either way.
+  - ``round_index``: t of alpha_t in the run's r-th round (r from 0). The release computes it
+    from its 1-based round counter (exp_lr_scheduler(comm_round)), so t = r + 1 and every
+    round's coefficient is 0.98 times FedGen's code's t = r. The paper is silent, so the release
+    decides the default (``"one-based"``); ``"zero-based"`` is FedGen's code. (The release also
+    floors alpha_t at 1e-4, which no run of 100 rounds reaches; left out.)
 """
 
 from __future__ import annotations
@@ -63,6 +80,8 @@ from fedkd.strategies.base import (
 
 # alpha_0 per paper setting, from the FedGKD authors' code; 1 elsewhere (CIFAR-100, the text sets)
 COEF = {"cifar10": 0.1, "tinyimagenet": 0.1}
+# the generator's noise dimension per paper setting, from the FedGKD authors' release; 64 elsewhere
+NOISE_DIM = {"tinyimagenet": 2048, "text": 768}
 
 
 @dataclass
@@ -72,6 +91,7 @@ class FedGenParams(CheckedParams):
     coef_decay: float = ranged(0.98, within(0, 1))  # alpha_t = coef * coef_decay^t
     # 512 ResNet-8 / CNN, 2048 ResNet-50, 768 DistilBERT
     hidden_dim: int = ranged(512, at_least(1))
+    # per-dataset defaults in NOISE_DIM
     noise_dim: int = ranged(64, at_least(1))
     gen_lr: float = ranged(1e-4, above(0))
     # per round, as FedGen's ExponentialLR on the generator optimizer
@@ -83,6 +103,22 @@ class FedGenParams(CheckedParams):
     # the labels y_s a client draws for the generator
     sample_labels: str = chosen(
         "all", {"all": "every label of the federation (the authors)", "client": "the client's own"}
+    )
+    # the label counts a client uploads: its own, or all ones as the FedGKD authors' release
+    label_counts: str = chosen(
+        "real",
+        {
+            "real": "the client's own (FedGen's method)",
+            "ones": "all ones (the FedGKD authors' release)",
+        },
+    )
+    # t of alpha_t in the run's r-th round, r from 0: r + 1 or r
+    round_index: str = chosen(
+        "one-based",
+        {
+            "one-based": "t = r + 1 (the FedGKD authors' release)",
+            "zero-based": "t = r (FedGen's code)",
+        },
     )
 
 
@@ -102,17 +138,25 @@ class FeatureGenerator(nn.Module):
         self.out = nn.Linear(hidden_dim, feature_dim)
 
     def sample_noise(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        device = self.out.weight.device
-        return torch.rand(n, self.noise_dim, generator=generator, device=device)
+        weight = self.out.weight
+        return torch.rand(
+            n, self.noise_dim, generator=generator, device=weight.device, dtype=weight.dtype
+        )
 
     def forward(self, y: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         onehot = F.one_hot(y, self.num_classes).to(noise.dtype)
         return self.out(self.hidden(torch.cat([noise, onehot], dim=1)))
 
 
-def coefficient(coef: float, round: int, decay: float = 0.98) -> float:
-    """alpha_t of the client term in 0-based round t; zero in the first round (untrained G)."""
-    return 0.0 if round == 0 else coef * decay**round
+ROUND_OFFSET = {"one-based": 1, "zero-based": 0}
+
+
+def coefficient(
+    coef: float, round: int, decay: float = 0.98, round_index: str = "one-based"
+) -> float:
+    """alpha_t of the client term in the run's round ``round`` (0-based), t = round + 1
+    (``one-based``) or round (``zero-based``); zero in the first round (untrained G)."""
+    return 0.0 if round == 0 else coef * decay ** (round + ROUND_OFFSET[round_index])
 
 
 def diversity_loss(noise: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
@@ -140,10 +184,13 @@ def generator_teacher_loss(
     return (ce * label_weights[y].T).mean(1).sum()
 
 
-def teacher_label_weights(client_counts: torch.Tensor) -> torch.Tensor:
-    """(K, C) label counts -> (C, K): each client's share of each label (zero rows if unheld)."""
+def teacher_label_weights(
+    client_counts: torch.Tensor, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """(K, C) label counts -> (C, K): each client's share of each label (zero rows if unheld),
+    in ``dtype``."""
     counts = client_counts.to(torch.float64).T
-    return (counts / counts.sum(1, keepdim=True).clamp(min=1)).float()
+    return (counts / counts.sum(1, keepdim=True).clamp(min=1)).to(dtype)
 
 
 def classifier_key(model: nn.Module) -> str:
@@ -159,16 +206,24 @@ class FedGen(Strategy):
     summary = (
         "The server trains a feature generator from the clients' heads and label counts; clients "
         "add alpha_t * CE(classifier(G(y)), y) on labels y drawn from all classes, alpha_t = "
-        "alpha_0 * 0.98^t; alpha_0 0.1 on CIFAR-10 and Tiny-ImageNet, 1 on CIFAR-100 and text."
+        "alpha_0 * 0.98^t, t the 1-based round; alpha_0 0.1 on CIFAR-10 and Tiny-ImageNet, 1 on "
+        "CIFAR-100 and text. label_counts=ones reproduces the FedGKD authors' release, whose "
+        "clients upload all-ones label counts."
     )
     Params = FedGenParams
     traits = Traits(extra_information="label counts", proxy_data=False, modifies_model=False)
 
+    # FedGen's method weights the teacher by the clients' label counts (the FedGKD authors'
+    # release by all ones); the release's 1-based round index, which the paper leaves open
+    code_choices = {"label_counts": "real", "round_index": "one-based"}
+
     @classmethod
     def dataset_defaults(cls, dataset, model):
+        setting = paper_setting(dataset)
         return {
-            "coef": COEF.get(paper_setting(dataset), 1.0),
+            "coef": COEF.get(setting, 1.0),
             "hidden_dim": {"resnet50": 2048, "distilbert": 768}.get(model, 512),
+            "noise_dim": NOISE_DIM.get(setting, 64),
         }
 
     def __init__(self, params, ctx):
@@ -183,13 +238,13 @@ class FedGen(Strategy):
         p = self.params
         return FeatureGenerator(self.ctx.num_classes, feature_dim, p.hidden_dim, p.noise_dim)
 
-    def _build(self, feature_dim: int) -> None:
+    def _build(self, feature_dim: int, dtype: torch.dtype) -> None:
         # a forked RNG: the initial weights depend on the run seed only, and the global RNG the
         # engine saves in the checkpoint is left untouched
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(self.ctx.spec.seed, "fedgen-init"))
             gen = self._new_generator(feature_dim)
-        self.generator = gen.to(self.ctx.device)
+        self.generator = gen.to(self.ctx.device, dtype)
         self.optimizer = torch.optim.Adam(
             self.generator.parameters(),
             lr=self.params.gen_lr,
@@ -207,12 +262,14 @@ class FedGen(Strategy):
     @torch.no_grad()
     def client_begin(self, client: ClientContext) -> None:
         state = client.payload.get("generator")
-        coef = coefficient(self.params.coef, client.round, self.params.coef_decay)
+        p = self.params
+        coef = coefficient(p.coef, client.round, p.coef_decay, p.round_index)
         if state is None or coef == 0.0:
             return
         if self._client_generator is None:
-            feature_dim = state["out.weight"].shape[0]
-            self._client_generator = self._new_generator(feature_dim).to(client.device).eval()
+            weight = state["out.weight"]
+            gen = self._new_generator(weight.shape[0]).to(client.device, weight.dtype)
+            self._client_generator = gen.eval()
             for p in self._client_generator.parameters():
                 p.requires_grad_(False)
         gen = self._client_generator
@@ -227,7 +284,8 @@ class FedGen(Strategy):
         shape = (client.num_steps, client.batch_size)
         pick = torch.randint(len(labels), shape, generator=rng).to(client.device)
         y_s = labels[pick]
-        noise = torch.rand(*shape, gen.noise_dim, generator=rng).to(client.device)
+        noise = torch.rand(*shape, gen.noise_dim, generator=rng, dtype=gen.out.weight.dtype)
+        noise = noise.to(client.device)
         z = gen(y_s.flatten(), noise.flatten(0, 1)).view(*shape, -1)
         client.share("coef", coef)
         client.own_per_step("generated", z)
@@ -241,17 +299,21 @@ class FedGen(Strategy):
         return ce + ctx.shared["coef"] * F.cross_entropy(logits, ctx.step["generated_labels"])
 
     def client_end(self, client: ClientContext) -> dict:
-        return {"label_counts": torch.bincount(client.data.y, minlength=client.num_classes)}
+        counts = torch.bincount(client.data.y, minlength=client.num_classes)
+        if self.params.label_counts == "ones":
+            counts = torch.ones_like(counts)  # the release's upload: the same size, all ones
+        return {"label_counts": counts}
 
     def server_update(self, round, global_model, updates: list[ClientUpdate]) -> dict:
-        if self.generator is None:
-            self._build(global_model.feature_dim)
-        p, dev = self.params, self.ctx.device
         key = classifier_key(global_model)
-        head_w = torch.stack([u.state[f"{key}.weight"].to(dev).float() for u in updates])
-        head_b = torch.stack([u.state[f"{key}.bias"].to(dev).float() for u in updates])
+        dtype = global_model.classifier.weight.dtype  # the model's: float64 under that default
+        if self.generator is None:
+            self._build(global_model.feature_dim, dtype)
+        p, dev = self.params, self.ctx.device
+        head_w = torch.stack([u.state[f"{key}.weight"].to(dev, dtype) for u in updates])
+        head_b = torch.stack([u.state[f"{key}.bias"].to(dev, dtype) for u in updates])
         counts = torch.stack([u.extras["label_counts"].to(dev) for u in updates])
-        label_w = teacher_label_weights(counts)
+        label_w = teacher_label_weights(counts, dtype)
         label_p = (counts.sum(0) > 0).to(torch.float64)  # uniform over the labels held
         rng = torch.Generator(device=dev).manual_seed(
             derive_seed(self.ctx.spec.seed, "fedgen", round)
@@ -259,8 +321,8 @@ class FedGen(Strategy):
         for group in self.optimizer.param_groups:
             group["lr"] = p.gen_lr * p.gen_lr_decay**round
         gen = self.generator.train()
-        teacher_sum = torch.zeros((), device=dev)
-        diversity_sum = torch.zeros((), device=dev)
+        teacher_sum = torch.zeros((), device=dev, dtype=dtype)
+        diversity_sum = torch.zeros((), device=dev, dtype=dtype)
         for _ in range(p.gen_steps):
             y = torch.multinomial(label_p, p.gen_batch_size, replacement=True, generator=rng)
             noise = gen.sample_noise(p.gen_batch_size, generator=rng)
@@ -292,7 +354,7 @@ class FedGen(Strategy):
     def load_state_dict(self, state: dict) -> None:
         if not state:
             return
-        self._build(int(state["feature_dim"]))
+        self._build(int(state["feature_dim"]), state["generator"]["out.weight"].dtype)
         self.generator.load_state_dict(state["generator"])
         self.optimizer.load_state_dict(state["optimizer"])  # moves its tensors to the parameters
 
