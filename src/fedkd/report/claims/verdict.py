@@ -38,7 +38,7 @@ A verdict needs ``MIN_SEEDS`` paired seeds and a setting's variance resting on `
 of freedom: below that, "too few seeds" (the pair's own test, only ever withholding a verdict
 beside it, may rest on fewer). A row missing a seed of its setting (a run without a
 defined value, or without its pair) gets no verdict: a claim never holds on a subset of its
-seeds. Pure Python: Student's t comes from tdist.py.
+seeds. Student's t, its quantiles and the noncentral t come from scipy.stats.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fedkd.report.claims.tdist import holm, t_power, t_quantile, t_sf
+from scipy import stats
 
 LEVEL = 0.95
 ALPHA = (1 - LEVEL) / 2  # each one-sided test: the 95% interval's two tails
@@ -69,6 +69,37 @@ REPRODUCED_SHARE = 0.5
 # a method holding more than this share of a setting's residual sum of squares (with 3 or more
 # methods) marks the equal-variance assumption as doubtful there (a collapsed or unstable method)
 DOMINANT_SHARE = 0.5
+
+
+# --------------------------------------------------------------------------- distributions
+def t_sf(x: float, df: float) -> float:
+    """P(T > x) for Student's t with ``df`` degrees of freedom."""
+    return float(stats.t.sf(x, df))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom."""
+    return float(stats.t.ppf(p, df))
+
+
+def t_power(lam: float, df: float, alpha: float = ALPHA) -> float:
+    """The power of a one-sided t-test at level ``alpha``: P(T' > t_{1−α, df}) for T'
+    noncentral t with noncentrality ``lam`` (the true distance from the bound over the standard
+    error)."""
+    return float(stats.nct.sf(stats.t.ppf(1 - alpha, df), df, lam))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (the same order as given): sorted ascending, the i-th
+    smallest (from 0) becomes max over j <= i of min(1, (k − j)·p_(j)). (scipy has no Holm; six
+    lines do not earn statsmodels its place.)"""
+    k = len(pvalues)
+    order = sorted(range(k), key=lambda i: pvalues[i])
+    adjusted, running = [0.0] * k, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (k - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
 
 
 # --------------------------------------------------------------------------- hypotheses
