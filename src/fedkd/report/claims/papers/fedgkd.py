@@ -37,7 +37,8 @@ FEDGKD_DISTILS_FROM = 2  # round 1 trains on FedAvg's loss: the buffer holds no 
 # both are tested as reproductions of the gap
 STATED_GAP = (
     "a stated gap is the paper's measurement, not a lower bound: reproduced when the gap is shown "
-    "above half of it, contradicted when shown below that"
+    "above half of it, contradicted when shown below that; the row says 'larger than stated' or "
+    "'smaller than stated' where its interval lies wholly above or below the whole gap"
 )
 OVER_OWN_GAP = (
     "'over' a gap the paper itself measured ({measured}) reports that measurement: tested as its "
