@@ -120,6 +120,7 @@ def test_each_claim_cites_the_paper_and_finds_its_runs(claim: Claim):
 # claims whose paper prints no cells to check them on, and why (asserted, not skipped)
 UNCHECKABLE = {
     "fedgkd-fewer-rounds-than-fedavg": "rounds_to_target",  # the abstract's; no table of rounds
+    "fedgkd-fewer-rounds-than-fedprox": "rounds_to_target",
     "fedcad-beats-fedlsd": "(fedcad)",  # FedCAD's results are figures only
     "fedcad-beats-fedprox": "(fedcad)",
     "fedcad-beats-fedavg": "(fedcad)",
@@ -130,6 +131,11 @@ UNCHECKABLE = {
 # claims registered as the paper says them that its own cells do not bear out, and where
 PAPER_OVERSTATES = {
     "fedgkd+-beats-moon": "dataset=sst5, alpha=0.1",  # "consistently"; MOON ahead on SST-5
+    # "constantly outperform the other methods": MOON ahead by 0.09 at C 0.2
+    "fedgkd-beats-moon-per-participation": "participation=0.2: -0.09",
+    # "greater superiority over other methods when there are fewer participants": over FedGen
+    # the gap shrinks (0.99 at C 0.1, 1.27 at C 0.4)
+    "fedgkd-gap-over-fedgen-grows-with-fewer-participants": "does not grow",
 }
 
 
@@ -149,6 +155,8 @@ def test_each_claim_holds_on_the_papers_own_cells(claim: Claim):
 @pytest.mark.parametrize("claim", CLAIMS, ids=[c.id for c in CLAIMS])
 def test_a_flipped_or_mispointed_claim_fails_on_the_papers_cells(claim: Claim):
     if claim.id in UNCHECKABLE:
+        return
+    if claim.id in PAPER_OVERSTATES:  # it fails as stated; flipped it may hold
         return
     if claim.test == "equivalence":
         # no direction to flip: pointed at another dataset of its table it must fail
@@ -609,6 +617,35 @@ def test_round_one_is_left_out_where_fedgkd_does_not_distil(tmp_path):
     rows = df[df["claim"] == "fedgkd-beats-fedavg-at-each-round"]
     assert [s.rsplit(", ", 1)[1] for s in rows["setting"]] == ["round 2", "round 3"]
     assert (rows["verdict"] == "holds").all() and rows["claim_verdict"].iloc[0] == "holds"
+
+
+def test_a_nan_at_a_round_never_compared_fails_no_round(tmp_path):
+    """FedGKD's round 1 is left out (it does not distil yet): a NaN accuracy there (written into
+    the aggregate by hand, as aggregation refuses it) fails neither round 2 nor round 3."""
+    runs = []
+    for seed in range(3):
+        for label, accs in (
+            ("fedavg", [0.3, 0.5, 0.6]),
+            ("fedgkd", [0.3, 0.55 + seed / 200, 0.66 + seed / 100]),
+        ):
+            d = make_run(tmp_path / "runs", f"{label}{seed}", accs, strategy=label, seed=seed)
+            runs.append((f"table6/{label}", d))
+    agg = tmp_path / "claims.parquet"
+    write_aggregate(aggregate_runs(runs), agg)
+    df = pd.read_parquet(agg)
+    first = df["run"].str.endswith("fedgkd0") & (df["round"] == 1)
+    assert first.sum() == 1
+    df.loc[first, "test_acc"] = math.nan
+    df.to_parquet(agg, index=False)
+    src = {"table6": {"paper": "fedgkd_table6", "layout": "at_rounds",
+                      "options": {"rounds": [1, 2, 3]}, "best_of": {}}}  # fmt: skip
+    out = tmp_path / "out" / "claims"
+    render("claims", out, aggregate=agg, options={"sources": src, "stand_ins": {}})
+    table = pd.read_csv(out.with_name("claims.csv"))
+    rows = table[table["claim"] == "fedgkd-beats-fedavg-at-each-round"]
+    assert [s.rsplit(", ", 1)[1] for s in rows["setting"]] == ["round 2", "round 3"]
+    assert (rows["n"] == 3).all() and (rows["failed"] == 0).all()
+    assert (rows["verdict"] == "holds").all()
 
 
 def test_an_at_round_setting_whose_runs_all_collapsed_keeps_one_row(tmp_path):
