@@ -211,6 +211,23 @@ def test_the_claims_the_issue_found_wrong_are_gone_or_fixed():
     assert trends == {"alpha", "participation", "dataset"}
 
 
+def test_a_sentence_against_several_methods_is_a_claim_per_method():
+    """ "the other methods" (Table 5, twice) and "five state-of-the-art methods" (rounds to a
+    target): a claim against each baseline the configurations run, not FedAvg alone."""
+
+    def baselines(quote: str) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for c in CLAIMS:
+            if quote in c.quote:
+                found.setdefault(c.trend.key if c.trend else c.metric, set()).add(c.baseline)
+        return found
+
+    table5 = {"fedavg", "fedprox", "moon", "feddistill+", "fedgen"}
+    assert baselines("constantly outperform the other methods") == {"best": table5}
+    assert baselines("greater superiority over other methods") == {"participation": table5}
+    assert baselines("five stateof-the-art methods") == {"rounds_to_target": {"fedavg", "fedprox"}}
+
+
 STATED_GAP_CLAIMS = {
     "fedgkd-beats-fedprox-tinyimagenet-by-2.7",  # "over 2.7%": the paper's own gap is 2.71
     "fedgkd-buffer-5-beats-1",  # "over 0.5%": its own gaps are 0.56 and 0.54

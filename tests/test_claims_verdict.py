@@ -7,6 +7,7 @@ side's verdict, and three coincident differences do not hold by their own spread
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from fedkd.report.claims.claim import Claim
 from fedkd.report.claims.compare import Comparison
 from fedkd.report.claims.evaluate import _average
 from fedkd.report.claims.verdict import (
+    ALPHA,
     MAX_SEEDS,
     Estimate,
     Hypothesis,
@@ -157,6 +159,28 @@ def test_an_effect_under_two_and_a_half_steps_never_holds_on_three_seeds(counts,
     if v.verdict == "holds":
         signed = (1 if way == "higher" else -1) * sum(diffs) / 3
         assert signed > t_quantile(0.975, 2) / math.sqrt(3) * step * (1 - 1e-9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.floats(-5, 5, allow_nan=False), min_size=3, max_size=8),
+    st.sampled_from(["higher", "lower"]),
+)
+def test_a_setting_decides_exactly_as_scipys_paired_t_test(diffs, way):
+    """Where the differences spread by more than the step, a row holds exactly where scipy's
+    one-sided one-sample t-test on them rejects at 2.5%: the procedure loses no power against
+    the paired t-test (and gains no level)."""
+    from scipy import stats
+
+    step = 0.01
+    if statistics.stdev(diffs) <= 1.001 * step:
+        return
+    alternative = "greater" if way == "higher" else "less"
+    p = stats.ttest_1samp(diffs, 0.0, alternative=alternative).pvalue
+    v = paired_verdict(diffs, way, step=step)
+    assert v.p_holds == pytest.approx(p, rel=1e-9, abs=1e-15)
+    if abs(p - ALPHA) > 1e-9:
+        assert (v.verdict == "holds") == (p <= ALPHA)
 
 
 def test_two_methods_decide_a_large_effect_on_three_seeds():
