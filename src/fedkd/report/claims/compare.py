@@ -36,7 +36,7 @@ class Comparison:
     missing: int = 0  # seeds of the setting without a pair (a run not there yet)
     residual: Residual | None = None  # the setting's seed-to-seed variance (a diagnostic)
     step: float = 0.0  # the measurement's resolution in the claim's unit (0: not known)
-    parts: tuple = ()  # a trend: its (start, end) rows, whose contrasts it differences
+    parts: tuple = ()  # a trend: its (start, end) rows, whose per-seed gaps it differences
     neither_reached: bool = False  # rounds to target: neither method reached it on any seed
 
 
