@@ -1,6 +1,6 @@
 """The papers' claims, checked against the runs: a registry of claims (one module per paper under
 claims/papers/, each with a tuple ``CLAIMS``, found without being listed), the test procedure
-(verdict.py, tdist.py), each claim checked on the paper's own cells (paper_check.py) and the
+(verdict.py), each claim checked on the paper's own cells (paper_check.py) and the
 table layout ``claims`` (table.py, which names the modules it draws on).
 
 A claim names the config entries whose runs it compares (``tables``) and two of their column

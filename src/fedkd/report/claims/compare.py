@@ -34,8 +34,9 @@ class Comparison:
     verdict: Verdict | None = None
     lacking: str = ""  # the method with no runs in this setting (a "not run" row)
     missing: int = 0  # seeds of the setting without a pair (a run not there yet)
-    residual: Residual | None = None  # the setting's seed-to-seed variance on the row's seeds
-    parts: tuple = ()  # a trend: its (start, end) rows, whose contrasts it differences
+    residual: Residual | None = None  # the setting's seed-to-seed variance (a diagnostic)
+    step: float = 0.0  # the measurement's resolution in the claim's unit (0: not known)
+    parts: tuple = ()  # a trend: its (start, end) rows, whose per-seed gaps it differences
     neither_reached: bool = False  # rounds to target: neither method reached it on any seed
 
 
@@ -81,6 +82,7 @@ def comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict) -> l
                 sv.table, {**sv.setting, "sub": sub}, text + (f" {MARK}" if collapsed else ""),
                 diffs, failed, notes, (runs, _value_kind(claim, sub, sv.setting)), margin,
                 collapsed, missing=len(missing), residual=sv.residual(sub, sorted(diffs)),
+                step=max(sv.treated.step, sv.base.step),
             )  # fmt: skip
             if claim.metric == "rounds_to_target" and diffs and not failed and not missing:
                 never = float(sv.setting["rounds_planned"] + 1)
@@ -150,7 +152,11 @@ def trend_comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict
         out.append(Comparison(
             table, {**end.setting}, what, diffs, failed, notes,
             ("trend", start.key, end.key), 0.0, start.collapsed or end.collapsed,
-            missing=start.missing + end.missing, parts=(start, end),
+            # seeds one setting ran and the other did not (a setting without one method's runs
+            # at all is "not run", said in the notes)
+            missing=start.missing + end.missing + (0 if lacking else len(lost)),
+            parts=(start, end),
+            step=max(start.step, end.step),
         ))  # fmt: skip
     if not out and reasons:
         out.append(Comparison(rows[0].table if rows else "", {}, DASH, {}, 0, reasons[:1],

@@ -14,12 +14,10 @@ from fedkd.report.claims.compare import Comparison, comparisons, dedup, trend_co
 from fedkd.report.claims.paper_check import PaperCheck, check_on_paper, paper_gaps
 from fedkd.report.claims.runs import SettingValues, pool_methods, setting_values
 from fedkd.report.claims.verdict import (
-    MIN_DF,
     MIN_SEEDS,
     Estimate,
     Hypothesis,
     claim_verdict,
-    combine,
     contrast,
     verdicts,
 )  # fmt: skip
@@ -80,14 +78,14 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict,
             g.setting for r in rows if r.diffs for g in _paper_cells(claim, r, stand_ins, gaps)
         }
         result.scope = (len(tested), len(gaps))
-    hyps = [Hypothesis(claim.test, claim.direction, r.margin) for r in rows]
+    hyps = [Hypothesis(claim.test, claim.direction, r.margin, claim.gap_fraction) for r in rows]
     # rows of a claim on the average only describe: the average decides, uncorrected
     ests = [estimate(r) for r in rows]
     found = verdicts(ests, hyps, claim.aggregate)
     for r, h, v, est in zip(rows, hyps, found, ests, strict=True):
         r.verdict = v
         _note_no_spread(r, h)
-        _note_own_test(r, est)
+        _note_floor(r, est)
     result.rows = rows
     if claim.aggregate == "mean":
         result.average = _average(claim, rows)
@@ -115,39 +113,36 @@ def held_labels(info: dict, runs: pd.DataFrame, table: str) -> set[str]:
 
 def _note_no_spread(r: Comparison, hyp: Hypothesis) -> None:
     v = r.verdict
-    if v is None or v.n < MIN_SEEDS or v.se != 0 or v.df < MIN_DF or r.neither_reached:
+    if v is None or v.n < MIN_SEEDS or v.se != 0 or r.neither_reached:
         return
     r.notes.append(
-        "no spread at all between the setting's seeds once each method's and each seed's mean "
-        "are removed: the t-test's limit decides (p 0 beyond the bound, 0.5 on it)"
+        "no spread at all between the pair's per-seed differences, and no measurement step "
+        "known to floor it: the t-test's limit decides (p 0 beyond the bound, 0.5 on it)"
     )
 
 
-def _note_own_test(r: Comparison, est: Estimate) -> None:
-    """Say so where the pair's own differences, not the setting's variance, set the interval."""
+def _note_floor(r: Comparison, est: Estimate) -> None:
+    """Say so where the measurement's step, not the differences' spread, set the interval."""
     v = r.verdict
-    if v is None or v.n < MIN_SEEDS or v.df < MIN_DF or not est.own_is_wider():
+    if v is None or v.n < MIN_SEEDS or not est.floored or r.neither_reached:
         return
     r.notes.append(
-        f"interval from the pair's own differences (paired t-test: standard error "
-        f"{est.own_se:.3g} on {est.own_df} df), wider than the setting's variance gives "
-        f"({est.se:.3g} on {est.df} df)"
+        f"the differences spread by less than the measurement resolves (sd {est.sd:.3g} below "
+        f"its step {est.step:.3g}): the step is taken as their sd"
     )
 
 
 def estimate(r: Comparison) -> Estimate:
-    """The row's contrast: its setting's mean difference against the setting's variance, or
-    for a trend the difference of its two settings' contrasts."""
-    if r.parts:
-        return combine([estimate(p) for p in r.parts], (-1.0, 1.0))
-    lost = r.failed + r.missing
+    """The row's contrast: the paired t-test on its per-seed differences (for a trend, the
+    per-seed change of the gap between its two settings)."""
     diffs = [r.diffs[s] for s in sorted(r.diffs)]
-    return contrast(diffs, r.residual, lost=lost, failed=r.failed)
+    return contrast(diffs, lost=r.failed + r.missing, failed=r.failed, step=r.step)
 
 
 def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
-    """The mean of the settings' contrasts (those with valid pairs), one test against its own
-    variance: the settings' variances summed over k²."""
+    """The mean over settings (those with valid pairs), one test: per seed the mean of the
+    settings' differences, then the paired t-test on those per-seed means, which carries the
+    covariance of settings that share their seeds."""
     used = [r for r in rows if r.diffs]
     notes = []
     left = [r.text for r in rows if not r.diffs]
@@ -156,18 +151,25 @@ def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
             f"left out of the average (no valid pair): {'; '.join(left)}; the claim's verdict "
             "is theirs, as this is not the average over all its settings"
         )
-    failed = sum(r.failed for r in rows)
+    failed = sum(r.failed for r in used)
     text = f"average over {len(used)} setting{'' if len(used) == 1 else 's'}"
-    # the per-seed means, for the record (the test is on the settings' contrasts)
     seeds = sorted(set.intersection(*(set(r.diffs) for r in used))) if used else []
+    every = set().union(*(set(r.diffs) for r in used)) if used else set()
+    if len(every) > len(seeds):
+        notes.append(
+            f"seed(s) {', '.join(map(str, sorted(every - set(seeds))))} not in every setting: "
+            "no average on the others alone"
+        )
     per_seed = {s: math.fsum(r.diffs[s] for r in used) / len(used) for s in seeds}
-    avg = Comparison("", {}, text, per_seed, failed, notes, ("average",), float(claim.margin))
-    hyp = Hypothesis(claim.test, claim.direction, float(claim.margin))
-    est = combine([estimate(r) for r in used], [1 / len(used)] * len(used)) if used else (
-        contrast([])
-    )  # fmt: skip
+    missing = sum(r.missing for r in used) + len(every) - len(seeds)
+    avg = Comparison("", {}, text, per_seed, failed, notes, ("average",), float(claim.margin),
+                     missing=missing)  # fmt: skip
+    # the mean of k values on a lattice of step h lies on one of step h/k
+    avg.step = max((r.step for r in used), default=0.0) / max(1, len(used))
+    hyp = Hypothesis(claim.test, claim.direction, float(claim.margin), claim.gap_fraction)
+    est = estimate(avg)
     avg.verdict = verdicts([est], hyp)[0]
-    _note_own_test(avg, est)
+    _note_floor(avg, est)
     paper = [r.paper_gap for r in used if r.paper_gap is not None]
     avg.paper_gap = math.fsum(paper) / len(paper) if paper and len(paper) == len(used) else None
     return avg

@@ -38,6 +38,11 @@ def html_page(views: list[ClaimView]) -> str:
     return "\n".join(out)
 
 
+def stated(v) -> str:
+    """What the interval shows against a stated gap, beside the badge."""
+    return f" <small>{html.escape(v.versus_stated)}</small>" if v.versus_stated else ""
+
+
 def badge(verdict: str) -> str:
     fg, bg = COLOURS[verdict]
     return (f'<span class="verdict" style="color:{fg};background:{bg};border:1px solid {fg}">'
@@ -134,7 +139,7 @@ def block(view: ClaimView) -> str:
             if r is res.average:
                 where = f"<b>{where}</b>"
             out.append(
-                f"<tr><td>{badge(v.verdict)}</td><td>{v.n}</td>"
+                f"<tr><td>{badge(v.verdict)}{stated(v)}</td><td>{v.n}</td>"
                 f"<td>{esc(view.effect_text(r))}</td><td>{esc(view.interval_text(r))}</td>"
                 f"<td>{esc(view.p_text(v, 'holds'))}</td>"
                 f"<td>{esc(view.p_text(v, 'contradicted'))}</td>"

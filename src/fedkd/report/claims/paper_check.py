@@ -60,7 +60,7 @@ def hypothesis(claim: Claim, dataset: str | None = None, stand_ins=None) -> Hypo
             margin, _ = claim.margin_for(dataset, stand_ins or {})
     else:
         margin = float(claim.margin)
-    return Hypothesis(claim.test, claim.direction, margin)
+    return Hypothesis(claim.test, claim.direction, margin, claim.gap_fraction)
 
 
 @cache

@@ -41,6 +41,7 @@ class MethodRuns:
     lost: dict[int, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     collapsed: bool = False
+    step: float = 0.0  # the measurement's resolution in the claim's unit (0: not known)
 
 
 @dataclass
@@ -207,6 +208,7 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
     for run, rows in sorted(by_label.get(label, {}).items()):
         seed, status = int(rows["seed"].iloc[0]), str(rows["status"].iloc[0])
         out.runs[seed] = run
+        out.step = max(out.step, measurement_step(claim.metric, rows))
         played = rows[rows["round"] >= 1].sort_values("round", kind="mergesort")
         # accuracy at a round, or the round a target is reached, needs only the rounds up to it
         partial = claim.metric in ("at_round", "rounds_to_target")
@@ -216,7 +218,10 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
         if "collapsed" in rows.columns and bool(rows["collapsed"].iloc[0]):
             out.collapsed = True
             events.append((f" collapsed to chance {MARK}, counted as it is", seed, run))
-        bad = _non_finite(played, claim.metric)
+        compared = played
+        if claim.metric == "at_round":  # rounds the claim leaves out are never compared
+            compared = played[played["round"] >= claim.rounds_from]
+        bad = _non_finite(compared, claim.metric)
         if bad:
             out.lost[seed] = "failed"
             events.append((f": non-finite {bad}, no value to compare", seed, run))
@@ -247,6 +252,21 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
         out.values[seed] = values
     out.notes = grouped_notes(name, events)
     return out
+
+
+def measurement_step(metric: str, rows: pd.DataFrame) -> float:
+    """The smallest change of ``metric`` a run can show, in the claim's unit: one test example
+    of an accuracy (100/test-set size pp), one of the forgetting F (a mean over classes of
+    accuracy drops: 1/test-set size), one round; 0 where it is not known (the test-set size not
+    recorded; the clients' local accuracies, on test sets of their own)."""
+    if metric == "rounds_to_target":
+        return 1.0
+    if metric == "local_final":
+        return 0.0
+    size = pd.to_numeric(rows.get("test_size"), errors="coerce") if "test_size" in rows else None
+    if size is None or size.isna().all() or not float(size.max()) > 0:
+        return 0.0
+    return (1.0 if metric == "forgetting" else 100.0) / float(size.max())
 
 
 def grouped_notes(name: str, events: list[tuple[str, int, str]]) -> list[str]:

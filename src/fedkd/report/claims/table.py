@@ -11,7 +11,7 @@ comparison two claims share is named in both. Runs that diverged or collapsed to
 and count with what they reached; a run with no value to compare makes its setting "failed".
 
 The work is split so: runs.py reads each method's values per setting and seed, compare.py makes
-a claim's rows, verdict.py (with tdist.py) tests them, evaluate.py puts a claim together (plain
+a claim's rows, verdict.py (with scipy.stats) tests them, evaluate.py puts a claim together (plain
 data), and page.py / page_html.py write it out.
 """
 
