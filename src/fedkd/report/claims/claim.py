@@ -29,6 +29,8 @@ TESTS = ("superiority", "non-inferiority", "equivalence", "stated-gap")
 # least one of them ("can outperform")
 AGGREGATES = ("each", "mean", "any")
 PAPERS = ("fedgkd", "feddf", "fedntd", "fedcad")
+# the ``paper`` of a claim a configuration declares itself (claims/declared.py)
+DECLARED = "configuration"
 TREND_KEYS = ("alpha", "participation", "dataset")
 KEY_SYMBOLS = {"alpha": "α", "participation": "C"}
 
@@ -74,7 +76,7 @@ class Claim:
     setting key (compared between the extreme settings)."""
 
     id: str
-    paper: str  # the paper that makes the claim: fedgkd, feddf, fedntd, fedcad
+    paper: str  # the paper that makes the claim: fedgkd, feddf, fedntd, fedcad; or DECLARED
     source: str  # where: "Table 3; Sec. 5.2, Results Overview"
     quote: str  # the claim in the paper's words, verbatim (tests check it against the text)
     treatment: str
@@ -102,8 +104,8 @@ class Claim:
         problems = []
         if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]*", self.id):
             problems.append("id must be lower-case words joined by '-'")
-        if self.paper not in PAPERS:
-            problems.append(f"paper must be one of {PAPERS}")
+        if self.paper not in (*PAPERS, DECLARED):
+            problems.append(f"paper must be one of {(*PAPERS, DECLARED)}")
         if self.direction not in DIRECTIONS:
             problems.append(f"direction must be one of {DIRECTIONS}")
         if self.metric not in METRICS:
