@@ -312,3 +312,25 @@ def test_the_example_configuration_validates_and_draws_its_table():
         ("feddyn", "fedgkd"),
     ]
     assert Plan(cfg).drawn_from("claims") == {"table3": ["fedavg", "fedgkd", "feddyn"]}
+
+
+def test_the_front_page_counts_the_configurations_claims_apart(tmp_path):
+    """The report's front page: the papers' count leaves the configuration's claims out, and a
+    line of their own counts them."""
+    from fedkd.report.agreement import claims_rst
+
+    csv = tmp_path / "claims.csv"
+    pd.DataFrame({
+        "claim": ["mine", "mine", "a", "b"],
+        "paper": [DECLARED, DECLARED, "fedgkd", "fedntd"],
+        "verdict": ["holds", "holds", "contradicted", "not run"],
+        "claim_verdict": ["holds", "holds", "contradicted", "not run"],
+    }).to_csv(csv, index=False)  # fmt: skip
+    text = claims_rst(csv)
+    assert "Each of the papers' 2 claims" in text and "0 holds, 1 contradicted, 1 not run" in text
+    assert (
+        "**This configuration's claims.** Its 1 own claim, tested the same way: 1 holds, " in text
+    )
+    papers_only = tmp_path / "papers.csv"
+    pd.read_csv(csv).iloc[2:].to_csv(papers_only, index=False)
+    assert "This configuration" not in claims_rst(papers_only)
