@@ -334,3 +334,12 @@ def test_the_front_page_counts_the_configurations_claims_apart(tmp_path):
     papers_only = tmp_path / "papers.csv"
     pd.read_csv(csv).iloc[2:].to_csv(papers_only, index=False)
     assert "This configuration" not in claims_rst(papers_only)
+
+
+def test_a_declared_claim_reads_the_entries_it_names_and_no_other():
+    (claim,) = entry_claims({**GOOD, "tables": ["grid", "table3"]}, 0)
+    assert claim.selects("table3", "fedgkd_table3", "grid")
+    # an entry named like another's layout or paper key selects that entry alone
+    assert not claim.selects("table5", "grid", "grid")
+    assert not claim.selects("table4", None, "grid")
+    assert REGISTRY["fedgkd-beats-fedavg"].selects("main", "fedgkd_table3", "grid")

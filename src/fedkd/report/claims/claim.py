@@ -201,7 +201,9 @@ class Claim:
     # ------------------------------------------------------------------ selecting runs
     def selects(self, name: str, paper_key: str | None, layout: str) -> bool:
         """Whether the config entry ``name`` (its ``paper:`` key and layout) holds this claim's
-        runs."""
+        runs; a configuration's own claim names its entries by name only."""
+        if self.paper == DECLARED:
+            return name in self.tables
         return any(sel in (name, paper_key, layout) for sel in self.tables)
 
     def accepts(self, setting: Mapping, stand_ins: Mapping[str, str]) -> bool:
