@@ -343,3 +343,17 @@ def test_a_declared_claim_reads_the_entries_it_names_and_no_other():
     assert not claim.selects("table5", "grid", "grid")
     assert not claim.selects("table4", None, "grid")
     assert REGISTRY["fedgkd-beats-fedavg"].selects("main", "fedgkd_table3", "grid")
+
+
+def test_the_schema_speaks_the_claims_vocabulary():
+    from fedkd.report.claims import claim as model
+    from fedkd.report.claims.declared import FIELDS, REQUIRED
+
+    schema = yaml.safe_load(SCHEMA.read_text())["$defs"]["claim"]
+    props = schema["properties"]
+    assert set(props) == set(FIELDS) and set(schema["required"]) == set(REQUIRED)
+    assert props["metric"]["enum"] == list(model.METRICS)
+    assert props["test"]["enum"] == list(model.TESTS)
+    assert props["aggregate"]["enum"] == list(model.AGGREGATES)
+    assert props["direction"]["enum"] == list(model.DIRECTIONS)
+    assert props["trend"]["properties"]["key"]["enum"] == list(model.TREND_KEYS)
