@@ -165,6 +165,9 @@ def test_a_declared_claim_gives_the_registrys_rows_and_verdicts(tmp_path):
         page.index("This configuration&#x27;s claims</h2>"),
         page.index("The papers&#x27; claims</h2>"),
     )
+    # no paper's gap beside a configuration's claim
+    own_part = page[own_h2:papers_h2]
+    assert "<b>Ours:</b>" in own_part and "<b>Paper:</b>" not in own_part
     assert (
         own_h2 < page.index('id="ours-beats"') < papers_h2 < page.index('id="fedgkd-beats-fedavg"')
     )

@@ -132,8 +132,8 @@ def block(view: ClaimView) -> str:
     if view.scope:
         meta.append(f"<b>{esc(view.scope)}</b>")
     out.append(f'<p class="meta">{" · ".join(meta)}</p>')
-    out.append(f'<p class="gap"><b>Paper:</b> {esc(view.paper or DASH)} &nbsp; '
-               f"<b>Ours:</b> {esc(view.ours())}</p>")  # fmt: skip
+    paper = "" if view.declared else f"<b>Paper:</b> {esc(view.paper or DASH)} &nbsp; "
+    out.append(f'<p class="gap">{paper}<b>Ours:</b> {esc(view.ours())}</p>')
     rows = view.all_rows()
     shown = [r for r in rows if not r.neither_reached]
     neither = [r for r in rows if r.neither_reached]
