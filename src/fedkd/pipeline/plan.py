@@ -203,7 +203,8 @@ class Plan:
         sources = self.layout(name).sources()
         if sources is None:
             return {}
-        return sources({n: e for n, e in self.outputs.items() if n != name})
+        others = {n: e for n, e in self.outputs.items() if n != name}
+        return sources(others, self.config.get("claims") or ())
 
     def _target_runs(self, name: str) -> tuple[tuple[str, str], ...]:
         """(label, run directory) of every run the output needs, in grid × column × seed order;
@@ -346,6 +347,8 @@ class Plan:
                 for src in drawn
             }
             options["stand_ins"] = self.config.get("stand_ins") or {}
+            if self.config.get("claims"):  # the configuration's own (claims/declared.py)
+                options["claims"] = self.config["claims"]
         options["caption"] = self.caption(name)
         options["label"] = f"{layout.label_prefix}:{name}"
         return options

@@ -28,6 +28,7 @@ from fedkd.pipeline.config_text import (
 )
 from fedkd.pipeline.grid import PlanTooLarge, check_plan_size, grid_points
 from fedkd.pipeline.plan import Plan
+from fedkd.report.claims.declared import declared_errors, name_entries
 from fedkd.report.targets import ALIASES, LAYOUTS
 from fedkd.run_paths import normalise_path_keys
 from fedkd.values import ValueTooLarge, as_number, check_size
@@ -37,7 +38,8 @@ from fedkd.values import ValueTooLarge, as_number, check_size
 PATH_KEYS = ("partition", "alpha", "clients", "participation", "local_epochs", "rounds")
 # values that are text even when they spell a number (names, captions, a column's variant)
 TEXT_KEYS = {"name", "description", "caption", "paper", "layout", "strategy", "variant"}
-TEXT_MAPS = {"stand_ins", "row_names", "column_names", "titles", "best_of"}
+TEXT_KEYS |= {"statement", "id", "treatment", "baseline", "note"}  # a claims: entry's
+TEXT_MAPS = {"stand_ins", "row_names", "column_names", "titles", "best_of", "each_of"}
 
 
 def validate_config(cfg: dict, schema_path: Path, check_specs: bool = True) -> None:
@@ -57,7 +59,7 @@ def validate_config(cfg: dict, schema_path: Path, check_specs: bool = True) -> N
     errors = _option_size_errors(cfg, "")
     if errors:  # refused before anything copies or walks them per run
         raise ConfigError("the configuration is refused:" + "".join(f"\n  - {e}" for e in errors))
-    errors = schema_errors(cfg, schema_path)
+    errors = name_entries(schema_errors(cfg, schema_path), cfg.get("claims"))
     if not errors:
         errors = semantic_errors(cfg, check_specs)
     if errors:
@@ -252,6 +254,7 @@ def semantic_errors(cfg: dict, check_specs: bool = True) -> list[str]:
                 )
             errors += _entry_errors(cfg, plan, where, layout, entry, variants, specs)
     errors += label_errors(cfg) + data_root_errors(cfg)
+    errors += declared_errors(cfg, {**tables, **figures})
     if check_specs:  # the loaders' options: imports each dataset's loader
         used = {p["dataset"] for name in plan.outputs for p in plan.grid_points(name)}
         errors += dataset_option_errors(cfg, used)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from fedkd.files import atomic_write
+from fedkd.report.claims.claim import DECLARED
 from fedkd.report.claims.verdict import LEVEL, VERDICTS
 from fedkd.report.sections import rst_text
 from fedkd.report.tables.vs_paper import ABSOLUTE, pair_agreement
@@ -72,12 +73,15 @@ def _share(k: int, n: int) -> str:
 DECISIVE = ("holds", "contradicted")
 
 
-def claim_verdicts(claims_csv: Path) -> pd.Series:
+def claim_verdicts(claims_csv: Path, own: bool = False) -> pd.Series:
     """One verdict per claim, from the claims table's CSV: its ``claim_verdict`` column (every
-    row of a claim repeats it), or, for a table with one row per claim, that row's verdict."""
+    row of a claim repeats it), or, for a table with one row per claim, that row's verdict. The
+    papers' claims, or (``own``) those the configuration declares itself."""
     df = pd.read_csv(claims_csv)
     if not {"claim", "verdict"} <= set(df.columns):
         raise ValueError(f"{claims_csv} has no 'claim' and 'verdict' columns; re-render it")
+    if "paper" in df.columns:
+        df = df[(df["paper"] == DECLARED) == own]
     column = "claim_verdict" if "claim_verdict" in df.columns else "verdict"
     per_claim = df.groupby("claim", sort=False)[column].agg(lambda v: set(v))
     mixed = sorted(c for c, v in per_claim.items() if len(v) != 1)
@@ -96,14 +100,26 @@ def claims_rst(claims_csv: Path) -> str:
     if not claims_csv.exists():
         return head + "The claims table (``results/tables/claims.md``) is not built yet.\n\n"
     verdicts = claim_verdicts(claims_csv).value_counts()
-    counts = ", ".join(
-        f"{int(verdicts.get(v, 0))} {v}" for v in VERDICTS if v in DECISIVE or verdicts.get(v, 0)
-    )
-    return (
+    counts = _counts(verdicts)
+    text = (
         head + f"Each of the papers' {int(verdicts.sum())} claims checked on this configuration's "
         f"runs (paired by seed, {LEVEL:.0%} interval of the effect, Holm's correction over a "
         f'claim\'s settings): {counts}. The first section, "{CLAIMS_SECTION}", has a block per '
         "claim and how each verdict is reached.\n\n"
+    )
+    own = claim_verdicts(claims_csv, own=True).value_counts()
+    if own.sum():
+        text += (
+            f"**This configuration's claims.** Its {int(own.sum())} own claim"
+            f"{'s' if own.sum() != 1 else ''}, tested the same way: {_counts(own)}; they open "
+            "the claims table.\n\n"
+        )
+    return text
+
+
+def _counts(verdicts: pd.Series) -> str:
+    return ", ".join(
+        f"{int(verdicts.get(v, 0))} {v}" for v in VERDICTS if v in DECISIVE or verdicts.get(v, 0)
     )
 
 

@@ -101,6 +101,8 @@ RENDER_OPTION_HELP = {
     "sources": "{table: {paper, layout, options, best_of, labels}} of the tables whose runs it "
     "compares (the workflow fills it in)",
     "stand_ins": '{dataset: "the paper dataset it stands in for"}, e.g. {"mnist5k": "CIFAR-10"}',
+    "claims": "the configuration's own claims: its claims: entries (config/README.md), tested "
+    "before the papers'",
     "titles": "one panel title per partition file",
     "panels": "run keys forming a panel",
     "ncols": "panels per row",

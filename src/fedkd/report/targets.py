@@ -37,7 +37,8 @@ class Layout:
     run_options: tuple[str, ...] = ()  # options of the features step (input "run")
     check: str | None = None  # "module:function", check(where, entry, points) -> config errors
     aliases: tuple[str, ...] = ()  # earlier `fedkd render` names (paper numbers), still accepted
-    # "module:function", draws_from(outputs) -> {entry: [labels]}: a layout drawn from the runs of
+    # "module:function", draws_from(outputs, declared) -> {entry: [labels]} (``declared``: the
+    # configuration's own claims: entries): a layout drawn from the runs of
     # other entries (their labels prefixed "entry/") instead of a grid of its own
     draws_from: str | None = None
     # the report section of its outputs, instead of the paper its caption cites
@@ -126,7 +127,7 @@ LAYOUTS: dict[str, Layout] = {
         ),
         Layout(
             "claims", "table", "aggregate", "claims.table:build",
-            ("sources", "stand_ins"),
+            ("sources", "stand_ins", "claims"),
             "The papers' claims, each compared on the runs of the configuration's tables.",
             label_order=False, draws_from="claims:sources", section=CLAIMS_SECTION,
         ),

@@ -43,11 +43,22 @@ def all_claims() -> tuple[Claim, ...]:
     return tuple(sorted(found, key=lambda c: order[c.paper]))  # stable: module order within
 
 
-def sources(outputs: dict[str, dict]) -> dict[str, list[str]]:
+def sources(outputs: dict[str, dict], declared=()) -> dict[str, list[str]]:
     """Config entry name -> the column labels of its runs that some claim compares: every entry
     drawn from runs (layout input "aggregate") that a claim selects and that has both the claim's
-    labels. ``outputs``: the configuration's tables and figures (name -> entry)."""
+    labels. ``outputs``: the configuration's tables and figures (name -> entry); ``declared``:
+    the configuration's own ``claims:`` entries (an entry that makes no claim adds nothing: the
+    configuration's validation names it)."""
+    from fedkd.report.claims.declared import DeclaredClaimError, entry_claims
     from fedkd.report.targets import get_layout
+
+    claims = []
+    for index, entry in enumerate(declared or ()):
+        try:
+            claims += entry_claims(entry, index)
+        except DeclaredClaimError:
+            continue
+    claims += all_claims()
 
     needed: dict[str, list[str]] = {}
     for name, entry in outputs.items():
@@ -58,7 +69,7 @@ def sources(outputs: dict[str, dict]) -> dict[str, list[str]]:
         if layout.input != "aggregate" or layout.draws_from:
             continue
         labels = list(entry.get("columns") or {})
-        for claim in all_claims():
+        for claim in claims:
             if not claim.selects(name, entry.get("paper"), layout.name):
                 continue
             if claim.treatment in labels and claim.baseline in labels:

@@ -32,6 +32,8 @@ PAPERS = ("fedgkd", "feddf", "fedntd", "fedcad")
 # a stated gap is reproduced when the effect is shown above this fraction of it (the default of
 # a claim's ``gap_fraction``)
 GAP_FRACTION = 0.5
+# the ``paper`` of a claim a configuration declares itself (claims/declared.py)
+DECLARED = "configuration"
 TREND_KEYS = ("alpha", "participation", "dataset")
 KEY_SYMBOLS = {"alpha": "α", "participation": "C"}
 
@@ -77,7 +79,7 @@ class Claim:
     setting key (compared between the extreme settings)."""
 
     id: str
-    paper: str  # the paper that makes the claim: fedgkd, feddf, fedntd, fedcad
+    paper: str  # the paper that makes the claim: fedgkd, feddf, fedntd, fedcad; or DECLARED
     source: str  # where: "Table 3; Sec. 5.2, Results Overview"
     quote: str  # the claim in the paper's words, verbatim (tests check it against the text)
     treatment: str
@@ -107,8 +109,8 @@ class Claim:
         problems = []
         if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]*", self.id):
             problems.append("id must be lower-case words joined by '-'")
-        if self.paper not in PAPERS:
-            problems.append(f"paper must be one of {PAPERS}")
+        if self.paper not in (*PAPERS, DECLARED):
+            problems.append(f"paper must be one of {(*PAPERS, DECLARED)}")
         if self.direction not in DIRECTIONS:
             problems.append(f"direction must be one of {DIRECTIONS}")
         if self.metric not in METRICS:
@@ -213,7 +215,9 @@ class Claim:
     # ------------------------------------------------------------------ selecting runs
     def selects(self, name: str, paper_key: str | None, layout: str) -> bool:
         """Whether the config entry ``name`` (its ``paper:`` key and layout) holds this claim's
-        runs."""
+        runs; a configuration's own claim names its entries by name only."""
+        if self.paper == DECLARED:
+            return name in self.tables
         return any(sel in (name, paper_key, layout) for sel in self.tables)
 
     def accepts(self, setting: Mapping, stand_ins: Mapping[str, str]) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from fedkd.report.claims import all_claims
-from fedkd.report.claims.claim import Claim, stands_for
+from fedkd.report.claims.claim import DECLARED, Claim, stands_for
 from fedkd.report.claims.compare import Comparison, comparisons, dedup, trend_comparisons
 from fedkd.report.claims.paper_check import PaperCheck, check_on_paper, paper_gaps
 from fedkd.report.claims.runs import SettingValues, pool_methods, setting_values
@@ -60,14 +60,14 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict,
         rows = comparisons(claim, values, stand_ins)
     rows = dedup(rows)
     result = ClaimResult(claim, [], "not run", "", stand_ins=stand_ins,
-                         paper_check=check_on_paper(claim))  # fmt: skip
+                         paper_check=_check_on_paper(claim))  # fmt: skip
     if len(rows) == 1 and rows[0].key == ("none",):
         result.reason = rows[0].notes[0]
         return result
     if not rows:
         result.reason = _not_run_reason(claim, tables, runs)
         return result
-    gaps, _ = paper_gaps(claim)
+    gaps, _ = paper_gaps(claim) if claim.paper != DECLARED else ([], "")
     for r in rows:
         r.paper_gap, disagreement = _row_paper_gap(claim, r, stand_ins, gaps)
         if disagreement:
@@ -98,6 +98,13 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict,
         result.verdict = claim_verdict([r.verdict.verdict for r in rows], claim.aggregate)
     result.summary = sign_count(claim, rows, hyps)
     return result
+
+
+def _check_on_paper(claim: Claim) -> PaperCheck:
+    """A configuration's own claim is no paper's: nothing to check it on."""
+    if claim.paper == DECLARED:
+        return PaperCheck("uncheckable", (), math.nan, "a configuration's own claim")
+    return check_on_paper(claim)
 
 
 def held_labels(info: dict, runs: pd.DataFrame, table: str) -> set[str]:
@@ -277,10 +284,13 @@ def _equal(a, b) -> bool:
     return str(a) == str(b)
 
 
-def evaluate_all(runs: pd.DataFrame, sources: dict, stand_ins: dict) -> list[ClaimResult]:
-    """Every claim of the registry evaluated on ``runs`` (the aggregate, labels split)."""
+def evaluate_all(runs: pd.DataFrame, sources: dict, stand_ins: dict,
+                 declared: tuple[Claim, ...] = ()) -> list[ClaimResult]:  # fmt: skip
+    """The configuration's own claims (``declared``), then every claim of the registry,
+    evaluated on ``runs`` (the aggregate, labels split)."""
     memo: dict = {}
-    results = [evaluate(claim, runs, sources, stand_ins, memo) for claim in all_claims()]
+    claims = (*declared, *all_claims())
+    results = [evaluate(claim, runs, sources, stand_ins, memo) for claim in claims]
     _name_shared(results)
     return results
 

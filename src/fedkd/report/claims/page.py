@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 
+from fedkd.report.claims.claim import DECLARED
 from fedkd.report.claims.compare import Comparison
 from fedkd.report.claims.evaluate import ClaimResult
 from fedkd.report.claims.evaluate import number_text as _num
@@ -81,19 +82,39 @@ METHOD_NOTE = (
 def claims_doc(views: list[ClaimView], opts: Options) -> TableDoc:
     """The claims table of the evaluated claims: CSV and Markdown/LaTeX rows (the HTML page,
     page_html.html_page, is set by the layout)."""
-    results = [v.res for v in views]
-    records = [r for view in views for r in view.records()]
+    own, papers = split_declared(views)
+    records = [r for view in (*own, *papers) for r in view.records()]
     caption, label = caption_and_label(opts)
-    caption = f"{summary(results)} {caption.rstrip()}".strip()  # the counts first
+    counts = summary([v.res for v in papers])
+    if own:
+        counts = (f"This configuration's {summary([v.res for v in own])} The papers' "
+                  f"{counts}")  # fmt: skip
+    caption = f"{counts} {caption.rstrip()}".strip()  # the counts first
     header = [Text.plain(h) for h in ("Claim / setting", "Verdict", "n", "Effect",
                                       f"{LEVEL:.0%} CI", "p (claim)", "p (against)", "Paper",
                                       "More seeds")]  # fmt: skip
-    body = [line for view in views for line in view.lines()]
+    body = [line for view in papers for line in view.lines()]
+    if own:
+        blank = [Text.plain("")] * (len(header) - 1)
+        body = [[Text.plain(OWN_SECTION), *blank],
+                *(line for view in own for line in view.lines()),
+                [Text.plain(PAPERS_SECTION), *blank], *body]  # fmt: skip
     csv = pd.DataFrame(records, columns=CSV_COLUMNS)
     for col in ("seeds_needed", "n", "failed", "df"):
         csv[col] = csv[col].astype("Int64")  # counts: "4", not "4.0"
     return TableDoc(caption, label, header, body, 1, csv, blank_repeats=False,
                     notes=[READ_LINE, METHOD_NOTE])  # fmt: skip
+
+
+# the page's two sections where a configuration declares claims of its own
+OWN_SECTION = "This configuration's claims"
+PAPERS_SECTION = "The papers' claims"
+
+
+def split_declared(views: list[ClaimView]) -> tuple[list[ClaimView], list[ClaimView]]:
+    """(the configuration's own claims, the papers'), each in its order."""
+    own = [v for v in views if v.declared]
+    return own, [v for v in views if not v.declared]
 
 
 class ClaimView:
@@ -103,7 +124,14 @@ class ClaimView:
         self.res = res
 
     @property
+    def declared(self) -> bool:
+        """A claim of the configuration's own: no paper to show beside it."""
+        return self.res.claim.paper == DECLARED
+
+    @property
     def paper_status(self) -> str:
+        if self.declared:
+            return ""
         check = self.res.paper_check
         return check.status if check.status != "fails" else f"fails: {check.reason}"
 
@@ -115,6 +143,8 @@ class ClaimView:
     def paper(self) -> str:
         """The paper's own gap, as text."""
         claim, check = self.res.claim, self.res.paper_check
+        if self.declared:
+            return ""
         if check.status == "uncheckable":
             return f"no cells to compare ({check.reason})"
         unit = claim.unit
@@ -308,7 +338,7 @@ def summary(results: list[ClaimResult]) -> str:
     """E.g. "37 claims: 12 hold, 2 contradicted, ...; 3 comparisons are rows of several
     claims." (per claim, not per row)."""
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}
-    text = f"{len(results)} claims: " + ", ".join(f"{counts[v]} {_plural(v, counts[v])}"
+    text = f"{len(results)} claim{'' if len(results) == 1 else 's'}: " + ", ".join(f"{counts[v]} {_plural(v, counts[v])}"
                                                   for v in VERDICTS)  # fmt: skip
     shared = {r.key for res in results for r in res.rows if r.shared_with}
     if shared:

@@ -6,7 +6,14 @@ from __future__ import annotations
 import html
 
 from fedkd.report.claims.compare import Comparison
-from fedkd.report.claims.page import READ_LINE, ClaimView, seeds_text
+from fedkd.report.claims.page import (
+    OWN_SECTION,
+    PAPERS_SECTION,
+    READ_LINE,
+    ClaimView,
+    seeds_text,
+    split_declared,
+)
 from fedkd.report.claims.verdict import LEVEL
 from fedkd.report.names import display_name
 from fedkd.report.text import DASH
@@ -27,15 +34,25 @@ INDEX_STYLE = (
 
 
 def html_page(views: list[ClaimView]) -> str:
-    esc = html.escape
+    """The page; where the configuration declares claims of its own, they come first, each
+    part with its own index."""
+    own, papers = split_declared(views)
+    out = [INDEX_STYLE, f'<p class="read">{html.escape(READ_LINE)}</p>']
+    if own:
+        out += [f"<h2>{html.escape(OWN_SECTION)}</h2>", *_part(own),
+                f"<h2>{html.escape(PAPERS_SECTION)}</h2>"]  # fmt: skip
+    return "\n".join(out + _part(papers))
+
+
+def _part(views: list[ClaimView]) -> list[str]:
+    """An index of ``views``, a block per claim with runs, then one line per claim without."""
     ran = [v for v in views if v.res.verdict != "not run" or v.res.rows]
     idle = [v for v in views if v not in ran]
-    out = [INDEX_STYLE, f'<p class="read">{esc(READ_LINE)}</p>', index(views)]
-    out += [block(v) for v in ran]
+    out = [index(views)] + [block(v) for v in ran]
     if idle:
         out.append(f"<h3 class=idle>Not run on this configuration ({len(idle)} claims)</h3>")
         out.append('<ul class="idle">' + "".join(idle_line(v) for v in idle) + "</ul>")
-    return "\n".join(out)
+    return out
 
 
 def stated(v) -> str:
@@ -120,8 +137,8 @@ def block(view: ClaimView) -> str:
     if view.scope:
         meta.append(f"<b>{esc(view.scope)}</b>")
     out.append(f'<p class="meta">{" · ".join(meta)}</p>')
-    out.append(f'<p class="gap"><b>Paper:</b> {esc(view.paper or DASH)} &nbsp; '
-               f"<b>Ours:</b> {esc(view.ours())}</p>")  # fmt: skip
+    paper = "" if view.declared else f"<b>Paper:</b> {esc(view.paper or DASH)} &nbsp; "
+    out.append(f'<p class="gap">{paper}<b>Ours:</b> {esc(view.ours())}</p>')
     rows = view.all_rows()
     shown = [r for r in rows if not r.neither_reached]
     neither = [r for r in rows if r.neither_reached]

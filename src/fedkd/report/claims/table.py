@@ -2,7 +2,8 @@
 settings, from the runs that check it. Drawn from one aggregate of the runs of the configuration's
 other tables, each run's label prefixed with its table ("table3/fedgkd"), and from option
 ``sources`` (per table: its paper key, layout, options and best_of columns), which the workflow
-fills in.
+fills in; the configuration's own claims (option ``claims``, its ``claims:`` entries,
+claims/declared.py) come first, in a section of their own.
 
 A claim reads the settings of every table it selects. The same two sets of runs compared on the
 same value (table 3 at α 0.5 and table 5 at C 0.2; a final round and the last of the at-round
@@ -20,6 +21,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fedkd.report.aggregate import ReportError
+from fedkd.report.claims.declared import DeclaredClaimError, declared_claims
 from fedkd.report.claims.evaluate import evaluate_all
 from fedkd.report.claims.page import ClaimView, claims_doc
 from fedkd.report.claims.page_html import html_page
@@ -30,7 +32,12 @@ from fedkd.report.writers import TableDoc
 def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     sources = opts.mapping("sources")
     stand_ins = {str(k): str(v) for k, v in opts.mapping("stand_ins").items()}
-    views = [ClaimView(res) for res in evaluate_all(split_labels(df), sources, stand_ins)]
+    try:  # the configuration's own claims: checked when the workflow planned
+        declared = declared_claims(opts.values.get("claims"))
+    except DeclaredClaimError as exc:
+        raise ReportError(f"option 'claims': {exc}") from None
+    results = evaluate_all(split_labels(df), sources, stand_ins, declared)
+    views = [ClaimView(res) for res in results]
     doc = claims_doc(views, opts)
     doc.html = html_page(views)
     return doc

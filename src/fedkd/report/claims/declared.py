@@ -1,0 +1,267 @@
+"""A configuration's own claims: its ``claims:`` entries, each turned into the ``Claim`` the
+registry would hold for it (one model, two sources), and checked when the workflow plans.
+
+An entry takes the fields of ``Claim`` under their own names (tables, treatment, baseline,
+direction, metric, where, test, margin, aggregate, trend, rounds_from, note), its ``statement``
+in place of a paper's quote and an optional ``id``; ``treatment`` or ``baseline`` may be
+``{each_of: [...]}``, one claim per label (as the registry writes ``_beats(b) for b in ...``).
+Kept free of heavy imports: the Snakefile plans with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from fedkd.report.claims.claim import DECLARED, Claim, Trend
+
+FIELDS = (
+    "statement", "id", "tables", "treatment", "baseline", "direction", "metric", "where",
+    "test", "margin", "gap_fraction", "aggregate", "trend", "rounds_from", "note",
+)  # fmt: skip
+REQUIRED = ("statement", "tables", "treatment", "baseline")
+TREND_FIELDS = ("key", "toward", "start", "end")
+EACH_OF = "each_of"
+# the run keys a setting is told by (fedkd.report.claims.runs.SETTING, which imports pandas)
+WHERE_KEYS = (
+    "dataset", "partition", "alpha", "shards", "clients", "participation", "local_epochs",
+    "rounds_planned",
+)  # fmt: skip
+
+
+class DeclaredClaimError(ValueError):
+    """A ``claims:`` entry that makes no claim, named by its index and statement."""
+
+
+def entry_name(entry, index: int) -> str:
+    """How an error names an entry: ``claims[1] ("FedDyn beats FedAvg")``."""
+    statement = entry.get("statement") if isinstance(entry, Mapping) else None
+    if isinstance(statement, str) and statement.strip():
+        short = statement.strip()
+        short = short if len(short) <= 60 else short[:57] + "..."
+        return f"claims[{index}] ({short!r})"
+    return f"claims[{index}]"
+
+
+def entry_claims(entry, index: int) -> tuple[Claim, ...]:
+    """The claims one ``claims:`` entry declares (several with ``each_of``), or
+    DeclaredClaimError saying what to change."""
+    where = entry_name(entry, index)
+
+    def refuse(problem: str) -> DeclaredClaimError:
+        return DeclaredClaimError(f"{where}: {problem}")
+
+    if not isinstance(entry, Mapping):
+        raise refuse(f"an entry is a mapping with keys {', '.join(REQUIRED)}; got {entry!r}")
+    unknown = sorted(str(k) for k in entry if k not in FIELDS)
+    if unknown:
+        raise refuse(f"unknown key(s) {', '.join(unknown)}; the keys are: {', '.join(FIELDS)}")
+    missing = [k for k in REQUIRED if entry.get(k) in (None, "", [], {})]
+    if missing:
+        raise refuse(f"missing {', '.join(missing)}")
+    statement = entry["statement"]
+    if not isinstance(statement, str) or not statement.strip():
+        raise refuse("statement is the claim in words (text)")
+    tables = entry["tables"]
+    tables = tuple(str(t) for t in (tables if isinstance(tables, list) else [tables]))
+    treatments = _labels(entry["treatment"], "treatment", refuse)
+    baselines = _labels(entry["baseline"], "baseline", refuse)
+    pairs = [(t, b) for t in treatments for b in baselines if t != b]
+    if not pairs:
+        raise refuse("treatment and baseline name the same column; compare two columns")
+    own_id = entry.get("id")
+    if own_id is not None and not isinstance(own_id, str):
+        raise refuse(f"id is text (lower-case words joined by '-'), got {own_id!r}")
+    fields = {k: entry[k] for k in ("direction", "metric", "test", "aggregate", "note")
+              if k in entry}  # fmt: skip
+    for key in ("margin", "gap_fraction", "rounds_from"):
+        if key in entry:
+            fields[key] = entry[key]
+    if isinstance(fields.get("margin"), Mapping):
+        fields["margin"] = {str(k): v for k, v in fields["margin"].items()}
+    if "where" in entry:
+        fields["where"] = _where(entry["where"], refuse)
+    if entry.get("trend") is not None:
+        fields["trend"] = _trend(entry["trend"], refuse)
+    claims = []
+    for treatment, baseline in pairs:
+        if own_id and len(pairs) == 1:
+            claim_id = own_id
+        else:
+            pair = f"{_slug(treatment)}-vs-{_slug(baseline)}"
+            claim_id = f"{own_id}-{pair}" if own_id else pair
+        try:
+            claims.append(Claim(
+                id=claim_id, paper=DECLARED, source=f"claims[{index}]", quote=statement,
+                treatment=treatment, baseline=baseline, tables=tables, **fields,
+            ))  # fmt: skip
+        except (TypeError, ValueError) as exc:
+            raise refuse(str(exc)) from None
+    return tuple(claims)
+
+
+def declared_claims(entries) -> tuple[Claim, ...]:
+    """Every claim of a configuration's ``claims:`` list, in its order; an id given twice is
+    refused (two entries about the same pair need ids of their own)."""
+    if entries is None:
+        return ()
+    if not isinstance(entries, list):
+        raise DeclaredClaimError(f"claims: a list of claims, got {entries!r}")
+    found: list[Claim] = []
+    for index, entry in enumerate(entries):
+        for claim in entry_claims(entry, index):
+            if any(c.id == claim.id for c in found):
+                raise DeclaredClaimError(
+                    f"{entry_name(entry, index)}: id {claim.id!r} is another claim's too; give "
+                    "the entry an id of its own (id: ...)"
+                )
+            found.append(claim)
+    return tuple(found)
+
+
+def _labels(value, key: str, refuse) -> list[str]:
+    if isinstance(value, Mapping):
+        if set(value) != {EACH_OF} or not isinstance(value[EACH_OF], list) or not value[EACH_OF]:
+            raise refuse(f"{key} is a column label or {{{EACH_OF}: [label, ...]}}, got {value!r}")
+        labels = [str(v) for v in value[EACH_OF]]
+        if len(set(labels)) != len(labels):
+            raise refuse(f"{key}.{EACH_OF} names a label twice: {labels}")
+        return labels
+    if isinstance(value, (list, tuple)):
+        raise refuse(f"{key}: several columns are written {{{EACH_OF}: {list(value)}}}")
+    return [str(value)]
+
+
+def _where(value, refuse) -> dict[str, tuple]:
+    if not isinstance(value, Mapping):
+        raise refuse(f"where maps a run key to its values ({{alpha: [0.1]}}), got {value!r}")
+    unknown = sorted(str(k) for k in value if k not in WHERE_KEYS)
+    if unknown:
+        raise refuse(f"where: no setting has key(s) {', '.join(unknown)}; the keys are: "
+                     f"{', '.join(WHERE_KEYS)}")  # fmt: skip
+    return {str(k): tuple(v) if isinstance(v, (list, tuple)) else (v,) for k, v in value.items()}
+
+
+def _trend(value, refuse) -> Trend:
+    if not isinstance(value, Mapping) or not set(value) <= set(TREND_FIELDS):
+        raise refuse(
+            f"trend is {{key: alpha, toward: low}} (or {{key: dataset, start: ..., end: ...}}), "
+            f"got {value!r}"
+        )
+    try:
+        return Trend(**{k: str(v) for k, v in value.items()})
+    except (TypeError, ValueError) as exc:
+        raise refuse(str(exc)) from None
+
+
+def _slug(label: str) -> str:
+    """A column label as a claim id's part: "M=1" -> "m-1"."""
+    return re.sub(r"[^a-z0-9+.]+", "-", label.lower()).strip("-") or "column"
+
+
+# ------------------------------------------------------------------------- planning
+def declared_errors(config: dict, outputs: dict) -> list[str]:
+    """What is wrong with a configuration's ``claims:``, each naming its entry and the fix: an
+    entry that makes no claim, a table the configuration does not have (or one without runs),
+    a column the table does not have, an id the papers' registry already uses, claims with no
+    claims table to show them. ``outputs``: the configuration's tables and figures."""
+    from fedkd.report.claims import all_claims
+    from fedkd.report.targets import get_layout
+
+    entries = config.get("claims")
+    if not entries:
+        return []
+    if not isinstance(entries, list):
+        return [f"claims: a list of claims, got {entries!r}"]
+    errors = []
+    if not any(_layout_of(name, e) == "claims" for name, e in outputs.items()):
+        errors.append(
+            "claims: a configuration's claims are tested on its claims table; add one under "
+            "tables (claims: {layout: claims, caption: ...})"
+        )
+    registry = {c.id for c in all_claims()}
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        try:
+            claims = entry_claims(entry, index)
+        except DeclaredClaimError as exc:
+            errors.append(str(exc))
+            continue
+        where = entry_name(entry, index)
+        for claim in claims:
+            if claim.id in registry or claim.id in seen:
+                whose = "a paper's claim" if claim.id in registry else "another claim"
+                errors.append(
+                    f"{where}: id {claim.id!r} is {whose}'s too; give the entry an id of its own "
+                    "(id: ...)"
+                )
+            seen.add(claim.id)
+        claim = claims[0]
+        for table in claim.tables:
+            entry_out = outputs.get(table)
+            try:
+                layout = get_layout(_layout_of(table, entry_out or {}))
+            except KeyError:
+                layout = None
+            if entry_out is None or layout is None:
+                runs = [n for n, e in outputs.items() if _reads_runs(n, e)]
+                errors.append(
+                    f"{where}.tables: {table!r} is not a table or figure of this configuration; "
+                    f"name one whose runs it compares: {', '.join(runs) or '(none)'}"
+                )
+                continue
+            if layout.input != "aggregate" or layout.draws_from:
+                errors.append(
+                    f"{where}.tables: {table!r} (layout {layout.name}) has no runs of its own to "
+                    "compare; name a table or figure drawn from runs"
+                )
+                continue
+            columns = list(entry_out.get("columns") or {})
+            lacking = sorted({lab for c in claims for lab in (c.treatment, c.baseline)}
+                             - set(columns))  # fmt: skip
+            if lacking:
+                errors.append(
+                    f"{where}: {table!r} has no column {', '.join(map(repr, lacking))}; its "
+                    f"columns are {', '.join(columns)} (treatment and baseline are column "
+                    f"labels{_variant_hint(entry_out, lacking)})"
+                )
+    return errors
+
+
+def name_entries(errors: list[str], entries) -> list[str]:
+    """The schema's messages about a ``claims:`` entry ("claims[1].test: ...") with the entry's
+    statement beside its index, as every other message names it."""
+    if not isinstance(entries, list):
+        return errors
+    out = []
+    for error in errors:
+        found = re.match(r"claims\[(\d+)\]", error)
+        if found and int(found[1]) < len(entries):
+            named = entry_name(entries[int(found[1])], int(found[1]))
+            error = named + error[found.end() :]
+        out.append(error)
+    return out
+
+
+def _layout_of(name: str, entry: dict) -> str:
+    return str((entry or {}).get("layout", name))
+
+
+def _reads_runs(name: str, entry: dict) -> bool:
+    from fedkd.report.targets import get_layout
+
+    try:
+        layout = get_layout(_layout_of(name, entry))
+    except KeyError:
+        return False
+    return layout.input == "aggregate" and not layout.draws_from
+
+
+def _variant_hint(entry: dict, lacking: list[str]) -> str:
+    """Where a missing label is a column's variant: which column runs it."""
+    hints = []
+    for label, column in (entry.get("columns") or {}).items():
+        variant = column if isinstance(column, str) else (column or {}).get("variant")
+        if variant in lacking and variant != label:
+            hints.append(f"variant {variant!r} is column {label!r}")
+    return f"; {', '.join(hints)}" if hints else ""
