@@ -127,9 +127,9 @@ def read_csv(out: Path) -> pd.DataFrame:
 SAME = [
     "statement", "test", "margin", "aggregate", "claim_verdict", "claim_summary", "row", "table",
     "also_in", "setting", "dataset", "stand_in_for", "metric", "unit", "direction", "n",
-    "failed", "seeds", "effect", "se", "df", "own_se", "own_df", "variance_from", "ci_low",
-    "ci_high", "p_holds", "p_contradicted", "p_adjusted", "verdict", "seeds_needed",
-    "more_seeds", "neither_reached", "stated_gap",
+    "failed", "seeds", "effect", "se", "df", "sd", "step", "variance_from", "ci_low",
+    "ci_high", "p_holds", "p_contradicted", "p_adjusted", "verdict", "versus_stated",
+    "seeds_needed", "more_seeds", "neither_reached", "stated_gap", "gap_fraction",
 ]  # fmt: skip
 
 
@@ -360,3 +360,15 @@ def test_the_schema_speaks_the_claims_vocabulary():
     assert props["aggregate"]["enum"] == list(model.AGGREGATES)
     assert props["direction"]["enum"] == list(model.DIRECTIONS)
     assert props["trend"]["properties"]["key"]["enum"] == list(model.TREND_KEYS)
+
+
+def test_a_stated_gap_entry_carries_its_fraction_and_refuses_one_out_of_range():
+    entry = {"statement": "FedDyn is 2 points ahead of FedAvg.", "tables": "table3",
+             "treatment": "feddyn", "baseline": "fedavg", "test": "stated-gap", "margin": 2.0,
+             "gap_fraction": 0.8}  # fmt: skip
+    (claim,) = entry_claims(entry, 0)
+    assert (claim.test, claim.margin, claim.gap_fraction) == ("stated-gap", 2.0, 0.8)
+    with pytest.raises(DeclaredClaimError, match=r"claims\[0\].*gap_fraction"):
+        entry_claims({**entry, "gap_fraction": 1.5}, 0)
+    with pytest.raises(DeclaredClaimError, match=r"claims\[0\].*gap_fraction"):
+        entry_claims({**entry, "test": "superiority", "gap_fraction": 0.8}, 0)
