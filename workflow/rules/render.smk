@@ -154,6 +154,8 @@ rule unknown_output:
         unknown_output,
     output:
         "results/{folder}/{file}",
+    log:
+        "results/logs/unknown_output/{folder}/{file}.log",
     wildcard_constraints:
         folder="tables|figures",
         file=snakefile.unknown_output_regex(plan),
