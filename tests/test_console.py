@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import io
 import logging
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +42,15 @@ def settings(dryrun: bool = False) -> SimpleNamespace:
                            verbose=False, show_failed_logs=False, stdout=False, dryrun=dryrun)  # fmt: skip
 
 
+def snakemakes(cls, out):
+    """Snakemake's default filter or formatter for the output settings ``out``, built from
+    whichever of them its release's class takes (they differ between releases)."""
+    import inspect
+
+    names = list(inspect.signature(cls).parameters)
+    return cls(**{n: getattr(out, n) for n in names if hasattr(out, n)})
+
+
 def console(dryrun: bool = False, clock=None):
     """A logger wired as Snakemake wires one with ``--logger fedkd``: the plugin's handler only,
     with Snakemake's default filter and formatter attached, as Snakemake attaches them to a
@@ -54,9 +65,8 @@ def console(dryrun: bool = False, clock=None):
     out = settings(dryrun)
     handler = ConsoleHandler(out, None)
     assert not handler.has_filter and not handler.has_formatter
-    handler.addFilter(DefaultFilter(out.quiet, out.debug_dag, out.verbose, out.dryrun,
-                                    out.printshellcmds))  # fmt: skip
-    handler.setFormatter(DefaultFormatter(out.quiet, out.show_failed_logs))
+    handler.addFilter(snakemakes(DefaultFilter, out))
+    handler.setFormatter(snakemakes(DefaultFormatter, out))
     handler.stream = stream
     handler.clock = clock or Clock()
     logger.addHandler(handler)
@@ -190,7 +200,8 @@ def test_the_quiet_setting_drops_the_lines_but_not_the_bookkeeping():
     clock = Clock()
     logger, stream = console(clock=clock)
     handler = logger.handlers[0]
-    handler.filters[:] = [DefaultFilter({Quietness.RULES}, False, False, False, False)]
+    handler.filters[:] = [snakemakes(DefaultFilter, settings())]
+    handler.filters[0].quiet = {Quietness.RULES}
     logger.info("Job stats", extra=dict(event=LogEvent.RUN_INFO, stats={"train": 2, "total": 2}))
     job_info(logger, 1, "train", "train results/runs/a")
     clock.now = 10.0
@@ -266,3 +277,47 @@ def test_the_installed_snakemake_is_in_the_declared_range_and_the_snakefile_asks
     assert f'min_version("{floor[0]}")' in (REPO / "Snakefile").read_text()
     interface = declared_range("snakemake-interface-logger-plugins")
     assert version("snakemake-interface-logger-plugins") in interface, str(interface)
+
+
+# a Python whose Snakemake is the declared range's floor (9.0), where one is installed beside this
+# one: e.g. python -m venv --system-site-packages V && V/bin/pip install snakemake==9.0.0
+FLOOR_PYTHON = os.environ.get("FEDKD_SNAKEMAKE_FLOOR_PYTHON")
+TOY_SNAKEFILE = """
+rule all:
+    input: expand("o{i}.txt", i=range(2))
+rule make:
+    output: "o{i}.txt"
+    message: "make {output}"
+    shell: "touch {output}"
+"""
+
+
+@pytest.mark.parametrize(
+    "python",
+    [
+        pytest.param(sys.executable, id="installed"),
+        pytest.param(FLOOR_PYTHON, id="floor", marks=pytest.mark.skipif(
+            not FLOOR_PYTHON, reason="FEDKD_SNAKEMAKE_FLOOR_PYTHON names no Python with Snakemake 9.0"
+        )),
+    ],
+)  # fmt: skip
+def test_snakemake_runs_a_workflow_through_the_plugin(python, tmp_path):
+    """Both ends of the declared range where this machine has them: Snakemake loads the plugin,
+    attaches its defaults, and the console shows one line per start and per finish."""
+    probe = "from importlib.metadata import version; print(version('snakemake'))"
+    found = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() in declared_range("snakemake")
+    if python == FLOOR_PYTHON:
+        from packaging.version import Version
+
+        floor = next(s.version for s in declared_range("snakemake") if s.operator == ">=")
+        assert Version(found.stdout.strip()).release[:2] == Version(floor).release[:2]
+    (tmp_path / "Snakefile").write_text(TOY_SNAKEFILE)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([python, "-m", "snakemake", "--logger", "fedkd", "--cores", "1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert re.search(r"^\[\d\d:\d\d:\d\d\] start  make o0\.txt$", out, re.M), out
+    assert re.search(r"^\[\d\d:\d\d:\d\d\] done   all  \(3 of 3 steps, 100%\)$", out, re.M), out
+    assert "Finished jobid" not in out and "Select jobs" not in out

@@ -26,8 +26,10 @@ from collections import defaultdict
 from snakemake_interface_logger_plugins.base import LogHandlerBase
 from snakemake_interface_logger_plugins.common import LogEvent
 
-# Snakemake's scheduler chatter, one of each per scheduling step
-CHATTER = re.compile(r"^(Select jobs to execute\.\.\.|Execute \d+ jobs\.\.\.)$")
+# Snakemake's scheduler chatter, one of each per scheduling step (the last one: Snakemake 9.0)
+CHATTER = re.compile(
+    r"^(Select jobs to execute\.\.\.|Execute \d+ jobs\.\.\.|Waiting for more resources\.)$"
+)
 
 
 def fmt_duration(seconds: float) -> str:
@@ -139,6 +141,9 @@ class ConsoleHandler(LogHandlerBase):
     clock = staticmethod(time.monotonic)
 
     def __post_init__(self) -> None:
+        if not hasattr(self, "filters"):
+            # the interface's base class before 2.0 leaves logging.Handler's own set-up undone
+            logging.Handler.__init__(self)
         out = self.common_settings
         self.stream = sys.stdout if getattr(out, "stdout", False) else sys.stderr
         self.dryrun = bool(getattr(out, "dryrun", False))
