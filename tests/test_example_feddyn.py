@@ -110,7 +110,8 @@ def test_a_client_keeps_its_state_between_the_rounds_it_is_sampled(feddyn):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """Two rounds of FedDyn with each trainer, and FedAvg's, on the stand-in CNN and 96 mnist5k
+    """Two rounds of FedDyn with each trainer (the batched one also stopped after its first round
+    and resumed), and FedAvg's, on the stand-in CNN and 96 mnist5k
     images (tests/test_trainers.py's small setting, 6 clients, half of them a round: a client's
     state is used again when it is sampled again)."""
     from fedkd.engine.run import Run
@@ -130,7 +131,11 @@ def trained(tmp_path_factory):
             "init": Run(RunSpec(**dyn), out / "init", log=lambda m: None, dataset=data),
         }  # fmt: skip
         runs["init"].prepare()
-    dirs = {"sequential": out / "seq", "batched": out / "bat", "fedavg": out / "fa"}
+        # stopped after its first round and started again: h and every g_k from the checkpoint
+        train(RunSpec(**dyn, engine="batched"), out / "resumed", data, stop_after_round=1)
+        runs["resumed"] = train(RunSpec(**dyn, engine="batched"), out / "resumed", data)
+    dirs = {"sequential": out / "seq", "batched": out / "bat", "fedavg": out / "fa",
+            "resumed": out / "resumed"}  # fmt: skip
     return {"dirs": dirs, "runs": runs, "data": data}
 
 
@@ -157,3 +162,20 @@ def test_it_trains_through_both_trainers_alike(trained):
     strategy = runs["sequential"].strategy
     assert strategy.grads and all(g["classifier.weight"].abs().sum() > 0
                                   for g in strategy.grads.values())  # fmt: skip
+
+
+@pytest.mark.slow  # uses the runs above
+def test_a_stopped_run_resumes_bit_for_bit(trained):
+    from test_trainers import metrics
+
+    dirs, runs = trained["dirs"], trained["runs"]
+    whole, resumed = metrics(dirs["batched"]), metrics(dirs["resumed"])
+    for column in ("test_acc", "train_loss", "server_h_norm"):
+        assert whole[column].tolist() == resumed[column].tolist(), column
+    a, b = runs["batched"].global_model.state_dict(), runs["resumed"].global_model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert all(
+        torch.equal(g, runs["resumed"].strategy.grads[cid][n])
+        for cid, grads in runs["batched"].strategy.grads.items()
+        for n, g in grads.items()
+    )
