@@ -20,8 +20,6 @@ if not workflow.overwrite_configfiles:
 include: "workflow/rules/common.smk"
 
 
-# a table or figure the config does not define (table33.tex) is refused first, with the list
-check_output_targets()
 validate_config(
     config,
     Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
@@ -48,7 +46,3 @@ rule all:
     default_target: True
     input:
         default_targets(),
-
-
-# a target no rule makes (a misspelt table) is refused now, with the valid ones listed
-check_targets()

@@ -1,18 +1,31 @@
 """The workflow's console (fedkd.pipeline.console, the logger plugin ``--logger fedkd``): one line
 per job start, one per finish with the step count and an ETA, fed the same log records
-Snakemake's scheduler emits."""
+Snakemake's scheduler emits; the plugin built on snakemake-interface-logger-plugins alone, for the
+Snakemake releases pyproject.toml declares."""
 
 from __future__ import annotations
 
+import ast
 import io
 import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from snakemake.logging import LogEvent
+from snakemake_interface_logger_plugins.common import LogEvent
 from snakemake_interface_logger_plugins.registry import LoggerPluginRegistry
 
-from fedkd.pipeline.console import ConsoleHandler, Progress, console_stream, fmt_duration
+from fedkd.pipeline.console import ConsoleHandler, Progress, fmt_duration, percentage
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGIN_FILES = [
+    REPO / "src" / "fedkd" / "pipeline" / "console.py",
+    *sorted((REPO / "src" / "snakemake_logger_plugin_fedkd").rglob("*.py")),
+]
 
 
 class Clock:
@@ -29,14 +42,33 @@ def settings(dryrun: bool = False) -> SimpleNamespace:
                            verbose=False, show_failed_logs=False, stdout=False, dryrun=dryrun)  # fmt: skip
 
 
+def snakemakes(cls, out):
+    """Snakemake's default filter or formatter for the output settings ``out``, built from
+    whichever of them its release's class takes (they differ between releases)."""
+    import inspect
+
+    names = list(inspect.signature(cls).parameters)
+    return cls(**{n: getattr(out, n) for n in names if hasattr(out, n)})
+
+
 def console(dryrun: bool = False, clock=None):
-    """A logger wired as Snakemake wires one with ``--logger fedkd``: the plugin's handler only."""
+    """A logger wired as Snakemake wires one with ``--logger fedkd``: the plugin's handler only,
+    with Snakemake's default filter and formatter attached, as Snakemake attaches them to a
+    handler whose has_filter and has_formatter are false (the test may use Snakemake's own
+    modules; the plugin does not)."""
+    from snakemake.logging import DefaultFilter, DefaultFormatter
+
     logger = logging.getLogger(f"test-console-{id(object())}")
     logger.propagate = False
     logger.setLevel(logging.INFO)
     stream = io.StringIO()
-    handler = ConsoleHandler(settings(dryrun), None)
-    handler.console = console_stream(settings(dryrun), clock or Clock(), stream)
+    out = settings(dryrun)
+    handler = ConsoleHandler(out, None)
+    assert not handler.has_filter and not handler.has_formatter
+    handler.addFilter(snakemakes(DefaultFilter, out))
+    handler.setFormatter(snakemakes(DefaultFormatter, out))
+    handler.stream = stream
+    handler.clock = clock or Clock()
     logger.addHandler(handler)
     return logger, stream
 
@@ -146,3 +178,146 @@ def test_a_rule_with_no_finished_job_counts_at_least_its_running_jobs_age():
     clock.now = 10.0
     # train: none done; the running one has taken 10 s already: 2 left (one half done) at 10 s
     assert progress.eta() == pytest.approx(1.5 * 10.0 / 2)
+
+
+def test_percentages_never_read_0_or_100_before_the_end():
+    assert [percentage(d, t) for d, t in ((0, 3), (1, 3), (1, 4), (3, 3))] == [
+        "0%",
+        "33%",
+        "25%",
+        "100%",
+    ]
+    assert percentage(1, 1000) == "0.1%" and percentage(999, 1000) == "99.9%"
+    assert percentage(9999, 10000) == "99.99%"
+
+
+def test_the_quiet_setting_drops_the_lines_but_not_the_bookkeeping():
+    """``--quiet rules`` drops the start lines through Snakemake's filter; the ETA still counts
+    the jobs it did not show."""
+    from snakemake.logging import DefaultFilter
+    from snakemake.settings.enums import Quietness
+
+    clock = Clock()
+    logger, stream = console(clock=clock)
+    handler = logger.handlers[0]
+    handler.filters[:] = [snakemakes(DefaultFilter, settings())]
+    handler.filters[0].quiet = {Quietness.RULES}
+    logger.info("Job stats", extra=dict(event=LogEvent.RUN_INFO, stats={"train": 2, "total": 2}))
+    job_info(logger, 1, "train", "train results/runs/a")
+    clock.now = 10.0
+    finish(logger, 1, "train", 1, 2)
+    assert "start" not in stream.getvalue()
+    assert (
+        stream.getvalue()
+        .splitlines()[-1]
+        .endswith("done   train results/runs/a  (1 of 2 steps, 50%, ETA ~10 s)")
+    )
+
+
+# ----------------------------------------------------------------------------- on the interface
+
+
+def snakemake_imports(path: Path) -> set[str]:
+    """The top-level modules named snakemake* that a file imports, anywhere in it."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return {n.split(".")[0] for n in names if n.startswith("snakemake")}
+
+
+def test_the_plugin_imports_only_the_logger_plugin_interface_of_snakemakes():
+    """Neither the plugin's source nor anything it imports reaches into Snakemake itself: only
+    the interface packages, whose names and classes are Snakemake's promise to plugins."""
+    allowed = {"snakemake_interface_logger_plugins", "snakemake_logger_plugin_fedkd"}
+    for path in PLUGIN_FILES:
+        assert snakemake_imports(path) <= allowed, (path, snakemake_imports(path) - allowed)
+    code = (
+        "import sys, snakemake_logger_plugin_fedkd\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('snakemake'))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    loaded = {m.split(".")[0] for m in proc.stdout.split()}
+    # the logger interface builds on snakemake-interface-common, Snakemake's plugins' common base
+    assert loaded <= allowed | {"snakemake_interface_common"}, loaded
+    assert "snakemake_logger_plugin_fedkd" in loaded
+
+
+def test_the_source_check_sees_an_import_of_snakemake_anywhere(tmp_path):
+    path = tmp_path / "probe.py"
+    path.write_text("def f():\n    from snakemake.logging import DefaultFormatter\n")
+    assert snakemake_imports(path) == {"snakemake"}
+
+
+def declared_range(package: str):
+    """The version specifier pyproject.toml declares for ``package``."""
+    from packaging.requirements import Requirement
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    return next(Requirement(d).specifier for d in deps if Requirement(d).name == package)
+
+
+def test_the_installed_snakemake_is_in_the_declared_range_and_the_snakefile_asks_its_floor():
+    """The supported Snakemake range is declared, the installed one (the end this install can
+    test; every test here runs on it) is in it, and the Snakefile's min_version is its floor."""
+    from importlib.metadata import version
+
+    snakemake = declared_range("snakemake")
+    assert version("snakemake") in snakemake, (version("snakemake"), str(snakemake))
+    floor = [s.version for s in snakemake if s.operator == ">="]
+    ceiling = [s.version for s in snakemake if s.operator == "<"]
+    assert floor and ceiling, f"pyproject.toml declares no closed range: {snakemake}"
+    assert f'min_version("{floor[0]}")' in (REPO / "Snakefile").read_text()
+    interface = declared_range("snakemake-interface-logger-plugins")
+    assert version("snakemake-interface-logger-plugins") in interface, str(interface)
+
+
+# a Python whose Snakemake is the declared range's floor (9.0), where one is installed beside this
+# one: e.g. python -m venv --system-site-packages V && V/bin/pip install snakemake==9.0.0
+FLOOR_PYTHON = os.environ.get("FEDKD_SNAKEMAKE_FLOOR_PYTHON")
+TOY_SNAKEFILE = """
+rule all:
+    input: expand("o{i}.txt", i=range(2))
+rule make:
+    output: "o{i}.txt"
+    message: "make {output}"
+    shell: "touch {output}"
+"""
+
+
+@pytest.mark.parametrize(
+    "python",
+    [
+        pytest.param(sys.executable, id="installed"),
+        pytest.param(FLOOR_PYTHON, id="floor", marks=pytest.mark.skipif(
+            not FLOOR_PYTHON, reason="FEDKD_SNAKEMAKE_FLOOR_PYTHON names no Python with Snakemake 9.0"
+        )),
+    ],
+)  # fmt: skip
+def test_snakemake_runs_a_workflow_through_the_plugin(python, tmp_path):
+    """Both ends of the declared range where this machine has them: Snakemake loads the plugin,
+    attaches its defaults, and the console shows one line per start and per finish."""
+    probe = "from importlib.metadata import version; print(version('snakemake'))"
+    found = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() in declared_range("snakemake")
+    if python == FLOOR_PYTHON:
+        from packaging.version import Version
+
+        floor = next(s.version for s in declared_range("snakemake") if s.operator == ">=")
+        assert Version(found.stdout.strip()).release[:2] == Version(floor).release[:2]
+    (tmp_path / "Snakefile").write_text(TOY_SNAKEFILE)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([python, "-m", "snakemake", "--logger", "fedkd", "--cores", "1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert re.search(r"^\[\d\d:\d\d:\d\d\] start  make o0\.txt$", out, re.M), out
+    assert re.search(r"^\[\d\d:\d\d:\d\d\] done   all  \(3 of 3 steps, 100%\)$", out, re.M), out
+    assert "Finished jobid" not in out and "Select jobs" not in out

@@ -419,7 +419,10 @@ def test_an_alias_bomb_in_model_options_is_refused_before_it_is_walked():
     assert "defaults.model_options expands to more than 1,000 values" in errors_of(cfg)
 
 
-def test_a_wrong_target_lists_the_valid_ones_before_anything_is_planned(tmp_path):
+def test_a_wrong_target_lists_the_valid_ones_as_snakemake_resolves_it(tmp_path):
+    """Snakemake's own target resolution refuses a table the configuration does not define: the
+    render rules admit only its names, and rule unknown_output, matching the rest, names the
+    closest and every valid one before any job is planned."""
     import os
     import subprocess
     import sys
@@ -440,8 +443,26 @@ def test_a_wrong_target_lists_the_valid_ones_before_anything_is_planned(tmp_path
         "no rule makes 'results/tables/table33.tex'; did you mean results/tables/table3.tex?" in out
     )
     assert "for NAME in: " in out and "table3" in out and "results/figures/NAME.pdf" in out
-    assert "Building DAG" not in out, "refused before Snakemake plans the jobs"
-    assert elapsed < 60  # about 5 s on 2 busy cores, most of it Snakemake's own start
+    assert "Job stats" not in out, "refused before any job is planned"
+    assert elapsed < 60  # bounded by Snakemake's start and the config's validation, not the DAG
+
+
+def test_the_refusing_rule_matches_exactly_what_no_render_rule_makes():
+    """unknown_output's wildcard: every file the render rules make is left to them (Snakemake
+    asks each matching rule for its inputs, so a match would raise for a valid target), any other
+    name in results/tables/ or results/figures/ is refused."""
+    import re
+
+    from fedkd.pipeline.snakefile import made_files, unknown_output_regex
+
+    plan = Plan(read(TINY))
+    pattern = re.compile(unknown_output_regex(plan))
+    made = made_files(plan)
+    assert {"table3.tex", "table3.html", "table3_vs_paper.csv", "curves.png"} <= set(made)
+    assert not [f for f in made if pattern.fullmatch(f)]
+    for wrong in ("table33.tex", "table3.pdf", "curves.tex", "table3.tex.bak", "tsne.html"):
+        assert pattern.fullmatch(wrong), wrong
+    assert re.compile(unknown_output_regex(Plan({"tables": {}, "figures": {}}))).fullmatch("x")
 
 
 def test_the_target_message_names_every_output():

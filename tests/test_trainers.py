@@ -45,7 +45,7 @@ SMALL = dict(
     clients=6, participation=0.5, partition="dirichlet", alpha=0.5, local_epochs=1, rounds=2,
     batch_size=8, grad_clip=1.0, seed=3, device="cpu", memory_format="contiguous",
 )  # fmt: skip
-K_CLIENT = [n for n in strategy_names() if get_strategy_class(n).batched]
+BATCHED = [n for n in strategy_names() if get_strategy_class(n).batched]
 # the fast subset: one strategy per kind of declaration (none, shared model, per-client model
 # and shared model, per-client tensors, per-step values)
 FAST = {"fedavg", "fedgkd", "moon", "scaffold", "fedgen"}
@@ -138,14 +138,14 @@ class SyncWatch:
 
 def strategy_cases():
     for shape in SHAPES:
-        for name in K_CLIENT:
+        for name in BATCHED:
             slow = not (name in FAST and shape == "resnet8-cifar") and name != "fedavg"
             marks = [pytest.mark.slow] if slow else []
             yield pytest.param(shape, name, marks=marks, id=f"{shape}-{name}")
 
 
 @pytest.mark.parametrize("shape,strategy", list(strategy_cases()))
-def test_k_client_trainer_matches_sequential(shape, strategy, tmp_path, monkeypatch):
+def test_batched_trainer_matches_sequential(shape, strategy, tmp_path, monkeypatch):
     options, _ = SHAPES[shape]
     data = data_for(shape)
     base = dict(SMALL, **options, strategy=strategy, params=SMALL_SERVER_PARAMS.get(strategy, {}))
@@ -310,7 +310,7 @@ def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(
 
 
 @pytest.mark.slow
-def test_k_client_step_stays_within_its_kernel_budget():
+def test_batched_step_stays_within_its_kernel_budget():
     """The op budget of one 4-client step of ResNet-8-GN (``fedkd bench --ops``): counts, not
     times, so the same on any machine."""
     from fedkd.tools.bench.ops import ops_report
@@ -388,7 +388,7 @@ KILLED_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_killed_k_client_run_resumes_bit_identical(tmp_path):
+def test_killed_batched_run_resumes_bit_identical(tmp_path):
     """A batched run (MOON: per-client state in the checkpoint) SIGKILLed after its first
     checkpoint, then started again, ends with the same metrics and bit-identical weights as an
     uninterrupted one."""

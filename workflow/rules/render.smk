@@ -144,3 +144,23 @@ rule render_vs_paper:
     shell:
         "fedkd render {params.args} --out {params.prefix:q} --options {params.options:q}"
         " > {log:q} 2>&1"
+
+
+rule unknown_output:
+    """A table or figure this configuration does not define (a misspelt target, table33.tex):
+    refused as Snakemake resolves it, with the closest valid one and every one listed. Its
+    wildcard admits only what the render rules do not make."""
+    input:
+        unknown_output,
+    output:
+        "results/{folder}/{file}",
+    log:
+        "results/logs/unknown_output/{folder}/{file}.log",
+    wildcard_constraints:
+        folder="tables|figures",
+        file=snakefile.unknown_output_regex(plan),
+    localrule: True
+    message:
+        "refuse results/{wildcards.folder}/{wildcards.file}"
+    run:
+        raise WorkflowError(unknown_output(wildcards))

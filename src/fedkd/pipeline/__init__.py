@@ -4,8 +4,21 @@ configuration files' reader (config_file), the config's validation (validation, 
 and the check of a command line's configuration files before Snakemake reads them (precheck).
 The rules in workflow/rules/*.smk are thin adapters over these."""
 
-from fedkd.pipeline.grid import grid_points
-from fedkd.pipeline.plan import Plan
-from fedkd.pipeline.validation import ConfigError, validate_config
+import importlib
 
-__all__ = ["ConfigError", "Plan", "grid_points", "validate_config"]
+# imported on first use: the console (fedkd.pipeline.console, Snakemake's logger plugin) is
+# imported alone, without the planning modules and what they import of Snakemake
+_EXPORTS = {
+    "ConfigError": "fedkd.pipeline.validation",
+    "Plan": "fedkd.pipeline.plan",
+    "grid_points": "fedkd.pipeline.grid",
+    "validate_config": "fedkd.pipeline.validation",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'fedkd.pipeline' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

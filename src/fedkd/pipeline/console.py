@@ -4,31 +4,32 @@ ETA, instead of Snakemake's default of about eight (a timestamp line, "Select jo
 execute...", "Execute 1 jobs...", "Finished jobid: ...", the progress line, blank lines).
 
 The plugin is the package ``snakemake_logger_plugin_fedkd``, installed with fedkd; its
-``LogHandler`` is :class:`ConsoleHandler`. Snakemake's log file under ``.snakemake/log/`` keeps
-the default, complete format, and a dry run keeps Snakemake's job blocks. The ETA adds, for
-every rule, the jobs left times the mean time its finished jobs took, divided over the jobs that
-ran at once.
+``LogHandler`` is :class:`ConsoleHandler`. It is built on ``snakemake-interface-logger-plugins``
+alone (the records' ``event`` fields, the handler's base class and the output settings), never
+on Snakemake's own modules, whose names may change in any release. Every other record (errors,
+the workflow's start, a dry run's job blocks) is formatted and filtered by what Snakemake attaches
+to a handler that declares no formatter and no filter of its own (``has_formatter`` and
+``has_filter`` false): its default ones, so they read as without the plugin. Snakemake's log file
+under ``.snakemake/log/`` keeps the default, complete format. The ETA adds, for every rule, the
+jobs left times the mean time its finished jobs took, divided over the jobs that ran at once.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import time
 from collections import defaultdict
 
-from snakemake.logging import (
-    ColorizingTextHandler,
-    DefaultFilter,
-    DefaultFormatter,
-    LogEvent,
-    format_percentage,
-)
 from snakemake_interface_logger_plugins.base import LogHandlerBase
+from snakemake_interface_logger_plugins.common import LogEvent
 
-# Snakemake's scheduler chatter, one of each per scheduling step
-CHATTER = re.compile(r"^(Select jobs to execute\.\.\.|Execute \d+ jobs\.\.\.)$")
+# Snakemake's scheduler chatter, one of each per scheduling step (the last one: Snakemake 9.0)
+CHATTER = re.compile(
+    r"^(Select jobs to execute\.\.\.|Execute \d+ jobs\.\.\.|Waiting for more resources\.)$"
+)
 
 
 def fmt_duration(seconds: float) -> str:
@@ -104,92 +105,109 @@ def _clock_time() -> str:
     return time.strftime("[%H:%M:%S]")
 
 
-class ConsoleFormatter(logging.Formatter):
-    """Formats the records the filter lets through; other records as Snakemake's formatter."""
+def percentage(done: int, total: int) -> str:
+    """``done`` of ``total`` in whole percent, with more decimals while it would read 0% or
+    100% before the end (1 of 1,000 steps is 0.1%, 999 of them 99.9%)."""
+    if done >= total:
+        return "100%"
+    if done <= 0:
+        return "0%"
+    digits = 0
+    while float(f"{done / total:.{digits}%}"[:-1]) in (0.0, 100.0):
+        digits += 1
+    return f"{done / total:.{digits}%}"
 
-    def __init__(self, fallback: logging.Formatter, progress: Progress):
-        super().__init__()
-        self.fallback = fallback
-        self.progress = progress
+
+# ANSI colours as Snakemake's console uses them: errors red, warnings and plain messages yellow,
+# job records green
+COLOURS = {"ERROR": 31, "CRITICAL": 35, "WARNING": 33, "DEBUG": 34, "INFO": 32}
+YELLOW_INFO = {LogEvent.RUN_INFO, LogEvent.SHELLCMD, LogEvent.JOB_STARTED, None}
+
+
+def colours_wanted(stream, nocolor: bool) -> bool:
+    """Colour only on a terminal that is not "dumb", and not with ``--nocolor``."""
+    if nocolor or os.environ.get("TERM") == "dumb" or sys.platform == "win32":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class ConsoleHandler(LogHandlerBase):
+    """The logger plugin's handler: Snakemake hands it every record (from its queue listener's
+    thread, so a Ctrl-C never lands inside a console write). Job starts and finishes it writes
+    itself, one line each; the rest through the formatter and filter Snakemake attached. A dry
+    run keeps Snakemake's full job blocks."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __post_init__(self) -> None:
+        if not hasattr(self, "filters"):
+            # the interface's base class before 2.0 leaves logging.Handler's own set-up undone
+            logging.Handler.__init__(self)
+        out = self.common_settings
+        self.stream = sys.stdout if getattr(out, "stdout", False) else sys.stderr
+        self.dryrun = bool(getattr(out, "dryrun", False))
+        self.nocolor = bool(getattr(out, "nocolor", False))
+        self.progress = Progress(lambda: self.clock())
+        self.last_was_job_info = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """The job and ETA bookkeeping sees every record, even those a ``--quiet`` setting then
+        drops; the scheduler's chatter and the "Finished jobid" line are dropped (the progress
+        line names the finished job), the rest goes to the attached filters."""
+        event = getattr(record, "event", None)
+        if event == LogEvent.RUN_INFO and isinstance(getattr(record, "stats", None), dict):
+            self.progress.plan(record.stats)
+        elif event == LogEvent.JOB_INFO:
+            self.progress.start(record.jobid, record.rule_name, _what(record.__dict__))
+        elif event == LogEvent.JOB_FINISHED:
+            self.progress.finish(record.job_id)
+        if not self.dryrun and (
+            event in (LogEvent.JOB_FINISHED, LogEvent.JOB_STARTED)  # "Execute N jobs..."
+            or (event is None and CHATTER.match(str(record.msg or "")))
+        ):
+            return False
+        return bool(super().filter(record))
 
     def format(self, record: logging.LogRecord) -> str:
         event = getattr(record, "event", None)
-        if event == LogEvent.JOB_INFO:
+        if not self.dryrun and event == LogEvent.JOB_INFO:
             return f"{_clock_time()} start  {_what(record.__dict__)}"
-        if event == LogEvent.PROGRESS:
+        if not self.dryrun and event == LogEvent.PROGRESS:
             done, total = record.__dict__["done"], record.__dict__["total"]
             eta = self.progress.eta()
             tail = f", ETA ~{fmt_duration(eta)}" if eta is not None and done < total else ""
             what = self.progress.last_finished or "a job"
             return (
                 f"{_clock_time()} done   {what}  "
-                f"({done} of {total} steps, {format_percentage(done, total)}{tail})"
+                f"({done} of {total} steps, {percentage(done, total)}{tail})"
             )
-        return self.fallback.format(record)
-
-
-class ConsoleFilter(logging.Filter):
-    """Drops the scheduler's chatter and the "Finished jobid" line (the progress line names the
-    finished job), and keeps the job and ETA bookkeeping up to date."""
-
-    def __init__(self, handler: logging.Handler, progress: Progress):
-        super().__init__()
-        self.handler = handler
-        self.progress = progress
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        event = getattr(record, "event", None)
-        if event == LogEvent.RUN_INFO and isinstance(getattr(record, "stats", None), dict):
-            self.progress.plan(record.stats)
-        elif event == LogEvent.JOB_INFO:
-            self.progress.start(record.jobid, record.rule_name, _what(record.__dict__))
-            # Snakemake's console writes a blank line before a job that follows another message
-            self.handler.last_msg_was_job_info = True
-        elif event == LogEvent.JOB_FINISHED:
-            self.progress.finish(record.job_id)
-            return False
-        elif event == LogEvent.JOB_STARTED:  # "Execute N jobs..."
-            return False
-        elif event is None and CHATTER.match(str(record.msg or "")):
-            return False
-        return True
-
-
-def console_stream(settings, clock=time.monotonic, stream=None) -> logging.Handler:
-    """Snakemake's own console handler, with its default filter and formatter for ``settings``
-    (Snakemake's output settings), and ours in front of them except in a dry run, which lists
-    the jobs it would run in Snakemake's full format."""
-    handler = ColorizingTextHandler(
-        nocolor=settings.nocolor,
-        stream=stream or (sys.stdout if settings.stdout else sys.stderr),
-    )
-    handler.addFilter(
-        DefaultFilter(
-            settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun,
-            settings.printshellcmds,
-        )
-    )  # fmt: skip
-    formatter = DefaultFormatter(settings.quiet, settings.show_failed_logs)
-    if settings.dryrun:
-        handler.setFormatter(formatter)
-        return handler
-    progress = Progress(clock)
-    # ours first: it must see every job record, even those the default filter drops
-    handler.filters.insert(0, ConsoleFilter(handler, progress))
-    handler.setFormatter(ConsoleFormatter(formatter, progress))
-    return handler
-
-
-class ConsoleHandler(LogHandlerBase):
-    """The logger plugin's handler: Snakemake hands it every record (from its queue listener's
-    thread, so a Ctrl-C never lands inside a console write) and it writes them through
-    :func:`console_stream`."""
-
-    def __post_init__(self) -> None:
-        self.console = console_stream(self.common_settings)
+        if self.formatter is None and record.msg is None:
+            return ""
+        return super().format(record)  # the formatter Snakemake attached
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.console.handle(record)
+        try:
+            text = self.format(record)
+            event = getattr(record, "event", None)
+            # a dry run's job blocks are set apart by a blank line, as Snakemake's console does
+            if self.dryrun and event == LogEvent.JOB_INFO and not self.last_was_job_info:
+                self.stream.write("\n")
+            self.last_was_job_info = event == LogEvent.JOB_INFO
+            if text in (None, "", "None"):
+                return
+            if colours_wanted(self.stream, self.nocolor) and record.levelname in COLOURS:
+                yellow = record.levelno == logging.INFO and event in YELLOW_INFO
+                code = COLOURS["WARNING" if yellow else record.levelname]
+                text = f"\033[{code}m{text}\033[0m"
+            self.stream.write(text + "\n")
+            self.stream.flush()
+        except (KeyboardInterrupt, SystemExit):
+            pass  # Snakemake has handled them already
+        except BrokenPipeError:
+            raise
+        except Exception:
+            self.handleError(record)
 
     @property
     def writes_to_stream(self) -> bool:
@@ -201,11 +219,11 @@ class ConsoleHandler(LogHandlerBase):
 
     @property
     def has_filter(self) -> bool:
-        return True  # the console's filters decide, Snakemake's default among them
+        return False  # Snakemake attaches its default filter (quiet, printshellcmds, debug)
 
     @property
     def has_formatter(self) -> bool:
-        return True
+        return False  # Snakemake attaches its default formatter, used for every other record
 
     @property
     def needs_rulegraph(self) -> bool:

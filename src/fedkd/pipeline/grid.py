@@ -7,9 +7,9 @@ import itertools
 import json
 import math
 
-# the runs one configuration may ask for (planned_run_count): fedkd plans 100,000 runs in about
-# 40 s on 2 cores (bench/planning.py), Snakemake's own DAG of them takes far longer; more is a
-# slip of a grid (four keys of 100 values each are 10^8 runs)
+# the runs one configuration may ask for (planned_run_count): planning them takes fedkd a while
+# (bench/planning.py measures it) and Snakemake's own DAG of them far longer; more is a slip of a
+# grid (four keys of 100 values each are 10^8 runs)
 MAX_PLANNED_RUNS = 250_000
 
 

@@ -40,12 +40,20 @@ PAPER_DATASETS = {
 }
 
 
+# a variant's word of up to this many letters is an abbreviation, shown in capitals (mse → MSE,
+# cad → CAD); a longer one is a word, shown as written (batched)
+ABBREVIATION_LETTERS = 4
+
+
 def _suffix_text(part: str) -> str:
-    """One dash-separated part of a variant name after its strategy: M5 → "M=5", mse → "MSE"."""
+    """One dash-separated part of a variant name after its strategy: M5 → "M=5", mse → "MSE",
+    batched → "batched"."""
     m = re.fullmatch(r"([A-Za-z]+)(\d+(?:\.\d+)?)", part)
     if m:
         return f"{m[1]}={m[2]}"
-    return part.upper() if part.isalpha() else part
+    if part.isalpha() and len(part) <= ABBREVIATION_LETTERS:
+        return part.upper()
+    return part
 
 
 def display_name(name: str) -> str:

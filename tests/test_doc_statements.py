@@ -1,0 +1,92 @@
+"""Statements of the README and the docs that the code or the shipped configuration decides,
+checked against it: the default configuration's scale, the keys a variant may set, the layouts
+config/README.md lists, and the FedDyn walk-through's code. Offline and fast: text files, and
+one pytest collection."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def schema_defs() -> dict:
+    return yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())["$defs"]
+
+
+def test_the_readme_states_the_default_configurations_scale():
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    m = re.search(r"at (\d+) clients, (\d+) rounds \((\d+) on synthtext\) and the papers' (\d+) seeds",
+                  readme)  # fmt: skip
+    assert m, "README: the default configuration's clients, rounds and seeds"
+    defaults = config["defaults"]
+    synthtext = {**defaults, **config["datasets"]["synthtext"]}
+    mnist5k = {**defaults, **config["datasets"]["mnist5k"]}
+    assert [int(g) for g in m.groups()] == [
+        mnist5k["clients"], mnist5k["rounds"], synthtext["rounds"], len(config["seeds"])
+    ]  # fmt: skip
+    assert synthtext["clients"] == mnist5k["clients"]
+
+
+def test_config_readme_names_the_keys_a_variant_may_set_and_those_it_may_not():
+    defs = schema_defs()
+    allowed = list(defs["variantSpec"]["properties"])
+    path_keys = defs["pathKeys"]
+    others = [k for k in defs["runKeys"]["properties"] if k not in allowed and k not in path_keys]
+    text = " ".join((ROOT / "config/README.md").read_text().split())
+    m = re.search(r"A variant's `spec` .*? takes the training keys that shape what is trained: (.*?)\. "
+                  r"How and where a run trains \((.*?)\), (.*?) are not a variant's", text)  # fmt: skip
+    assert m, "config/README.md: the keys of a variant's spec"
+    listed = re.findall(r"`(\w+)`", m[1])
+    not_variant = re.findall(r"`(\w+)`", m[2] + m[3])
+    assert listed == allowed
+    assert sorted(not_variant) == sorted(others) and "engine" in not_variant
+
+
+def test_config_readme_lists_every_layout_in_the_registry():
+    from fedkd.report.targets import LAYOUTS
+    from recipe_checks import layout_list_of, layout_rows_of
+
+    readme = (ROOT / "config/README.md").read_text()
+    assert layout_list_of(readme) == set(LAYOUTS)
+    assert layout_rows_of(readme) >= set(LAYOUTS)
+
+
+def test_the_feddyn_walk_through_shows_the_modules_code():
+    doc = (ROOT / "docs/adding-a-strategy.md").read_text()
+    section = doc[doc.index("## A strategy with per-client and server state") :]
+    block = re.search(r"```python\n(.*?)```", section, re.S)[1]
+    module = (ROOT / "examples/feddyn/feddyn.py").read_text()
+    methods = block.split("\n\n")
+    assert len(methods) == 3 and all(m in module for m in methods), "the excerpt is the module's"
+    for hook in ("payload", "client_begin", "local_loss", "client_end", "aggregate",
+                 "server_update", "state_dict"):  # fmt: skip
+        assert f"`{hook}(" in section, hook
+
+
+@pytest.mark.slow  # two pytest collections, each importing torch
+def test_the_shared_strategy_tests_cover_an_outside_module_only_when_it_is_exported():
+    """docs/adding-a-strategy.md: the tests every strategy passes parametrize over the strategies
+    registered when pytest starts."""
+    feddyn = str(ROOT / "examples/feddyn/feddyn.py")
+
+    def collected(env_value: str | None) -> str:
+        env = {k: v for k, v in os.environ.items() if k != "FEDKD_STRATEGY_MODULES"}
+        if env_value:
+            env["FEDKD_STRATEGY_MODULES"] = env_value
+        cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+               "-o", "addopts=", "tests/test_strategy_params.py"]  # fmt: skip
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    assert "feddyn" in collected(feddyn)
+    assert "feddyn" not in collected(None)
