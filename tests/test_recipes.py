@@ -113,7 +113,9 @@ def add_layout(root: Path, name: str, output: str, options: tuple, left_out: tup
         schema.write_text(text[:at] + f"          - {name}\n" + text[at:])
     readme = root / "config" / "README.md"
     if "list" not in left_out:
-        edit(readme, "`claims`" if output == "table" else "`fedcad`", f", `{name}`")
+        # the `layout` row's list of tables ends at `claims`, of figures at `fedcad`
+        edit(readme, "`vs_paper`, `claims`" if output == "table" else "`forgetting`, `fedcad`",
+             f", `{name}`")  # fmt: skip
     if "row" not in left_out:
         edit(readme, "| `fedcad` | the aggregate (runs with `eval_local: true`) | `panels` |\n",
              f"| `{name}` | the aggregate | {', '.join(options)} |\n")  # fmt: skip
