@@ -60,7 +60,7 @@ def bench_args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-@pytest.mark.slow  # two small fedgkd runs: 34 s on a loaded 2-core machine
+@pytest.mark.slow  # two small fedgkd runs
 def test_the_timed_fedgkd_round_is_the_step_that_ops_counts():
     """``fedkd bench``'s round benchmark on the table-3 fedgkd shape times a step in which the
     teacher runs: its kernels are those ``fedkd bench --ops`` counts for fedgkd, and more than the

@@ -83,7 +83,7 @@ def configure_determinism(enabled: bool, device: torch.device) -> dict[str, Any]
     in run.json). On the CPU the engine's kernels repeat bit for bit either way."""
     if enabled and device.type == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
-    # the call imports torch._dynamo (about 1.3 s of every job's start-up): made only on a change
+    # the call imports torch._dynamo (a noticeable part of a job's start-up): made only on a change
     if torch.are_deterministic_algorithms_enabled() != enabled:
         torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled

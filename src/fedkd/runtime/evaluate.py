@@ -5,9 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-# Evaluation batch size. On a CPU small batches keep the activations in cache: 1,000 test images
-# through the stand-in CNN took 109 ms in batches of 1,000 and 57 ms in batches of 64, ResNet-8
-# 579 ms and 288 ms (one thread, performance.md). On accelerators: large batches (unmeasured).
+# Evaluation batch size. On a CPU small batches keep the activations in cache and evaluate
+# faster (docs/results.md#cpu-eval-batches); on accelerators, large batches (unmeasured).
 CPU_EVAL_BATCH, DEVICE_EVAL_BATCH = 64, 1000
 
 
