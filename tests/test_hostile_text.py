@@ -239,3 +239,13 @@ def test_ctrl_c_while_a_strategy_module_is_imported_stays_an_interrupt(tmp_path,
     with pytest.raises(KeyboardInterrupt):
         strategy_names()
     assert main(["strategies"]) == 130
+
+
+def test_a_train_label_with_a_bidi_or_control_character_is_refused_in_one_line(capsys, tmp_path):
+    """``fedkd train --label`` refuses what planning refuses in a column label, before training,
+    and echoes the label escaped."""
+    code = main(["train", "--out", str(tmp_path / "run"), "--label", f"variant={HOSTILE}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--label" in err and "remove it" in err
+    assert_inert(err)
+    assert not (tmp_path / "run").exists()
