@@ -82,6 +82,10 @@ class StandInGraph:
         self.pool, self.stream, self.buffers = pool, stream, None
         StandInGraph.made.append(self)
 
+    @property
+    def captures_next(self) -> bool:
+        return self.buffers is None  # its first call is its "capture"
+
     def step(self, step_fn) -> None:
         trainer = step_fn.__self__
         now = {
