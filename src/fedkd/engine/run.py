@@ -279,8 +279,8 @@ class Run(RunSetup):
                 "error": error,
             },
         )
-        self._state = (status, record)
         write_json(self.out / RUN_JSON, record)
+        self._state = (status, record)
         return record
 
     def _round(self, r: int) -> dict:
