@@ -281,3 +281,22 @@ def test_a_resumed_run_counts_the_steps_it_has_left(monkeypatch, tmp_path):
     assert resumed["engine"]["compile_step_reason"].startswith(
         f"the run has {2 * steps} batched steps left to take, fewer than {3 * steps}:"
     )
+
+
+def test_a_crash_mid_run_leaves_run_json_saying_failed_with_the_rounds_done(
+    tmp_path, fake_rounds, monkeypatch
+):
+    out = tmp_path / "run"
+    fake = Run._round
+
+    def crash_in_round_3(self, r):
+        if r == 2:
+            raise ValueError("a strategy's state went wrong\nmore lines")
+        return fake(self, r)
+
+    monkeypatch.setattr(Run, "_round", crash_in_round_3)
+    with pytest.raises(ValueError, match="went wrong"):
+        Run(RunSpec(**dict(BATCHED, rounds=4)), out, log=lambda msg: None).run()
+    record = on_disk(out)
+    assert (record["status"], record["rounds_done"]) == ("failed", 2)
+    assert record["error"] == "ValueError: a strategy's state went wrong"
