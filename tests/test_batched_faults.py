@@ -11,6 +11,7 @@ import torch
 from fedkd.config import RunSpec
 from fedkd.engine import batched, choice, client
 from fedkd.engine.choice import engine_choice
+from fedkd.engine.static_buffers import static
 from fedkd.models import build_model
 from fedkd.strategies import get_strategy_class
 from test_trainers import SHAPES, SMALL, data_for, train
@@ -81,6 +82,10 @@ class StandInGraph:
         self.pool, self.stream, self.buffers = pool, stream, None
         StandInGraph.made.append(self)
 
+    @property
+    def captures_next(self) -> bool:
+        return self.buffers is None  # its first call is its "capture"
+
     def step(self, step_fn) -> None:
         trainer = step_fn.__self__
         now = {
@@ -132,12 +137,12 @@ def test_graphs_are_kept_while_their_buffers_are():
     """Values copied into the buffers they had (the same shapes) keep their graphs."""
     trainer = batched.BatchedTrainer.__new__(batched.BatchedTrainer)
     trainer._store, trainer.graphs = {}, {}
-    first = trainer._keep("own", "v", batched._static(None, torch.zeros(2, 3)))
+    first = trainer._keep("own", "v", static(None, torch.zeros(2, 3)))
     key = ((), (("own", "v", ((2, 3), torch.float32)),))
     trainer.graphs[key] = "graph"
-    again = trainer._keep("own", "v", batched._static(first, torch.ones(2, 3)))
+    again = trainer._keep("own", "v", static(first, torch.ones(2, 3)))
     assert again is first and trainer.graphs == {key: "graph"}
-    trainer._keep("own", "v", batched._static(first, torch.ones(2, 4)))
+    trainer._keep("own", "v", static(first, torch.ones(2, 4)))
     assert trainer.graphs == {}
 
 

@@ -1,15 +1,16 @@
-"""The batched engine on CUDA, with CUDA graphs and its compiled step (``engine: batched``, the
-default there) and without either (``batched-eager``), against the sequential engine.
+"""The batched engine on CUDA, with CUDA graphs (``engine: batched``, the default there), with
+graphs and its compiled step (``batched-compiled``) and without either (``batched-eager``),
+against the sequential engine. What each engine value turns on is read from where the engine
+decides it (``expected_engine``), and a test that runs on every machine holds that to the
+engine's choice on a CUDA device, so the GPU tests cannot expect something else.
 
 Skipped without a GPU (``bash scripts/gpu-tests.sh`` on a CUDA machine runs it); with
 ``FEDKD_TEST_DEVICE=cpu`` (``bash scripts/gpu-tests.sh --device cpu``) the comparisons without
 graphs run on the CPU and the graphed ones are skipped with the reason. Every strategy is compared
 (all train on the batched trainer), with the server-side work kept small; every strategy passed
 on an H200 with and without graphs (2026-11-28, 877b17b: 31 passed), before the step was
-compiled: the compiled step has not run on a GPU yet. The weights are compared
-The weights are compared
-relative to how far training moved them, like tests/test_trainers.py, but the bound is looser:
-this setting trains 2 rounds of 2 local epochs (about 60 steps), over which float32 differences
+compiled: the compiled step has not run on a GPU yet. The weights are compared relative to how
+far training moved them, like tests/test_trainers.py, but the bound is looser: this setting trains 2 rounds of 2 local epochs (about 60 steps), over which float32 differences
 in summation order grow. On a CPU in float32 the two trainers end 3e-2 to 4.5e-2 of the update
 apart (fedavg, fedgkd, scaffold, moon), in float64 3e-15 (fedavg): the same computation, summed
 in another order and amplified by training. GPU kernels (cuDNN's grouped convolutions, cuBLAS's
@@ -26,8 +27,12 @@ import torch
 
 from fedkd.config import RunSpec
 from fedkd.engine import compiled_step
+from fedkd.engine.choice import engine_choice
+from fedkd.engine.compiled_step import compile_choice
+from fedkd.engine.cuda_graphs import graphs_choice
 from fedkd.engine.run import Run
-from fedkd.strategies import strategy_names
+from fedkd.models import build_model
+from fedkd.strategies import get_strategy_class, strategy_names
 from small_runs import SMALL_SERVER_PARAMS
 
 pytestmark = pytest.mark.gpu  # the device fixture (tests/conftest.py) skips without a GPU
@@ -36,6 +41,37 @@ SMALL = dict(
     dataset="mnist5k", clients=8, participation=0.5, partition="dirichlet", alpha=0.5,
     local_epochs=2, rounds=2, batch_size=32, grad_clip=1.0, seed=3,
 )  # fmt: skip
+
+
+CUDA = torch.device("cuda")  # a value: nothing runs on it where there is no GPU
+# the engine values the GPU tests run
+GPU_ENGINES = ("batched-eager", "batched", "batched-compiled")
+
+
+def expected_engine(engine: str, device: torch.device = CUDA) -> dict:
+    """run.json's ``cuda_graphs`` and ``compile_step`` for ``engine`` on ``device``, as the engine
+    decides them (the functions ``fedkd.engine.choice`` calls). A compiled step is expected where
+    the run is long enough: the compiled tests make every run so (``COMPILE_MIN_STEPS`` 0)."""
+    return {
+        "cuda_graphs": graphs_choice(engine, device)[0],
+        "compile_step": compile_choice(engine, device)[0],
+    }
+
+
+def test_the_gpu_tests_expect_the_engines_choices_on_cuda():
+    """On any machine: for every engine value the GPU tests run, ``expected_engine`` is the
+    engine's own choice on a CUDA device (``engine_choice``, given the device as a value), and
+    ``batched-compiled`` is graphed and compiled, as docs/performance.md says."""
+    fedavg = get_strategy_class("fedavg")(None, None)
+    model = build_model("cnn", 10, (1, 28, 28))
+    for engine in GPU_ENGINES:
+        chosen = engine_choice(RunSpec(engine=engine), fedavg, model, CUDA)
+        assert chosen["used"] == "batched", chosen
+        assert expected_engine(engine) == {
+            key: chosen[key] for key in ("cuda_graphs", "compile_step")
+        }, engine
+    assert expected_engine("batched-compiled") == {"cuda_graphs": True, "compile_step": True}
+    assert expected_engine("batched-eager") == {"cuda_graphs": False, "compile_step": False}
 
 
 def train(spec: RunSpec, out):
@@ -73,7 +109,10 @@ def compare_with_sequential(strategy: str, engine: str, device: str, tmp_path) -
     seq, _, ms = train(RunSpec(engine="sequential", **base), tmp_path / "seq")
     bat, record, mb = train(RunSpec(engine=engine, **base), tmp_path / "bat")
     recorded = json.loads((tmp_path / "bat" / "run.json").read_text())["engine"]
-    assert recorded["used"] == "batched" and recorded["cuda_graphs"] == (engine == "batched")
+    assert recorded["used"] == "batched", recorded["reason"]
+    # graphs off where they were chosen on is a capture that failed: the reason says why
+    want = expected_engine(engine, torch.device(device))
+    assert recorded["cuda_graphs"] == want["cuda_graphs"], recorded.get("cuda_graphs_reason")
     assert record["status"] == "complete"
     init = Run(RunSpec(**base), tmp_path / "init", log=lambda msg: None)
     init.prepare()
@@ -106,7 +145,9 @@ def test_compiled_graphed_step_on_cuda_matches_sequential(strategy, device, tmp_
     skip_without_cuda_graphs(device)
     monkeypatch.setattr(compiled_step, "COMPILE_MIN_STEPS", 0)
     recorded = compare_with_sequential(strategy, "batched-compiled", device, tmp_path)
-    assert recorded["compile_step"] is True, recorded["compile_step_reason"]
+    assert recorded["compile_step"] is expected_engine("batched-compiled")["compile_step"], (
+        recorded["compile_step_reason"]
+    )
 
 
 @pytest.mark.parametrize("compiled", [False, True])
@@ -120,6 +161,33 @@ def test_graphed_run_repeats_itself(compiled, device, tmp_path, monkeypatch):
     )  # fmt: skip
     a, ra, ma = train(spec, tmp_path / "a")
     b, _, mb = train(spec, tmp_path / "b")
-    assert ra["engine"]["compile_step"] is compiled
+    assert ra["engine"]["cuda_graphs"] is True, ra["engine"]["cuda_graphs_reason"]
+    assert ra["engine"]["compile_step"] is compiled, ra["engine"]["compile_step_reason"]
     assert max_abs_diff(a.global_model, b.global_model) == 0
     assert list(ma["test_acc"]) == list(mb["test_acc"])
+
+
+def test_a_capture_that_fails_on_cuda_falls_back_to_the_eager_step(device, tmp_path, monkeypatch):
+    """A real capture failure: the step syncs with the host while its stream captures, which
+    CUDA refuses. The run completes on the eager step, run.json saying why, with the weights of
+    a batched-eager run (the warm-up steps before the capture are eager steps too)."""
+    skip_without_cuda_graphs(device)
+    from fedkd.engine.batched import BatchedTrainer
+
+    step = BatchedTrainer._step
+
+    def syncing_step(self):
+        if torch.cuda.is_current_stream_capturing():
+            self.t.item()  # a host sync: not permitted while a stream captures
+        step(self)
+
+    monkeypatch.setattr(BatchedTrainer, "_step", syncing_step)
+    base = dict(SMALL, strategy="fedavg", device=device, deterministic=True)
+    eager, _, me = train(RunSpec(engine="batched-eager", **base), tmp_path / "eager")
+    fallen, record, mf = train(RunSpec(engine="batched", **base), tmp_path / "graphs")
+    engine = json.loads((tmp_path / "graphs" / "run.json").read_text())["engine"]
+    assert record["status"] == "complete"
+    assert engine["cuda_graphs"] is False
+    assert engine["cuda_graphs_reason"].startswith("capturing the step as a CUDA graph failed (")
+    assert max_abs_diff(eager.global_model, fallen.global_model) == 0
+    assert list(me["test_acc"]) == list(mf["test_acc"])

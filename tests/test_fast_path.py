@@ -113,8 +113,8 @@ def test_a_short_run_stays_eager_and_says_why(monkeypatch, tmp_path):
     reason = record["engine"]["compile_step_reason"]
     assert record["engine"]["compile_step"] is False
     assert re.fullmatch(
-        r"the run takes \d+ batched steps, fewer than 20,000: compiling \(tens of seconds\) "
-        r"would cost more than it saves",
+        r"the run has \d+ batched steps left to take, fewer than 20,000: compiling \(tens of "
+        r"seconds\) would cost more than it saves",
         reason,
     ), reason
 

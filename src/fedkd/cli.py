@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
+import os
 import sys
 from pathlib import Path
 
-from fedkd.user_errors import check_output_path, reporting_user_errors
+from fedkd.user_errors import OutputPathError, check_output_path, reporting_user_errors
 from fedkd.values import integer, integer_from, number
 
 RUN_KEY_HELP = {
@@ -133,13 +135,39 @@ def parse_label(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def read_only_out(out: Path, folder: Path) -> OutputPathError:
+    return OutputPathError(
+        f"--out {out}: {folder} is read-only (no write permission, or a read-only file system), "
+        f"and a run writes its files there; give an --out you can write to, or make {folder} "
+        "writable"
+    )
+
+
+def check_writable_out(out: str | Path) -> None:
+    """Refuse, before any work, a new ``--out`` whose nearest existing folder cannot be written.
+    An existing one is the run's to judge: a finished run there is read, not written."""
+    out = Path(out)
+    folder = next((p for p in out.parents if p.is_dir()), None)
+    if not out.exists() and folder is not None and not os.access(folder, os.W_OK | os.X_OK):
+        raise read_only_out(out, folder)
+
+
 def cmd_train(args) -> int:
     from fedkd.engine.run import Run
 
     check_output_path(args.out, "directory")
+    check_writable_out(args.out)
     spec = _spec_from_args(args)
     labels = dict(parse_label(t) for t in args.label or [])
-    record = Run(spec, args.out, labels=labels).run()
+    try:
+        record = Run(spec, args.out, labels=labels).run()
+    except OSError as exc:  # made read-only since the check, or one access() cannot foresee
+        out, failed = Path(args.out).resolve(), Path(exc.filename or "/").resolve()
+        ours = out in (failed, *failed.parents) or failed in out.parents
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and exc.filename and ours:
+            # the folder the file or folder that failed was to be made in
+            raise read_only_out(Path(args.out), Path(exc.filename).parent) from None
+        raise
     summary = record.get("summary", {})
     if summary.get("rounds"):
         print(

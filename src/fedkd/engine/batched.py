@@ -19,8 +19,15 @@ NaN included, reaches any client's weights, optimizer state or recorded loss). S
 round; on CUDA (unless ``engine: batched-eager``) it is captured once per run and per set of declared
 names and buffers as a CUDA graph and replayed, each round only copying the global weights and
 the round's tables into the captured buffers. All of a run's graphs share one memory pool.
-On CUDA the folded student's forward (and with it its backward) is also ``torch.compile``d, tried
-before the first step (``fedkd.engine.compiled_step``), eager where that fails.
+With ``engine: batched-compiled`` the folded student's forward (and with it its backward) is also
+``torch.compile``d, tried before the first step (``fedkd.engine.compiled_step``), eager where
+that fails.
+
+The fast path never fails a run: a capture that fails (or its first replay) ran nothing, so the
+step runs eagerly instead and so does every later step of the run; the compiled forward's first
+step, if it fails, is undone (every buffer the step writes restored) and run eagerly. The engine
+record (run.json) then says why and the seconds lost, and is written at once
+(``on_record_change``). A failure of the eager step itself fails the run.
 
 The price of static shapes: a finished client still computes its forward and backward passes
 until the round's longest client is done, so a round costs K x the longest client's steps. With
@@ -35,83 +42,22 @@ holds every strategy to it on ResNet-8-GN and the CNN).
 from __future__ import annotations
 
 import copy
+import time
 
 import torch
 from torch.func import vmap
 
-from fedkd.engine.compiled_step import too_short, try_compiled
+from fedkd.engine.compiled_step import first_line, too_short, try_compiled
 from fedkd.engine.cuda_graphs import GraphedStep, capture_stream, graph_pool
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
-from fedkd.engine.folding import bind, fold, folded_shape, param_kinds
+from fedkd.engine.flat_params import FlatParams
+from fedkd.engine.folding import bind, fold, param_kinds
 from fedkd.engine.functional import FunctionalModel
 from fedkd.engine.optim import decay_exempt
+from fedkd.engine.static_buffers import same_buffers, shape_of, stack_into, static, steps_into
 from fedkd.engine.trainers import Trained
 from fedkd.runtime.schedule import ClientSchedule, steps_per_round
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Outputs, Strategy
-
-
-class FlatParams:
-    """K clients' copies of a model's trainable parameters, in two layouts over one set of names:
-    ``rows`` (K, P), one client per row (clipping, optimizer), and ``blocks``, each parameter's
-    K copies contiguous (the folded network's weights), refreshed from ``rows`` by one gather.
-    Linear weights are held transposed in both (``FoldedLinear``); ``fill`` and ``export``
-    translate."""
-
-    def __init__(self, named: dict[str, torch.Tensor], k: int, kinds: dict, dtype, device):
-        self.k, self.names = k, list(named)
-        sizes = [named[n].numel() for n in self.names]
-        self.size = sum(sizes)
-        self.rows = torch.zeros(k, self.size, dtype=dtype, device=device)
-        self.blocks = torch.zeros(k * self.size, dtype=dtype, device=device)
-        self.per_client, self.folded, self.row_views = {}, {}, {}
-        self.transposed = {n for n in self.names if kinds[n] == "linear_weight"}
-        self.shapes = {n: named[n].shape for n in self.names}
-        perm, offset = [], 0
-        for n, numel in zip(self.names, sizes, strict=True):
-            shape = named[n].shape
-            block = self.blocks[k * offset : k * (offset + numel)]
-            self.folded[n] = block.view(folded_shape(shape, k, kinds[n]))
-            self.per_client[n] = (
-                self.folded[n].transpose(1, 2) if n in self.transposed else block.view(k, *shape)
-            )
-            self.row_views[n] = self.rows[:, offset : offset + numel]
-            # blocks[k*offset + c*numel + i] = rows[c, offset + i]
-            perm.append(
-                (torch.arange(k).unsqueeze(1) * self.size + offset + torch.arange(numel)).flatten()
-            )
-            offset += numel
-        self.perm = torch.cat(perm).to(device)
-
-    def _row(self, n: str, t: torch.Tensor) -> torch.Tensor:
-        t = t.detach()
-        return (t.t() if n in self.transposed else t).reshape(-1)
-
-    def fill(self, named: dict[str, torch.Tensor]) -> None:
-        """Every client's row := the given parameters (e.g. the global model's)."""
-        for n in self.names:
-            self.row_views[n].copy_(self._row(n, named[n]).unsqueeze(0).expand(self.k, -1))
-        self.sync()
-
-    def fill_rows(self, states: list[dict[str, torch.Tensor]]) -> None:
-        for c, state in enumerate(states):
-            for n in self.names:
-                self.row_views[n][c].copy_(self._row(n, state[n]))
-        self.sync()
-
-    def export(self, c: int) -> dict[str, torch.Tensor]:
-        """Client ``c``'s parameters in their own shapes (views of its row)."""
-        out = {}
-        for n in self.names:
-            row, shape = self.row_views[n][c], self.shapes[n]
-            out[n] = row.view(shape[1], shape[0]).t() if n in self.transposed else row.view(shape)
-        return out
-
-    def sync(self) -> None:
-        torch.index_select(self.rows.view(-1), 0, self.perm, out=self.blocks)
-
-    def gather_grads(self, grads: list[torch.Tensor]) -> torch.Tensor:
-        """Gradients w.r.t. the folded parameters → (K, P) rows."""
-        return torch.cat([g.reshape(self.k, -1) for g in grads], dim=1)
 
 
 class FrozenSlot:
@@ -166,10 +112,13 @@ class BatchedTrainer:
         self.student = fold(worker, k).train()
         bind(self.student, self.params.folded, requires_grad=True)
         self.leaves = [self.student.get_parameter(n) for n in self.params.names]
-        # the run's engine record (run.json): graphs and compile as chosen, a failed compile noted
+        # the run's engine record (run.json): graphs and compile as chosen, their failures noted,
+        # each change told to the run at once (which writes run.json again)
         self.record = env.engine(strategy)
+        self.on_record_change = env.on_engine_change
         self.forward = self.student.features_and_logits  # compiled before the first step, if asked
         self.compile_pending = bool(self.record.get("compile_step"))
+        self.compiled_untried = False  # the compiled forward has yet to run its first step
         opt_cls = FlatSGD if spec.optimizer == "sgd" else FlatAdam
         self.opt = opt_cls(self.params.rows, spec, self._decayed_columns(worker))
         self.inputs = env.inputs()
@@ -229,7 +178,7 @@ class BatchedTrainer:
         self.t.zero_()
         self.loss_sum.zero_()
         if self.compile_pending:
-            self._compile()
+            self._compile(clients[0].round)
         for _ in range(max(steps, default=0)):
             self._run_step()
         return [
@@ -304,21 +253,21 @@ class BatchedTrainer:
                         f"strategy {self.strategy.name!r}: share({name!r}) differs between "
                         "clients; declare it with own"
                     )
-            shared[name] = self._keep("shared", name, _static(self._kept("shared", name), value))
+            shared[name] = self._keep("shared", name, static(self._kept("shared", name), value))
         own = self.values["own"]
         for name in first.own:
-            stacked = _stack_into(self._kept("own", name), [d.own[name] for d in decls])
+            stacked = stack_into(self._kept("own", name), [d.own[name] for d in decls])
             own[name] = self._keep("own", name, stacked)
         step = self.values["step"]
         for name in first.per_step:
             rows = [d.per_step[name] for d in decls]
             step[name] = self._keep(
-                "step", name, _steps_into(self._kept("step", name), rows, self.max_steps)
+                "step", name, steps_into(self._kept("step", name), rows, self.max_steps)
             )
         self.names = (
             names,
             tuple(
-                (kind, n, _shape_of(v))
+                (kind, n, shape_of(v))
                 for kind in sorted(self.values)
                 for n, v in sorted(self.values[kind].items())
             ),
@@ -332,7 +281,7 @@ class BatchedTrainer:
 
     def _keep(self, kind: str, name: str, value):
         old = self._store.get((kind, name))
-        if old is not None and not _same_buffers(old, value):
+        if old is not None and not same_buffers(old, value):
             self._drop_graphs_reading(kind, name)
         self._store[(kind, name)] = value
         return value
@@ -355,17 +304,28 @@ class BatchedTrainer:
             )
         return self.slots[key]
 
-    def _compile(self) -> None:
-        """Compile the folded student on this round's first batch, before any step or capture;
+    def _compile(self, first_round: int) -> None:
+        """Compile the folded student on this round's first batch, before any step or capture,
+        if the run's steps left repay it (counted from ``first_round``, 0-based: a resumed run's);
         run.json records the outcome (``fedkd.engine.compiled_step``)."""
         self.compile_pending = False
-        if (short := too_short(self.spec.rounds * self.max_steps)) is not None:
-            return self.record.update(compile_step=False, compile_step_reason=short)
+        if (short := too_short((self.spec.rounds - first_round) * self.max_steps)) is not None:
+            self.record.update(compile_step=False, compile_step_reason=short)
+            return self._recorded()
         ints = self.int_table[0]
         x = self.inputs(ints[0], ints[1], self.dtype).flatten(1, 2)
         self.forward, seconds, error = try_compiled(self.student, x, self.leaves, self._autocast)
+        self.compiled_untried = error is None
         self.record.update(compile_step=error is None, compile_step_reason=error)
         self.record["compile_step_seconds"] = round(seconds, 3)
+        if error is not None:
+            self.record["compile_step_seconds_lost"] = round(seconds, 3)
+        self._recorded()
+
+    def _recorded(self) -> None:
+        """Tell the run that the engine record changed (it writes run.json again)."""
+        if self.on_record_change is not None:
+            self.on_record_change()
 
     # ---------------------------------------------------------------- per step
     def _autocast(self):
@@ -375,9 +335,10 @@ class BatchedTrainer:
         )  # fmt: skip
 
     def _run_step(self) -> None:
+        if self.compiled_untried:
+            return self._first_compiled_step()
         if not self.use_graphs:
-            self._step()
-            return
+            return self._step()
         graph = self.graphs.get(self.names)
         if graph is None:
             if self.graph_pool is None:
@@ -386,7 +347,69 @@ class BatchedTrainer:
             graph = self.graphs[self.names] = GraphedStep(
                 self.device, self.graph_pool, self.graph_stream
             )
-        graph.step(self._step)
+        if not graph.captures_next:
+            return graph.step(self._step)
+        started = time.perf_counter()
+        try:
+            graph.step(self._step)  # the capture, which runs nothing, then its first replay
+        except Exception as exc:  # the step has not happened: it runs eagerly, as every later one
+            self._without_graphs(exc, time.perf_counter() - started)
+            self._step()
+
+    def _without_graphs(self, exc: Exception, seconds: float) -> None:
+        """The eager step for the rest of the run, after a failed capture: no graphs, and the
+        compiled forward dropped with them (its kernels may be what failed)."""
+        self.use_graphs, self.graphs = False, {}
+        self.graph_pool = self.graph_stream = None
+        cause = exc  # a capture ended after a failure raises again: the first error is the cause
+        while cause.__context__ is not None:
+            cause = cause.__context__
+        self.record.update(
+            cuda_graphs=False,
+            cuda_graphs_reason=(
+                f"capturing the step as a CUDA graph failed ({first_line(cause)}); the batched "
+                "step runs eagerly"
+            ),
+            cuda_graphs_seconds_lost=round(seconds, 3),
+        )
+        if self.forward != self.student.features_and_logits:
+            self.forward = self.student.features_and_logits
+            self.record.update(
+                compile_step=False,
+                compile_step_reason="dropped with the CUDA graphs, whose capture failed: the "
+                "batched step runs eagerly",
+            )
+        self._recorded()
+
+    def _first_compiled_step(self) -> None:
+        """The compiled forward's first step, eagerly and guarded: where it fails, every buffer
+        the step writes is put back and the step runs with the eager forward, for the run."""
+        self.compiled_untried = False
+        written = [self.params.rows, self.params.blocks, self.loss_sum, self.t]
+        written += [t for t in vars(self.opt).values() if isinstance(t, torch.Tensor)]
+        written += list(self.student.buffers())
+        saved = [t.clone() for t in written]
+        started = time.perf_counter()
+        try:
+            self._step()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)  # an asynchronous failure surfaces here
+        except Exception as exc:
+            with torch.no_grad():
+                for t, before in zip(written, saved, strict=True):
+                    t.copy_(before)
+            self.forward = self.student.features_and_logits
+            lost = self.record.get("compile_step_seconds", 0) + time.perf_counter() - started
+            self.record.update(
+                compile_step=False,
+                compile_step_reason=(
+                    f"the compiled step failed in its first use ({first_line(exc)}); the "
+                    "batched step runs eagerly"
+                ),
+                compile_step_seconds_lost=round(lost, 3),
+            )
+            self._recorded()
+            self._run_step()
 
     def _step(self) -> None:
         """One local step of every client; reads and writes only the trainer's buffers."""
@@ -396,7 +419,6 @@ class BatchedTrainer:
         step_values = {
             n: v.index_select(0, self.t).squeeze(0) for n, v in self.values["step"].items()
         }
-        self.t.add_(1)
         weight, coef = floats[:b], floats[b + 1 :]
         finished = floats[b] == 0  # (K,) the clients done with their local steps (active 0)
         x = self.inputs(ints[0], ints[1], self.dtype)  # (B, K, C, H, W)
@@ -429,6 +451,7 @@ class BatchedTrainer:
         self.opt.step(self.params.rows, g, coef, finished)
         self.params.sync()
         self.loss_sum.add_(losses.detach().float().masked_fill(finished, 0.0))
+        self.t.add_(1)  # last: a step that failed part way has not moved the counter
 
     def _loss_fn(self):
         """One client's loss (vmapped over K). A fresh function per step: the trainer holds no
@@ -453,46 +476,3 @@ def _per_client(features: torch.Tensor, logits: torch.Tensor, k: int):
     if features.dim() == 2:
         features = features.view(features.shape[0], k, -1).transpose(0, 1)
     return features, logits
-
-
-def _leaves(v) -> list[torch.Tensor]:
-    return [t for x in v.values() for t in _leaves(x)] if isinstance(v, dict) else [v]
-
-
-def _same_buffers(old, new) -> bool:
-    """Whether ``new`` is held in ``old``'s tensors (copied into them, not replacing them)."""
-    old_leaves, new_leaves = _leaves(old), _leaves(new)
-    return len(old_leaves) == len(new_leaves) and all(
-        a is b for a, b in zip(old_leaves, new_leaves, strict=True)
-    )
-
-
-def _shape_of(v) -> tuple:
-    if isinstance(v, dict):
-        return tuple((n, tuple(t.shape), t.dtype) for n, t in sorted(v.items()))
-    return (tuple(v.shape), v.dtype)
-
-
-def _static(buffer, value: torch.Tensor) -> torch.Tensor:
-    """``value`` copied into ``buffer`` when shapes match (a captured graph reads it there)."""
-    if buffer is None or buffer.shape != value.shape or buffer.dtype != value.dtype:
-        return value.detach().clone()
-    buffer.copy_(value)
-    return buffer
-
-
-def _stack_into(buffer, values: list):
-    if isinstance(values[0], dict):
-        buffer = buffer if isinstance(buffer, dict) else {}
-        return {n: _stack_into(buffer.get(n), [v[n] for v in values]) for n in values[0]}
-    stacked = torch.stack([v.detach() for v in values])
-    return _static(buffer, stacked)
-
-
-def _steps_into(buffer, values: list[torch.Tensor], max_steps: int) -> torch.Tensor:
-    """(S_c, ...) per client → (max_steps, K, ...), zero after a client's last step."""
-    k = len(values)
-    out = values[0].new_zeros(max_steps, k, *values[0].shape[1:])
-    for c, v in enumerate(values):
-        out[: v.shape[0], c] = v.detach()
-    return _static(buffer, out)

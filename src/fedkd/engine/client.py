@@ -37,6 +37,9 @@ class TrainEnv:
     device: torch.device
     build_model: object
     num_classes: int
+    # called (no arguments) when the trainer changes the engine record, e.g. a fallback from the
+    # fast path (``fedkd.engine.batched``): the run writes run.json again
+    on_engine_change: object = None
     _worker: object = None
     _engine: dict | None = None
     _trainer: object = None

@@ -4,14 +4,17 @@ optimizer stay eager). On CUDA with ``engine: batched-compiled``, where the step
 as a CUDA graph: the compiled kernels are captured with the rest. Opt-in until the compiled step
 has run on a GPU (``COMPILE_BY_DEFAULT``): on a CPU the real compiler (inductor's C++ backend)
 builds the folded student and the run follows the eager one, but the GPU backend and the capture
-of its kernels are untried, and a compile that passes the trial below but fails inside the graph
-capture would fail the run. Off a CUDA device.
+of its kernels are untried. Off a CUDA device.
 
 The compiled function is tried once before the run's first step, on the first batch of the
 first round, forward and backward, with the model's buffers put back afterwards (``try_compiled``):
 compilation (tens of seconds) happens there, outside every step and before any capture, and a
 failure is caught there. The trainer then keeps the eager forward, and run.json's ``engine``
-says why (``compile_step_reason``), with the time the attempt took (``compile_step_seconds``).
+says why (``compile_step_reason``), with the time the attempt took (``compile_step_seconds``,
+and ``compile_step_seconds_lost`` where it failed). Past the trial, the compiled forward's first
+step is guarded too (what it writes is restored if it fails), and a failed capture of the step
+as a CUDA graph drops the compiled forward with the graphs: either way the run goes on with the
+eager step (``fedkd.engine.batched``), run.json saying why.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import torch
 
 from fedkd.engine.cuda_graphs import EAGER
 
-# a run of fewer steps (rounds x its longest client's steps a round) stays eager: compiling takes
+# a run with fewer steps left (its rounds left x its longest client's steps a round: a resumed run
+# counts only the rounds it has still to train) stays eager: compiling takes
 # tens of seconds, and a step saves well under a millisecond (the issue's probe: +27 % on a
 # 2.8 ms table-3 step), so only long runs repay it; a table-3 run takes ~72,000 steps, a run of
 # the default configuration ~200. The break-even point is not measured: this is a bound between.
@@ -54,14 +58,21 @@ def compile_choice(engine: str, device: torch.device) -> tuple[bool, str | None]
     return False, NOT_YET_MEASURED
 
 
-def too_short(total_steps: int) -> str | None:
-    """Why a run of ``total_steps`` batched steps stays eager, or None when it compiles."""
-    if total_steps >= COMPILE_MIN_STEPS:
+def too_short(steps_left: int) -> str | None:
+    """Why a run with ``steps_left`` batched steps still to take stays eager, or None when it
+    compiles."""
+    if steps_left >= COMPILE_MIN_STEPS:
         return None
     return (
-        f"the run takes {total_steps:,} batched steps, fewer than {COMPILE_MIN_STEPS:,}: "
-        "compiling (tens of seconds) would cost more than it saves"
+        f"the run has {steps_left:,} batched steps left to take, fewer than "
+        f"{COMPILE_MIN_STEPS:,}: compiling (tens of seconds) would cost more than it saves"
     )
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: the message's first line`` (at most 300 characters), for a reason in run.json."""
+    line = (str(exc).strip().splitlines() or [""])[0][:300]
+    return f"{type(exc).__name__}: {line}"
 
 
 def compile_function(fn: Callable) -> Callable:
@@ -92,11 +103,7 @@ def try_compiled(
         if x.device.type == "cuda":
             torch.cuda.synchronize(x.device)  # an asynchronous kernel error surfaces here
     except Exception as exc:  # any failure of the compiler stack: the eager step still works
-        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-        error = (
-            f"torch.compile failed ({type(exc).__name__}: {first_line}); the batched step "
-            "runs eagerly"
-        )
+        error = f"torch.compile failed ({first_line(exc)}); the batched step runs eagerly"
         compiled = eager
     finally:
         with torch.no_grad():

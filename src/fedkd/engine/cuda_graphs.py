@@ -9,6 +9,9 @@ torch's recipe: warm-up iterations on a side stream (they are real steps), then 
 runs nothing), then replays. The capture happens on the run's device (``torch.cuda.set_device`` is
 called when the run starts).
 
+A capture that fails, or its first replay, fails no run: the trainer runs that step and every
+later one eagerly, run.json saying why (``fedkd.engine.batched``).
+
 All of a run's graphs (one per set of declared names: fedgkd-vote has up to M + 1) allocate from
 one memory pool (``graph_pool``), captured on one stream (``capture_stream``): they never replay
 at once, and a step leaves nothing allocated in the pool past its end (it writes only into the
@@ -55,12 +58,21 @@ class GraphedStep:
     replayed. The step must advance its own device step counter (the capture does not run). The
     function is passed at each call, not kept: the graph holds no reference to its trainer.
     ``pool`` and ``stream``: the run's shared memory pool and capture stream (``graph_pool``,
-    ``capture_stream``)."""
+    ``capture_stream``).
+
+    The call that captures (``captures_next``) runs nothing but the first replay, so when it
+    raises (the capture, or that replay, failed) the step has not happened and the caller can
+    run it eagerly instead (``fedkd.engine.batched``); the current stream is put back first."""
 
     def __init__(self, device: torch.device, pool, stream):
         self.device, self.pool, self.stream = device, pool, stream
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
+
+    @property
+    def captures_next(self) -> bool:
+        """Whether the next ``step`` captures the graph (and replays it for the first time)."""
+        return self.graph is None and self.calls >= WARMUP_STEPS
 
     def step(self, step_fn) -> None:
         if self.graph is not None:
@@ -75,8 +87,19 @@ class GraphedStep:
             self.calls += 1
             return
         graph = torch.cuda.CUDAGraph()
+        try:
+            self.capture(graph, step_fn)
+            current.wait_stream(self.stream)
+            graph.replay()  # the capture ran nothing: this is the step
+            # an asynchronous fault of the first replay surfaces here, not in a later step
+            torch.cuda.synchronize(self.device)
+        except BaseException:
+            # a capture that fails in its end leaves the capture stream current
+            torch.cuda.set_stream(current)
+            raise
+        self.graph = graph
+
+    def capture(self, graph, step_fn) -> None:
+        """Record ``step_fn``'s kernels into ``graph`` (they do not run)."""
         with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
             step_fn()
-        current.wait_stream(self.stream)
-        self.graph = graph
-        graph.replay()  # the capture ran nothing: this is the step

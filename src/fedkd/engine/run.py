@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import math
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,11 +18,13 @@ import numpy as np
 from fedkd.config import RunSpec
 from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, save_checkpoint
 from fedkd.engine.client import DivergedError, train_clients
+from fedkd.engine.compiled_step import first_line
 from fedkd.engine.reproducibility import capture_rng, restore_rng
 from fedkd.engine.run_outputs import (
     RunConflictError,
     RunLock,
     fmt_seconds,
+    remove_stale_temporaries,
     summarize,
     target_reached,
     write_json,
@@ -49,6 +52,8 @@ class Run(RunSetup):
 
     _metrics_damage: str | None = None  # a finished run's damaged metrics, once logged
     _rounds_checkpointed: int | None = None  # the rounds the checkpoint holds, once known
+    _recording = False  # whether this process has written run.json for this attempt
+    _state: tuple[str, dict] = ("running", {})  # run.json's status and its fields, as last written
     # called with (rounds done, that round's metrics row) as the loop begins (row None) and after
     # each round's metrics and checkpoint are written: a benchmark's clock (fedkd.tools.bench)
     on_rounds_done: Callable[[int, dict | None], None] | None = None
@@ -115,8 +120,14 @@ class Run(RunSetup):
         """Train to the last round (or stop after ``stop_after_round`` rounds, for tests).
         Resumes from the checkpoint in the output directory if there is one. The directory is
         locked (``RunLock``) while this process writes it. A directory that is a symbolic link is
-        refused: training would replace the files of the folder it points to."""
+        refused: training would replace the files of the folder it points to.
+
+        run.json says what is true while the run lasts: written at the start, after every round,
+        when the engine's record changes (a compile's outcome, a fallback from the fast path),
+        and at the end: complete or diverged, stopped (Ctrl-C, a full disk) or failed (any other
+        error, named), with the rounds the checkpoint holds."""
         refuse_link(self.out)
+        self._recording = False
         if (prev := self._finished_record()) is not None:
             return prev
         try:
@@ -133,28 +144,49 @@ class Run(RunSetup):
                     f"[fedkd] warning: {self.out} cannot be locked ({lock.unsupported}); a "
                     f"second run on this directory would not be refused"
                 )
+            else:  # locked: no other process is writing here, so its temporaries are litter
+                removed = remove_stale_temporaries(self.out)
+                if removed:
+                    self.log(
+                        f"[fedkd] {self.out}: removed {len(removed)} temporary file(s) an "
+                        f"interrupted write left ({', '.join(removed)})"
+                    )
             # another process may have finished this run while this one prepared
             if (prev := self._finished_record()) is not None:
                 return prev
             try:
                 return self._train(stop_after_round)
-            except OSError as exc:
-                if exc.errno == errno.ENOSPC:
-                    self._record_stopped(f"no space left on device ({exc})")
-                raise
             except KeyboardInterrupt:  # Ctrl-C: a stop the user asked for, not a crash
-                done = self._record_stopped("interrupted (SIGINT, e.g. Ctrl-C)")
+                done = self._record_end("stopped", "interrupted (SIGINT, e.g. Ctrl-C)")
                 when = f"after round {done}" if done else "before round 1"
                 self.log(
                     f"[fedkd] {self.out}: stopped {when} of {self.spec.rounds}; run the same "
                     f"command again to resume"
                 )
                 raise
+            except Exception as exc:
+                if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                    self._record_end("stopped", f"no space left on device ({exc})")
+                elif self._recording:  # not over a record this attempt has not written
+                    self._record_end("failed", first_line(exc))
+                raise
 
-    def _record_stopped(self, error: str) -> int:
-        """run.json says the run stopped, why, and the rounds done (those the checkpoint holds),
-        not "running" for ever, if the disk takes it (after a full disk the failed write has
-        removed its temporary file, which may be room enough). Returns the rounds done."""
+    def _write_record(self, status: str, extra: dict) -> None:
+        """run.json rewritten (atomically) with ``status`` and ``extra``, remembered for the
+        rewrites the engine asks for (``_engine_changed``)."""
+        write_json(self.out / RUN_JSON, self._run_record(status, extra))
+        self._state, self._recording = (status, extra), True
+
+    def _engine_changed(self) -> None:
+        """The trainer changed the engine record (run.json's ``engine``): written at once."""
+        self._write_record(*self._state)
+
+    def _record_end(self, status: str, error: str) -> int:
+        """run.json says the run stopped or failed, why, and the rounds done (those the
+        checkpoint holds), not "running" for ever, if the disk takes it (after a full disk the
+        failed write has removed its temporary file, which may be room enough; where it is not,
+        the log says what the checkpoint holds, and the next start records it). Returns the
+        rounds done."""
         done = self._rounds_checkpointed
         if done is None:  # stopped before the checkpoint was read
             try:
@@ -162,24 +194,31 @@ class Run(RunSetup):
             except (OSError, CheckpointCorruptError, KeyError, TypeError):
                 done = 0
         try:
-            write_json(
-                self.out / RUN_JSON,
-                self._run_record("stopped", {"rounds_done": done, "error": error}),
+            self._write_record(status, {"rounds_done": done, "error": error})
+        except Exception as exc:  # noqa: BLE001 - the error being handled is what is raised
+            now, fields = self._state
+            said = (
+                f"{now}, {fields.get('rounds_done')} round(s) done"
+                if self._recording
+                else "what it said before this attempt"
             )
-        except OSError:
-            pass
+            self.log(
+                f"[fedkd] {self.out / RUN_JSON} could not be updated ({exc}): it says {said}, "
+                f"not {status}; the checkpoint holds {done} round(s), and the same command "
+                "resumes from there once the file can be written"
+            )
         return done
 
     def _train(self, stop_after_round: int | None) -> dict:
         spec = self.spec
         ckpt_path = self.out / CHECKPOINT
-        run_json = self.out / RUN_JSON
         start, rows = 0, []
         if ckpt_path.exists():
             start, rows = self._restore(load_checkpoint(ckpt_path))
             self.log(f"[fedkd] resuming {self.out} after round {start}/{spec.rounds}")
         self._rounds_checkpointed = start
-        write_json(run_json, self._run_record("running", {"rounds_done": start}))
+        self._write_record("running", {"rounds_done": start})
+        self.env.on_engine_change = _weak_call(self._engine_changed)
         self.log(
             f"[fedkd] {spec.strategy} on {spec.dataset} ({self.model_name}, {len(self.dataset.train)} "
             f"train samples), {spec.clients} clients, alpha {spec.alpha}, C {spec.participation}, "
@@ -206,6 +245,7 @@ class Run(RunSetup):
             write_metrics(self.out / METRICS, rows)
             save_checkpoint(ckpt_path, self._checkpoint_state(r + 1, rows))
             self._rounds_checkpointed = r + 1
+            self._write_record("running", {"rounds_done": r + 1})
             if self.on_rounds_done is not None:
                 self.on_rounds_done(r + 1, row)
             reached = target_reached(spec, rows)
@@ -239,7 +279,8 @@ class Run(RunSetup):
                 "error": error,
             },
         )
-        write_json(run_json, record)
+        write_json(self.out / RUN_JSON, record)
+        self._state = (status, record)
         return record
 
     def _round(self, r: int) -> dict:
@@ -289,6 +330,19 @@ class Run(RunSetup):
         for key, value in server_metrics.items():
             row[f"server_{key}"] = value
         return row
+
+
+def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
+    """``method`` called through a weak reference: the trainer that holds it keeps no run
+    alive."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = ref()
+        if bound is not None:
+            bound()
+
+    return call
 
 
 def run_training(spec: RunSpec, out_dir: str | Path, **kwargs) -> dict:

@@ -13,6 +13,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +23,14 @@ import numpy as np
 
 from fedkd.collapse import chance_accuracy, is_collapsed
 from fedkd.config import RunSpec
-from fedkd.files import atomic_write, read_metrics_table, refuse_link
+from fedkd.files import (
+    CHECKPOINT,
+    METRICS,
+    RUN_JSON,
+    atomic_write,
+    read_metrics_table,
+    refuse_link,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -87,6 +95,27 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+# the files of a run folder written through fedkd.files.atomic_write, and the temporary name it
+# gives each while it is written: a kill during the write leaves that file behind
+RUN_FILES = (CHECKPOINT, RUN_JSON, METRICS)
+_TEMPORARY = re.compile(rf"({'|'.join(map(re.escape, RUN_FILES))})\.[0-9a-f]{{12}}\.tmp")
+
+
+def remove_stale_temporaries(run_dir: Path) -> list[str]:
+    """Remove the temporary files killed writes left in ``run_dir`` (regular files named as
+    ``atomic_write`` names those of ``RUN_FILES``, nothing else); call it holding the run's lock,
+    so no live writer's file is taken. Returns the names removed."""
+    removed = []
+    for entry in os.scandir(run_dir):
+        if _TEMPORARY.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            removed.append(entry.name)
+    return sorted(removed)
 
 
 # the columns every round row has (strategies add server_* columns); seconds: the round's

@@ -210,6 +210,11 @@ class RunSetup:
         """The hashes of the code this process runs, read once (each parses and reads sources)."""
         return {"code_hash": run_code_hash(self.spec.strategy), "package_hash": package_hash()}
 
+    @cached_property
+    def _versions(self) -> dict[str, str]:
+        """The library versions, read once: run.json is written again after every round."""
+        return library_versions()
+
     def _run_record(self, status: str, extra: dict | None = None) -> dict:
         spec = self.spec
         rec = {
@@ -226,7 +231,7 @@ class RunSetup:
                 "partition": spec.seed,
             },
             **self._code_hashes,
-            "versions": library_versions(),
+            "versions": self._versions,
             "device": {
                 "type": self.device.type,
                 "index": self.device.index,
