@@ -96,14 +96,30 @@ def test_a_spec_edited_after_the_run_is_refused(runs):
         aggregate_runs([("FedAvg", str(runs[0]))])
 
 
+def unseal(run: Path) -> None:
+    """run.json as written before records carried the hashes of their metrics and themselves:
+    the checks of the metrics against the summary still refuse what those hashes would."""
+    edit_record(run, lambda r: [r.pop(k) for k in ("metrics_sha256", "record_sha256")])
+
+
 def test_metrics_of_another_run_are_refused(runs):
     shutil.copy(runs[1] / "metrics.parquet", runs[0] / "metrics.parquet")
+    # the record holds the hash of its own metrics
+    with pytest.raises(
+        ReportError, match=f"{runs[0]}/metrics.parquet is damaged .its SHA-256 is not the"
+    ):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+    unseal(runs[0])
     with pytest.raises(ReportError, match=f"run folder {runs[0]}: its run.json records best_acc"):
         aggregate_runs([("FedAvg", str(runs[0]))])
 
 
 def test_edited_or_extra_metrics_rows_are_refused(runs):
     metrics = pd.read_parquet(runs[0] / "metrics.parquet")
+    metrics.to_parquet(runs[0] / "metrics.parquet", index=False)  # the same rows, other bytes
+    with pytest.raises(ReportError, match="metrics.parquet is damaged .its SHA-256 is not the"):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+    unseal(runs[0])  # without the hash, the rows are checked against the summary
     edited = metrics.copy()
     edited.loc[edited.index[-1], "test_acc"] = 0.99
     edited.to_parquet(runs[0] / "metrics.parquet", index=False)
