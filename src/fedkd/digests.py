@@ -108,9 +108,9 @@ def write_parquet(table: pa.Table, file: BinaryIO) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    draft = io.BytesIO()
-    pq.write_table(table, draft, write_page_checksum=True)
-    read_back = pq.ParquetFile(pa.BufferReader(draft.getvalue()))
+    buf = io.BytesIO()
+    pq.write_table(table, buf, write_page_checksum=True)
+    read_back = pq.ParquetFile(pa.BufferReader(buf.getvalue()))
     digest = table_digest(read_back.read(use_pandas_metadata=True, use_threads=False))
     metadata = {**(table.schema.metadata or {}), DIGEST_KEY: digest.encode()}
     pq.write_table(table.replace_schema_metadata(metadata), file, write_page_checksum=True)

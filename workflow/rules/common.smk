@@ -11,6 +11,7 @@ from snakemake.exceptions import WorkflowError
 from fedkd.pipeline import Plan, validate_config
 from fedkd.pipeline.validation import reread_config, unknown_targets_message
 from fedkd.pipeline.plan import FEATURES_CODE, REPORT_CODE
+from fedkd.pipeline.results_links import check_results_links
 from fedkd.provenance import package_files_hash
 from fedkd.report import agreement, sections
 from fedkd import files
@@ -20,6 +21,11 @@ from fedkd import files
 # with --config applied over them as Snakemake applies it
 reread_config(config, workflow.configfiles, workflow.config_settings.config)
 plan = Plan(config)
+
+# no job writes below results/ through a link (fedkd.pipeline.results_links), checked before
+# Snakemake removes or writes any file; a results/ that is itself a link is said once
+if workflow.is_main_process:
+    check_results_links(error=WorkflowError)
 
 
 def names_regex(names) -> str:
