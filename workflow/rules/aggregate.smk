@@ -37,9 +37,9 @@ rule aggregate:
     params:
         code=package_files_hash(*REPORT_CODE),
         # the list the plan names: a list file edited since it was written is refused
-        runs_sha256=lambda wc: plan.runs_list_sha256(wc.name),
+        list_sha256=lambda wc: plan.runs_list_sha256(wc.name),
     message:
         "aggregate {output}"
     shell:
         "fedkd aggregate --out {output:q} --runs-file {input.runs:q}"
-        " --runs-sha256 {params.runs_sha256} > {log:q} 2>&1"
+        " --runs-sha256 {params.list_sha256} > {log:q} 2>&1"
