@@ -413,7 +413,7 @@ def test_the_workflow_refuses_a_link_below_results_before_any_job(tmp_path, vict
 
     workdir = tmp_path / "work"
     src = freeze_sources(tmp_path / "src")
-    link = plant(workdir / "results" / folder, victim.parent)
+    plant(workdir / "results" / folder, victim.parent)
     proc = snakemake(workdir, TINY, "-n", src=src, check=False, timeout=300)
     assert proc.returncode != 0
     assert f"results/{folder} is a symbolic link (to {victim.parent})" in proc.stdout + proc.stderr

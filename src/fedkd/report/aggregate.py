@@ -28,10 +28,8 @@ from fedkd.files import (
     MAX_AGGREGATE_BYTES,
     MAX_RUN_JSON_BYTES,
     METRICS,
-    READS,
     RUN_JSON,
     MetricsError,
-    SymlinkError,
     UnreadableFileError,
     atomic_write,
     metrics_expected,
@@ -46,6 +44,7 @@ from fedkd.report.run_checks import (
     RunMismatch,
     check_metrics_against_record,
     check_record_seal,
+    check_run_links,
     check_run_path,
     check_spec_hash,
     recorded_metrics_sha256,
@@ -255,11 +254,10 @@ def _read_run(label: str, run_dir: str | Path) -> tuple[pd.DataFrame, dict]:
     value each, ``collapsed`` included), checked."""
     run_dir = str(run_dir)
     path = Path(run_dir)
-    try:  # below results/, a folder reached through a link may hold another run
-        refuse_links_in_results(path / RUN_JSON, READS)
-        refuse_links_in_results(path / METRICS, READS)
-    except SymlinkError as exc:
-        raise ReportError(f"run {run_dir} (label {label!r}): {exc}") from None
+    try:
+        check_run_links(run_dir)
+    except RunMismatch as exc:
+        raise ReportError(f"{exc} (label {label!r})") from None
     if not path.is_dir():
         raise ReportError(f"run directory {run_dir} (label {label!r}) does not exist")
     rec_path = path / RUN_JSON
@@ -452,12 +450,11 @@ def _normalise_types(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_aggregate(df: pd.DataFrame, out: str | Path) -> Path:
-    """``df`` as Parquet with page checksums and its values' digest (``fedkd.digests``), so
-    that a damaged aggregate is refused by ``read_aggregate``, never rendered as other numbers."""
+    """``df`` as Parquet with page checksums and its values' digest (``fedkd.digests``)."""
     import pyarrow as pa
 
     out = Path(out)
-    refuse_links_in_results(out)  # before the folder is made: not through a link to elsewhere
+    refuse_links_in_results(out)  # before its folder is made through a link
     out.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(df, preserve_index=False)
     atomic_write(out, lambda file: write_parquet(table, file))
@@ -475,13 +472,9 @@ def read_aggregate(path: str | Path | None) -> pd.DataFrame:
         df = read_parquet_file(path, "an aggregate file", MAX_AGGREGATE_BYTES).to_pandas(
             use_threads=False
         )
-    except DigestMismatch as exc:
-        raise ReportError(
-            f"aggregate file {path} is damaged ({exc}); delete it and make it again with "
-            "`fedkd aggregate` (the workflow does)"
-        ) from None
-    except Exception as exc:
-        raise ReportError(f"aggregate file {path} cannot be read: {exc}") from exc
+    except Exception as exc:  # a damaged one among them (a page's CRC, its values' digest)
+        fix = "; make it again with `fedkd aggregate`" if isinstance(exc, DigestMismatch) else ""
+        raise ReportError(f"aggregate file {path} cannot be read: {exc}{fix}") from exc
     missing = [c for c in RUN_KEY_COLUMNS + ["round", "test_acc"] if c not in df.columns]
     if missing:
         raise ReportError(

@@ -167,3 +167,15 @@ def recorded_metrics_sha256(rec: dict) -> str | None:
         return None
     value = rec.get(METRICS_SHA256)
     return value if isinstance(value, str) else None
+
+
+def check_run_links(run_dir: str) -> None:
+    """A run folder below results/ is read through no link (at its folders, run.json or
+    metrics.parquet): what a link leads to may be another run."""
+    from fedkd.files import METRICS, READS, RUN_JSON, SymlinkError, refuse_links_in_results
+
+    try:
+        for name in (RUN_JSON, METRICS):
+            refuse_links_in_results(Path(run_dir) / name, READS)
+    except SymlinkError as exc:
+        raise RunMismatch(f"run {run_dir}: {exc}") from None
