@@ -129,3 +129,26 @@ def test_a_flipped_aggregate_renders_the_same_table_or_is_refused(aggregate, tmp
         return pd.DataFrame({"md": [out.with_name("t.md").read_text()]})
 
     check(outcomes(aggregate, table, ReportError))
+
+
+def test_train_rebuilds_flipped_metrics_from_the_checkpoint(trained, tmp_path):
+    """A finished run whose metrics a flip damaged is not kept: the same run rebuilds them from
+    its checkpoint, with the values it had."""
+    copy = tmp_path / trained.relative_to(trained.parents[4])
+    shutil.copytree(trained, copy)
+    metrics = copy / METRICS
+    data, before = metrics.read_bytes(), read_metrics_table(metrics).to_pandas()
+    for bit in offsets(data):
+        metrics.write_bytes(flipped(data, bit))
+        try:
+            read_metrics_table(metrics)
+        except MetricsError:
+            break  # a flip the reader refuses
+    else:
+        pytest.fail("no sampled flip was refused")
+    messages = []
+    spec = RunSpec(**TINY, rounds=2, seed=0)
+    Run(spec, copy, log=messages.append, labels={"variant": "fedavg"}).run()
+    assert any(f"{metrics} is damaged" in m and "rebuilding" in m for m in messages), messages
+    pd.testing.assert_frame_equal(read_metrics_table(metrics).to_pandas(), before)
+    aggregate_runs([("FedAvg", str(copy))])  # and the record sealed again agrees with them
