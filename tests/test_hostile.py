@@ -330,11 +330,12 @@ def test_aggregate_and_table_writers_leave_no_temporary_file_on_failure(tmp_path
     run = make_run(tmp_path / "runs", "a", [0.5, 0.6])
     df = aggregate_runs([("fedavg", str(run))])
 
-    def half_parquet(self, file, *args, **kwargs):
+    def half_parquet(table, file, *args, **kwargs):
         file.write(b"PAR1 half")
         raise OSError(errno.ENOSPC, "No space left on device", getattr(file, "name", None))
 
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", half_parquet)
+    # the aggregate's Parquet writer (page checksums and the values' digest, fedkd.digests)
+    monkeypatch.setattr("fedkd.report.aggregate.write_parquet", half_parquet)
     with pytest.raises(OSError, match="No space"):
         write_aggregate(df, tmp_path / "agg.parquet")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]

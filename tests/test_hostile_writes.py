@@ -6,6 +6,7 @@ its temporary file exclusively and refuses an output that is a link: the file th
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -181,7 +182,7 @@ def test_the_writers_all_go_through_atomic_write():
     src = Path(files.__file__).parent
     route = re.compile(
         r"""\bopen\([^)]*["'][wax]b?["']|\.write_(text|bytes)\(|\.to_parquet\([^f]"""
-        r"""|pq\.write_table\([^,]+, (?!file)|torch\.save\([^,]+, (?!file|buf)"""
+        r"""|pq\.write_table\([^,]+, (?!file|buf)|torch\.save\([^,]+, (?!file|buf)"""
     )
     found = []
     for path in sorted(src.rglob("*.py")):
@@ -329,3 +330,97 @@ def test_the_planning_check_walks_a_runs_paths_down_to_the_first_missing_one(tmp
     plant(variant, tmp_path / "moved")  # a folder above the run
     with pytest.raises(SymlinkError, match=rf"{variant} is a symbolic link"):
         refuse_links_below(root, parts, (".stamp",))
+
+
+# ----------------------------------------------------------------------------- folders below results/
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and p.name != "template.rst"  # the front page test's own input
+    }
+
+
+@pytest.mark.parametrize("where", ["its folder", "a folder above it"])
+@pytest.mark.parametrize("name", WRITERS)
+def test_every_writer_refuses_a_link_at_a_folder_below_results(tmp_path, victim, name, where):
+    """results/tables (or results/logs, above results/logs/render) a link to a folder outside:
+    the write is refused naming the link, and nothing there is written or replaced."""
+    results = tmp_path / "results"
+    outside = victim.parent
+    if where == "its folder":
+        link, out = results / "tables", results / "tables" / name
+    else:
+        (outside / "render").mkdir()
+        link, out = results / "logs", results / "logs" / "render" / name
+    plant(link, outside)
+    before = _files(outside)
+    with pytest.raises(SymlinkError, match=rf"{link} is a symbolic link \(to {outside}\)"):
+        WRITERS[name](out)
+    assert _files(outside) == before
+
+
+@pytest.mark.parametrize("name", WRITERS)
+def test_a_results_folder_that_is_itself_a_link_is_written_through(tmp_path, name):
+    """Where the results live is the user's choice: results/ may lead to another disk."""
+    disk = tmp_path / "disk" / "fedkd-results"
+    disk.mkdir(parents=True)
+    plant(tmp_path / "results", disk)
+    WRITERS[name](tmp_path / "results" / name)
+    assert (disk / name).is_file()
+
+
+def test_the_planning_check_refuses_any_link_below_results_but_in_the_per_run_folders(
+    tmp_path, victim, capsys
+):
+    from fedkd.pipeline.results_links import check_results_links
+
+    results = tmp_path / "results"
+    assert check_results_links(results) is None  # no results yet
+    for folder in ("tables", "logs/render", "runs/mnist5k/fedavg", "logs/train/mnist5k"):
+        (results / folder).mkdir(parents=True)
+    # the run folders and their logs: checked job by job as the train jobs are planned
+    plant(results / "runs" / "mnist5k" / "fedavg" / "iid-K2-C1-E1-R1", victim.parent)
+    plant(results / "logs" / "train" / "mnist5k" / "x.log", victim)
+    assert check_results_links(results) is None
+    for link, target in [
+        (results / "logs" / "render" / "t.log", victim),  # a job's shell writes its log there
+        (results / "aggregate", victim.parent),
+        (results / "report", victim.parent),
+        (results / "tables" / "deep" / "er", victim.parent),
+        (results / "features", victim.parent),
+        (results / "runs", victim.parent),  # the per-run folders themselves are checked here
+    ]:
+        if link.is_dir():
+            link.rename(tmp_path / link.name)
+        plant(link, target)
+        with pytest.raises(ValueError, match=rf"^{link} is a symbolic link"):
+            check_results_links(results, error=ValueError)
+        link.unlink()
+    results.rename(tmp_path / "kept")
+    plant(results, tmp_path / "kept")
+    note = check_results_links(results)
+    assert note and note.startswith(f"note: {results} is a symbolic link")
+    assert capsys.readouterr().err == note + "\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", ["tables", "aggregate", "logs/render", "report"])
+def test_the_workflow_refuses_a_link_below_results_before_any_job(tmp_path, victim, folder):
+    from test_workflow import TINY, freeze_sources, snakemake
+
+    workdir = tmp_path / "work"
+    src = freeze_sources(tmp_path / "src")
+    plant(workdir / "results" / folder, victim.parent)
+    proc = snakemake(workdir, TINY, "-n", src=src, check=False, timeout=300)
+    assert proc.returncode != 0
+    assert f"results/{folder} is a symbolic link (to {victim.parent})" in proc.stdout + proc.stderr
+    assert sorted(victim.parent.iterdir()) == [victim] and victim.read_bytes() == VICTIM_TEXT
+    shutil.rmtree(workdir / "results")  # the link with it, not what it leads to
+    elsewhere = tmp_path / "disk"
+    elsewhere.mkdir()
+    plant(workdir / "results", elsewhere)
+    proc = snakemake(workdir, TINY, "-n", src=src, timeout=300)
+    assert "note: results is a symbolic link" in proc.stderr

@@ -1,5 +1,7 @@
 """The aggregate job's runs come from results/aggregate/<name>.runs (rule runs_list), never from
-its command line: written by the workflow, up to date until the plan's runs change."""
+its command line: written by the workflow, up to date until the plan's runs change. The job is
+given the SHA-256 of the list the plan names, and refuses a list file of another: a line deleted
+or pointed at another folder is an error naming the file, never a table without that run."""
 
 from __future__ import annotations
 
@@ -9,6 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from fedkd.pipeline import Plan
+from fedkd.report import ReportError, read_runs_file
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "config" / "tiny.yaml"
@@ -46,3 +52,53 @@ def test_the_runs_list_is_written_once_and_again_when_the_runs_change(tmp_path):
     )
     plan = snakemake(tmp_path, TINY, "results/aggregate/table7.parquet", "-n", "-p")
     assert f"--runs-file {target}" in plan and "--run " not in plan
+    sha256 = Plan(yaml.safe_load(TINY.read_text())).runs_list_sha256("table7")
+    assert f"--runs-sha256 {sha256}" in plan
+
+
+@pytest.fixture
+def runs_list(tmp_path) -> tuple[Path, str]:
+    """table7's runs list as the workflow writes it, and the plan's SHA-256 of it."""
+    plan = Plan(yaml.safe_load(TINY.read_text()))
+    path = tmp_path / "table7.runs"
+    path.write_text(plan.runs_list("table7"))
+    return path, plan.runs_list_sha256("table7")
+
+
+def test_the_runs_list_the_plan_names_is_read(runs_list):
+    path, sha256 = runs_list
+    assert [label for label, _ in read_runs_file(path, sha256)] == ["M=1", "M=2"]
+
+
+def edited(text: str) -> dict[str, str]:
+    lines = text.splitlines(keepends=True)
+    return {
+        "a line deleted": lines[0],
+        "a label pointed at another run": text.replace("fedgkd-M1", "fedgkd-M2", 1),
+        "a label pointed outside results/runs": text.replace("results/runs/", "/tmp/runs/", 1),
+        "a comment added": "# by hand\n" + text,
+    }
+
+
+@pytest.mark.parametrize("edit", list(edited("a\n")))
+def test_an_edited_runs_list_is_refused_naming_the_file(runs_list, edit):
+    path, sha256 = runs_list
+    path.write_text(edited(path.read_text())[edit])
+    with pytest.raises(ReportError, match=rf"runs file {path} does not list the runs the config"):
+        read_runs_file(path, sha256)
+    read_runs_file(path)  # a list given by hand, without the plan's hash: read as written
+
+
+def test_fedkd_aggregate_refuses_an_edited_runs_list_in_one_line(runs_list, tmp_path, capsys):
+    from fedkd.cli import main
+
+    path, sha256 = runs_list
+    path.write_text(path.read_text().splitlines(keepends=True)[0])
+    out = tmp_path / "table7.parquet"
+    args = ["aggregate", "--out", str(out), "--runs-file", str(path), "--runs-sha256", sha256]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fedkd aggregate: error: runs file {path} does not list") and (
+        err.count("\n") == 1
+    ), err
+    assert not out.exists()

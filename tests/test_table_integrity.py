@@ -96,14 +96,30 @@ def test_a_spec_edited_after_the_run_is_refused(runs):
         aggregate_runs([("FedAvg", str(runs[0]))])
 
 
+def unseal(run: Path) -> None:
+    """run.json as written before records carried the hashes of their metrics and themselves:
+    the checks of the metrics against the summary still refuse what those hashes would."""
+    edit_record(run, lambda r: [r.pop(k) for k in ("metrics_sha256", "record_sha256")])
+
+
 def test_metrics_of_another_run_are_refused(runs):
     shutil.copy(runs[1] / "metrics.parquet", runs[0] / "metrics.parquet")
+    # the record holds the hash of its own metrics
+    with pytest.raises(
+        ReportError, match=f"{runs[0]}/metrics.parquet is damaged .its SHA-256 is not the"
+    ):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+    unseal(runs[0])
     with pytest.raises(ReportError, match=f"run folder {runs[0]}: its run.json records best_acc"):
         aggregate_runs([("FedAvg", str(runs[0]))])
 
 
 def test_edited_or_extra_metrics_rows_are_refused(runs):
     metrics = pd.read_parquet(runs[0] / "metrics.parquet")
+    metrics.to_parquet(runs[0] / "metrics.parquet", index=False)  # the same rows, other bytes
+    with pytest.raises(ReportError, match="metrics.parquet is damaged .its SHA-256 is not the"):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+    unseal(runs[0])  # without the hash, the rows are checked against the summary
     edited = metrics.copy()
     edited.loc[edited.index[-1], "test_acc"] = 0.99
     edited.to_parquet(runs[0] / "metrics.parquet", index=False)
@@ -116,4 +132,42 @@ def test_edited_or_extra_metrics_rows_are_refused(runs):
     twice = pd.concat([metrics.head(1), metrics.head(1)], ignore_index=True)
     twice.to_parquet(runs[0] / "metrics.parquet", index=False)
     with pytest.raises(ReportError, match=r"its metrics hold rounds \[1, 1\]"):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+
+
+def test_a_run_reached_through_a_link_below_results_is_refused_naming_it(runs, tmp_path):
+    """A variant folder replaced by a link to a folder elsewhere holding a run of the same path:
+    the aggregate reads no run through it (its numbers would be another run's)."""
+    variant = runs[0].parents[1]
+    elsewhere = tmp_path / "elsewhere" / "fedavg"
+    elsewhere.parent.mkdir()
+    variant.rename(elsewhere)
+    variant.symlink_to(elsewhere)
+    with pytest.raises(ReportError, match=rf"{variant} is a symbolic link .*reads no run"):
+        aggregate_runs([("FedAvg", str(runs[0]))])
+
+
+def test_a_run_folder_outside_results_is_checked_against_its_path(runs, tmp_path):
+    """A label pointed at a folder outside results/runs is checked as one inside: by the
+    DATASET/VARIANT/SETTING/seedN its path ends with, and by the folder a link there leads to."""
+    tail = runs[0].relative_to(runs[0].parents[3])  # mnist5k/fedavg/SETTING/seed0
+    copied = tmp_path / "backup" / tail
+    shutil.copytree(runs[1], copied)  # seed 1's run under seed 0's name
+    with pytest.raises(ReportError, match=rf"run folder {copied} does not hold .*seed '0' in the"):
+        aggregate_runs([("FedAvg", str(copied))])
+    # a link named as the run it holds, leading to a folder named as another
+    linked = tmp_path / "linked" / tail.parent / "seed1"
+    linked.parent.mkdir(parents=True)
+    linked.symlink_to(copied)
+    with pytest.raises(ReportError, match=rf"{linked} \(which leads to {copied}\) does not"):
+        aggregate_runs([("FedAvg", str(linked))])
+    shutil.copytree(runs[0], tmp_path / "by-hand" / "my-run")  # a name of one's own: not a path
+    df = aggregate_runs([("FedAvg", str(tmp_path / "by-hand" / "my-run"))])
+    assert df["seed"].tolist() == [0, 0]
+
+
+def test_an_edit_to_a_sealed_record_is_refused(runs):
+    """The summary is in no path and no spec: the record's own hash tells the edit."""
+    edit_record(runs[0], lambda r: r["summary"].update(best_acc=0.99))
+    with pytest.raises(ReportError, match=f"run folder {runs[0]}: its run.json is damaged or was"):
         aggregate_runs([("FedAvg", str(runs[0]))])

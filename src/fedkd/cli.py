@@ -261,7 +261,7 @@ def cmd_aggregate(args) -> int:
     check_output_path(args.out, "file", "aggregate.parquet")
     runs = [parse_run_arg(text) for text in args.run or []]
     for path in args.runs_file or []:
-        runs += read_runs_file(path)
+        runs += read_runs_file(path, args.runs_sha256)
     df = aggregate_runs(runs)
     write_aggregate(df, args.out)
     n_runs = df[["label", "run"]].drop_duplicates().shape[0]
@@ -389,6 +389,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--runs-file", action="append", metavar="FILE",
         help="a file with one LABEL=RUN_DIR (or LABEL<TAB>RUN_DIR) per line (# comments and "
         "blank lines skipped), for long lists; may be repeated and combined with --run",
+    )  # fmt: skip
+    p.add_argument(
+        "--runs-sha256", metavar="HEX",
+        help="the SHA-256 the --runs-file must have (the workflow passes the hash of the list "
+        "its configuration names, so an edited list is refused)",
     )  # fmt: skip
     p.set_defaults(func=cmd_aggregate)
 

@@ -6,11 +6,16 @@ place is refused unread (reading one would wait for ever, or until memory runs o
 file larger than any of its kind.
 
 Every file fedkd writes is written by ``atomic_write``, which never writes through a symbolic
-link: one planted in results/ would otherwise have fedkd overwrite the file it points to,
-anywhere the user may write."""
+link: one planted in results/ (at the file, or at any folder between results/ and it) would
+otherwise have fedkd overwrite the file it points to, anywhere the user may write.
+
+fedkd's Parquet files carry page checksums and a digest of their values (``write_parquet``),
+checked by every read (``parquet_table``): a damaged file is refused, never read as other
+numbers."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -19,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from fedkd.digests import METRICS_SHA256, DigestMismatch
 from fedkd.values import MAX_DEPTH, ValueTooLarge, is_int, load_json
 
 if TYPE_CHECKING:
@@ -105,32 +111,42 @@ class SymlinkError(ValueError):
     """A path fedkd was to write, or to write into, is a symbolic link."""
 
 
-def link_problem(path: Path) -> str | None:
-    """What is wrong with ``path`` being a symbolic link, naming it and where it points; None
-    when it is none."""
+WRITES = (
+    "fedkd writes nothing through a link, which could replace a file outside the results: "
+    "remove the link and run again"
+)
+READS = (
+    "fedkd reads no run through a link below results/, which could show another run's numbers: "
+    "remove the link and run again"
+)
+
+
+def link_problem(path: Path, why: str = WRITES) -> str | None:
+    """What is wrong with ``path`` being a symbolic link, naming it and where it points, and
+    ``why`` it is refused; None when it is none."""
     if not os.path.islink(path):
         return None
     try:
         target = f" (to {os.readlink(path)})"
     except OSError:
         target = ""
-    return (
-        f"{path} is a symbolic link{target}; fedkd writes nothing through a link, which could "
-        "replace a file outside the results: remove the link and run again"
-    )
+    return f"{path} is a symbolic link{target}; {why}"
 
 
-def refuse_link(path: Path) -> None:
+def refuse_link(path: Path, why: str = WRITES) -> None:
     """``SymlinkError`` (``link_problem``'s message) when ``path`` is a symbolic link."""
-    problem = link_problem(path)
+    problem = link_problem(path, why)
     if problem:
         raise SymlinkError(problem)
 
 
-def refuse_links_below(root: str | Path, parts: list[str], leaves: tuple[str, ...] = ()) -> None:
+def refuse_links_below(
+    root: str | Path, parts: list[str], leaves: tuple[str, ...] = (), why: str = WRITES
+) -> None:
     """``refuse_link`` for root/a, root/a/b, ... (``parts`` a, b, ...) and then for each of
     ``leaves`` in the last of them; a path that does not exist ends the walk, as nothing below
-    it can be a link (a plan of 100,000 runs not started checks one path a run)."""
+    it can be a link (a plan of 100,000 runs not started checks one path a run). ``root`` itself
+    may be a link (where the user keeps the results is the user's choice)."""
     path = Path(root)
     for part in parts:
         path = path / part
@@ -138,11 +154,41 @@ def refuse_links_below(root: str | Path, parts: list[str], leaves: tuple[str, ..
         if mode is None:
             return
         if stat.S_ISLNK(mode):
-            refuse_link(path)
+            refuse_link(path, why)
     for leaf in leaves:
         mode = _lstat_mode(path / leaf)
         if mode is not None and stat.S_ISLNK(mode):
-            refuse_link(path / leaf)
+            refuse_link(path / leaf, why)
+
+
+RESULTS = "results"
+
+
+def below_results(path: str | Path) -> tuple[Path, list[str]] | None:
+    """(the results folder above ``path``, the names from it down to ``path``): the last folder
+    named ``results`` among those holding ``path``, as given (a relative path stays relative, so
+    messages name it as the user gave it), else in its absolute form; None when there is none."""
+    given = Path(path)
+    for candidate in (given, Path(os.path.abspath(given))):
+        if ".." in candidate.parts:
+            continue
+        folders = candidate.parts[:-1]
+        if RESULTS in folders:
+            cut = len(folders) - folders[::-1].index(RESULTS)
+            return Path(*candidate.parts[:cut]), list(candidate.parts[cut:])
+    return None
+
+
+def refuse_links_in_results(path: str | Path, why: str = WRITES) -> None:
+    """``SymlinkError`` when ``path``, or any folder between the results folder above it and
+    it, is a symbolic link (``refuse_links_below``); only ``path`` itself when no folder named
+    results holds it (a run trained by hand anywhere)."""
+    found = below_results(path)
+    if found is None:
+        refuse_link(Path(path), why)
+        return
+    root, parts = found
+    refuse_links_below(root, parts[:-1], (parts[-1],), why)
 
 
 def _lstat_mode(path: Path) -> int | None:
@@ -164,14 +210,15 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     The temporary file has a random name and is created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW),
     so nothing planted at its name is written through; ``path`` being a symbolic link is refused
     (``SymlinkError``), before the write and again before the rename (which would replace the
-    link, not what it points to)."""
+    link, not what it points to), and so is a link at any folder between the results folder
+    above ``path`` and it (``refuse_links_in_results``)."""
     path = Path(path)
-    refuse_link(path)
+    refuse_links_in_results(path)
     fd, tmp = _create_exclusive(path)
     try:
         with os.fdopen(fd, "wb") as file:
             write(file)
-        refuse_link(path)
+        refuse_links_in_results(path)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -271,14 +318,21 @@ def parquet_table(raw: bytes, columns: list[str] | None = None) -> pa.Table:
     never by path nor with threads, so that no Arrow thread pool is started: one alive at the
     interpreter's exit can abort it ("terminate called without an active exception",
     apache/arrow#34314). That message ended a `fedkd train` that had only read a finished run's
-    metrics, once in the hostile tests' many runs; Arrow is the likely cause, not a proven one."""
+    metrics, once in the hostile tests' many runs; Arrow is the likely cause, not a proven one.
+    Every page's checksum is verified (a file written without them has none to verify), and
+    the values against the digest the file records (``fedkd.digests``): ``DigestMismatch`` when
+    they differ. The whole file is read for that, ``columns`` taken from it after."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(pa.BufferReader(raw))
+    from fedkd.digests import check_table_digest
+
+    parquet = pq.ParquetFile(pa.BufferReader(raw), page_checksum_verification=True)
+    table = parquet.read(use_pandas_metadata=True, use_threads=False)
+    check_table_digest(table)
     if columns is not None:
-        columns = [c for c in columns if c in parquet.schema_arrow.names]
-    return parquet.read(columns=columns, use_pandas_metadata=True, use_threads=False)
+        table = table.select([c for c in columns if c in table.column_names])
+    return table
 
 
 def read_parquet_file(path: Path, what: str, max_bytes: int) -> pa.Table:
@@ -287,12 +341,16 @@ def read_parquet_file(path: Path, what: str, max_bytes: int) -> pa.Table:
 
 
 def read_metrics_table(
-    path: Path, columns: list[str] | None = None, rounds_done: object = None
+    path: Path,
+    columns: list[str] | None = None,
+    rounds_done: object = None,
+    sha256: str | None = None,
 ) -> pa.Table:
     """A run's metrics.parquet (``columns``: those of them it has), read in one open, so a rename
     by the writer between pyarrow's metadata and data reads cannot mix two versions. Refused with
-    ``MetricsError``: no regular file, too large, not Parquet, or (given run.json's
-    ``rounds_done``) fewer rows than rounds done. A missing file raises ``FileNotFoundError``."""
+    ``MetricsError``: no regular file, too large, not Parquet, a page or its values not matching
+    their checksums, (given run.json's ``metrics_sha256``) bytes of another SHA-256, or (given
+    its ``rounds_done``) fewer rows than rounds done. A missing file raises ``FileNotFoundError``."""
     path = Path(path)
     try:
         raw = read_regular_file(path, "a metrics file", MAX_METRICS_BYTES)
@@ -303,8 +361,16 @@ def read_metrics_table(
     except OSError as exc:  # no permission, a link loop: left to the user to look at
         reason = exc.strerror or str(exc)
         raise MetricsError(path, f"{path} cannot be read ({reason})", rebuildable=False) from None
+    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
+        raise MetricsError(
+            path,
+            f"{path} is damaged (its SHA-256 is not the {METRICS_SHA256} its {RUN_JSON} records)",
+            rebuildable=True,
+        )
     try:
         table = parquet_table(raw, columns)
+    except DigestMismatch as exc:
+        raise MetricsError(path, f"{path} is damaged ({exc})", rebuildable=True) from None
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         reason = reason.removeprefix("Could not open Parquet input source '<Buffer>': ")

@@ -36,7 +36,10 @@ rule aggregate:
         runtime=plan.rule_resource("aggregate", "runtime", 20),
     params:
         code=package_files_hash(*REPORT_CODE),
+        # the list the plan names: a list file edited since it was written is refused
+        list_sha256=lambda wc: plan.runs_list_sha256(wc.name),
     message:
         "aggregate {output}"
     shell:
-        "fedkd aggregate --out {output:q} --runs-file {input.runs:q} > {log:q} 2>&1"
+        "fedkd aggregate --out {output:q} --runs-file {input.runs:q}"
+        " --runs-sha256 {params.list_sha256} > {log:q} 2>&1"

@@ -12,6 +12,7 @@ from fedkd.pipeline.validation import reread_config
 from fedkd.pipeline.plan import FEATURES_CODE, REPORT_CODE
 from fedkd.pipeline import snakefile
 from fedkd.pipeline.snakefile import names_regex
+from fedkd.pipeline.results_links import check_results_links
 from fedkd.provenance import package_files_hash
 from fedkd.report import agreement, sections
 from fedkd import files
@@ -21,6 +22,11 @@ from fedkd import files
 # with --config applied over them as Snakemake applies it
 reread_config(config, workflow.configfiles, workflow.config_settings.config)
 plan = Plan(config)
+
+# no job writes below results/ through a link (fedkd.pipeline.results_links), checked before
+# Snakemake removes or writes any file; a results/ that is itself a link is said once
+if workflow.is_main_process:
+    check_results_links(error=WorkflowError)
 
 
 # ----------------------------------------------------------------------------- partition and train

@@ -23,6 +23,7 @@ import numpy as np
 
 from fedkd.collapse import chance_accuracy, is_collapsed
 from fedkd.config import RunSpec
+from fedkd.digests import seal_run_record, write_parquet
 from fedkd.files import (
     CHECKPOINT,
     METRICS,
@@ -44,6 +45,8 @@ class RunConflictError(RuntimeError):
 
 
 def write_json(path: Path, obj: Any) -> None:
+    if Path(path).name == RUN_JSON:  # its summary and metrics.parquet covered by hashes
+        obj = seal_run_record(obj, Path(path).parent)
     data = (json.dumps(obj, indent=2, default=str) + "\n").encode()
     atomic_write(path, lambda file: file.write(data))
 
@@ -139,12 +142,12 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
     """One column per key of any row (a row without it: null), in first-seen order; written with
     pyarrow alone, as training needs no pandas (its import is 0.3 s of every job's start-up)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     # a run that diverged in round 1 still gets a readable file with the usual columns
     keys = list(dict.fromkeys(k for r in rows for k in r)) or METRIC_COLUMNS
     table = pa.table({k: pa.array([r.get(k) for r in rows]) for k in keys})
-    atomic_write(path, lambda file: pq.write_table(table, file))
+    # with page checksums and its values' digest: a damaged file is refused, not read
+    atomic_write(path, lambda file: write_parquet(table, file))
 
 
 def fmt_seconds(s: float) -> str:

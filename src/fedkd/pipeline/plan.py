@@ -30,7 +30,7 @@ from fedkd.runtime.seeding import clients_a_round
 # the code a t-SNE features file depends on: it trains a local model
 FEATURES_CODE = ("engine", "models", "data", "strategies", "config.py")
 # the code every rendered output depends on
-REPORT_CODE = ("report", "metrics.py", "collapse.py", "files.py")
+REPORT_CODE = ("report", "metrics.py", "collapse.py", "files.py", "digests.py")
 # a table's companion beside the paper: results/tables/<name>_vs_paper.{tex,md,csv,html}
 VS_PAPER = "_vs_paper"
 
@@ -246,10 +246,15 @@ class Plan:
         command line, which a table of ~23,000 runs outgrew."""
         return "".join(f"{label}\t{run}\n" for label, run in self.target_runs(name))
 
+    def runs_list_sha256(self, name: str) -> str:
+        """The SHA-256 of the runs list: the aggregate job refuses a list file of another (an
+        edited or damaged one), so it reads exactly the runs the plan names."""
+        return hashlib.sha256(self.runs_list(name).encode()).hexdigest()
+
     def runs_list_digest(self, name: str) -> str:
         """Changes whenever the runs list does: the list is written again, and the aggregate
         made again."""
-        return hashlib.sha256(self.runs_list(name).encode()).hexdigest()[:16]
+        return self.runs_list_sha256(name)[:16]
 
     def features_run(self, name: str) -> str:
         """The one run a layout of input "run" draws (validation ensures there is one)."""

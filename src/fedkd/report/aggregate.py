@@ -14,6 +14,7 @@ summary, or from the metrics for a run.json written before the mark existed).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from fedkd.collapse import is_collapsed
+from fedkd.digests import DigestMismatch, write_parquet
 from fedkd.files import (
     MAX_AGGREGATE_BYTES,
     MAX_RUN_JSON_BYTES,
@@ -36,12 +38,16 @@ from fedkd.files import (
     read_parquet_file,
     read_regular_file,
     read_run_record,
+    refuse_links_in_results,
 )
 from fedkd.report.run_checks import (
     RunMismatch,
     check_metrics_against_record,
+    check_record_seal,
+    check_run_links,
     check_run_path,
     check_spec_hash,
+    recorded_metrics_sha256,
 )
 from fedkd.run_choices import recorded_choices
 
@@ -142,14 +148,22 @@ def parse_run_arg(text: str) -> tuple[str, str]:
     return existing[0] if existing else candidates[0]
 
 
-def read_runs_file(path: str | Path) -> list[tuple[str, str]]:
+def read_runs_file(path: str | Path, sha256: str | None = None) -> list[tuple[str, str]]:
     """One run per line: ``LABEL<TAB>RUN_DIR`` (as the workflow writes it: a tab is in no label,
     so a label ``M=3`` splits where it should even before the run exists), or ``LABEL=RUN_DIR``
-    as --run takes it; blank lines and lines starting with ``#`` are skipped."""
+    as --run takes it; blank lines and lines starting with ``#`` are skipped. ``sha256``: the
+    hash of the list the plan names (the workflow passes it), which the file must have."""
     path = Path(path)
     try:
         # at most as large as a run record: a line per run, a few hundred thousand runs
-        lines = read_regular_file(path, "a runs file", MAX_RUN_JSON_BYTES).decode().splitlines()
+        raw = read_regular_file(path, "a runs file", MAX_RUN_JSON_BYTES)
+        if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
+            raise ReportError(
+                f"runs file {path} does not list the runs the configuration names (its SHA-256 "
+                f"is not the plan's {sha256}): it was edited or damaged since the workflow wrote "
+                "it; delete it and run the workflow again, which writes it anew"
+            )
+        lines = raw.decode().splitlines()
     except (OSError, UnreadableFileError, UnicodeDecodeError) as exc:
         raise ReportError(f"runs file {path} cannot be read: {exc}") from exc
     runs = []
@@ -240,6 +254,10 @@ def _read_run(label: str, run_dir: str | Path) -> tuple[pd.DataFrame, dict]:
     value each, ``collapsed`` included), checked."""
     run_dir = str(run_dir)
     path = Path(run_dir)
+    try:
+        check_run_links(run_dir)
+    except RunMismatch as exc:
+        raise ReportError(f"{exc} (label {label!r})") from None
     if not path.is_dir():
         raise ReportError(f"run directory {run_dir} (label {label!r}) does not exist")
     rec_path = path / RUN_JSON
@@ -257,13 +275,19 @@ def _read_run(label: str, run_dir: str | Path) -> tuple[pd.DataFrame, dict]:
     try:
         check_run_path(run_dir, rec)
         check_spec_hash(run_dir, rec)
+        check_record_seal(run_dir, rec)
     except RunMismatch as exc:
         raise ReportError(f"{exc} (label {label!r})") from None
     metrics_path = path / METRICS
     if metrics_path.exists() or metrics_path.is_symlink():
         try:
-            # fewer rows than rounds done: a damaged file, which would pass for a shorter run
-            table = read_metrics_table(metrics_path, rounds_done=rec.get("rounds_done"))
+            # fewer rows than rounds done: a damaged file, which would pass for a shorter run;
+            # other bytes than a finished run's record hashed: a damaged or swapped file
+            table = read_metrics_table(
+                metrics_path,
+                rounds_done=rec.get("rounds_done"),
+                sha256=recorded_metrics_sha256(rec),
+            )
             metrics = table.to_pandas(use_threads=False)
         except MetricsError as exc:  # names the file, what is wrong and the fix
             raise ReportError(f"run {run_dir} (label {label!r}): {exc}") from None
@@ -426,9 +450,14 @@ def _normalise_types(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_aggregate(df: pd.DataFrame, out: str | Path) -> Path:
+    """``df`` as Parquet with page checksums and its values' digest (``fedkd.digests``)."""
+    import pyarrow as pa
+
     out = Path(out)
+    refuse_links_in_results(out)  # before its folder is made through a link
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, lambda file: df.to_parquet(file, index=False))
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    atomic_write(out, lambda file: write_parquet(table, file))
     return out
 
 
@@ -443,8 +472,9 @@ def read_aggregate(path: str | Path | None) -> pd.DataFrame:
         df = read_parquet_file(path, "an aggregate file", MAX_AGGREGATE_BYTES).to_pandas(
             use_threads=False
         )
-    except Exception as exc:
-        raise ReportError(f"aggregate file {path} cannot be read: {exc}") from exc
+    except Exception as exc:  # a damaged one among them (a page's CRC, its values' digest)
+        fix = "; make it again with `fedkd aggregate`" if isinstance(exc, DigestMismatch) else ""
+        raise ReportError(f"aggregate file {path} cannot be read: {exc}{fix}") from exc
     missing = [c for c in RUN_KEY_COLUMNS + ["round", "test_acc"] if c not in df.columns]
     if missing:
         raise ReportError(

@@ -11,16 +11,18 @@ with its path and what disagrees; a table built from it would show another run's
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 
 import pandas as pd
 
-from fedkd.run_paths import normalise_path_keys, parse_run_dir, setting_id
+from fedkd.digests import METRICS_SHA256, DigestMismatch
+from fedkd.run_paths import normalise_path_keys, parse_run_dir, parse_setting, setting_id
 from fedkd.values import is_int
 
-# a path the workflow spells for a run (fedkd.run_paths.run_dir), anywhere below a folder
-RUN_PATH_TAIL = re.compile(r"(?:^|.*/)(results/runs/[^/]+/[^/]+/[^/]+/seed[0-9]+)/*")
+# the end of a path the workflow spells for a run (fedkd.run_paths.run_dir), wherever it lies
+RUN_PATH_TAIL = re.compile(r"(?:^|.*/)([^/]+/[^/]+/[^/]+/seed[0-9]+)/*")
 
 
 class RunMismatch(ValueError):
@@ -28,14 +30,30 @@ class RunMismatch(ValueError):
 
 
 def run_path_keys(run_dir: str) -> dict[str, str] | None:
-    """The dataset, variant, setting and seed a workflow run path spells; None for a folder
-    outside results/runs (a run trained by hand, aggregated by hand)."""
+    """The dataset, variant, setting and seed a run path spells in its last four names
+    (DATASET/VARIANT/SETTING/seedN, SETTING a canonical run setting), below results/runs or
+    anywhere else; None for a folder named otherwise (a run trained by hand, as /tmp/myrun)."""
     m = RUN_PATH_TAIL.fullmatch(Path(run_dir).as_posix())
-    return parse_run_dir(m[1]) if m else None
+    if m is None:
+        return None
+    keys = parse_run_dir(f"results/runs/{m[1]}")
+    try:
+        parse_setting(keys["setting"])
+    except ValueError:
+        return None
+    return keys
 
 
 def check_run_path(run_dir: str, rec: dict) -> None:
-    """run.json's spec and variant label against the path they were trained under."""
+    """run.json's spec and variant label against the path they were trained under, and against
+    the folder the path leads to (a link may lead elsewhere) when that is named as a run too."""
+    _check_path_keys(run_dir, run_dir, rec)
+    real = os.path.realpath(run_dir)
+    if real != os.path.abspath(run_dir):
+        _check_path_keys(f"{run_dir} (which leads to {real})", real, rec)
+
+
+def _check_path_keys(shown: str, run_dir: str, rec: dict) -> None:
     keys = run_path_keys(run_dir)
     if keys is None:
         return
@@ -54,7 +72,7 @@ def check_run_path(run_dir: str, rec: dict) -> None:
     ]
     if differ:
         raise RunMismatch(
-            f"run folder {run_dir} does not hold the run its path names ({'; '.join(differ)}): "
+            f"run folder {shown} does not hold the run its path names ({'; '.join(differ)}): "
             "it was moved, swapped or edited; delete the folder and let the workflow train the "
             "run again"
         )
@@ -124,3 +142,40 @@ def check_metrics_against_record(run_dir: str, rec: dict, metrics: pd.DataFrame)
 
 def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15)
+
+
+def check_record_seal(run_dir: str, rec: dict) -> None:
+    """A sealed run.json (``fedkd.digests.seal_run_record``) hashes to its ``record_sha256``: its
+    summary, status and rounds are those the run wrote."""
+    from fedkd.digests import check_record_seal as check
+
+    try:
+        check(rec)
+    except DigestMismatch as exc:
+        raise RunMismatch(
+            f"run folder {run_dir}: its run.json is damaged or was edited after the run ({exc}); "
+            "delete its run.json and run the same `fedkd train` command again (it rebuilds the "
+            "record from checkpoint.pt), or delete the folder and train the run again"
+        ) from None
+
+
+def recorded_metrics_sha256(rec: dict) -> str | None:
+    """The SHA-256 a finished run's record gives its metrics.parquet (written after the last
+    metrics, so it is theirs); None for a run still running or stopped, or a record written
+    before records were sealed."""
+    if rec.get("status") not in ("complete", "diverged"):
+        return None
+    value = rec.get(METRICS_SHA256)
+    return value if isinstance(value, str) else None
+
+
+def check_run_links(run_dir: str) -> None:
+    """A run folder below results/ is read through no link (at its folders, run.json or
+    metrics.parquet): what a link leads to may be another run."""
+    from fedkd.files import METRICS, READS, RUN_JSON, SymlinkError, refuse_links_in_results
+
+    try:
+        for name in (RUN_JSON, METRICS):
+            refuse_links_in_results(Path(run_dir) / name, READS)
+    except SymlinkError as exc:
+        raise RunMismatch(f"run {run_dir}: {exc}") from None

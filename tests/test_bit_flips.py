@@ -1,0 +1,154 @@
+"""Single-bit flips in the files a table is read from: a real run's metrics.parquet and run.json,
+and the aggregate made of it. Each flipped file, read back by fedkd's own readers, is refused with
+an error naming it, or reads back the very values it held: never other numbers. The offsets are
+drawn once from a fixed seed (a sample: every bit of the 5 KB metrics file takes minutes)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fedkd.config import RunSpec
+from fedkd.digests import DIGEST_KEY, METRICS_SHA256, RECORD_SHA256
+from fedkd.engine.run import Run
+from fedkd.files import METRICS, RUN_JSON, MetricsError, read_metrics_table
+from fedkd.report import ReportError, aggregate_runs, read_aggregate, render, write_aggregate
+from fedkd.run_paths import run_dir
+from small_runs import TINY
+
+FLIPS = 200
+
+
+def quiet(msg: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A real run (two rounds) where the workflow puts it."""
+    root = tmp_path_factory.mktemp("project")
+    spec = RunSpec(**TINY, rounds=2, seed=0)
+    path = root / run_dir({**spec.to_dict(), "dataset": spec.dataset}, "fedavg", 0)
+    Run(spec, path, log=quiet, labels={"variant": "fedavg"}).run()
+    return path
+
+
+def offsets(data: bytes, n: int = FLIPS) -> list[int]:
+    return sorted(random.Random(len(data)).sample(range(len(data) * 8), n))
+
+
+def flipped(data: bytes, bit: int) -> bytes:
+    out = bytearray(data)
+    out[bit // 8] ^= 1 << (bit % 8)
+    return bytes(out)
+
+
+def outcomes(path: Path, read, refused: type[Exception]) -> dict[str, list[int]]:
+    """Each sampled flip of ``path`` as "refused" (an error naming the file), "identical" (the
+    values read before) or "different"; the file is restored after."""
+    data = path.read_bytes()
+    before = read()
+    seen: dict[str, list[int]] = {"refused": [], "identical": [], "different": []}
+    try:
+        for bit in offsets(data):
+            path.write_bytes(flipped(data, bit))
+            try:
+                after = read()
+            except refused as exc:
+                # the file, or its run folder and the file's name ("run folder X does not hold
+                # the run its path names (variant 'fedavg' in the path, None in run.json)")
+                named = str(path) in str(exc) or (
+                    str(path.parent) in str(exc) and path.name in str(exc)
+                )
+                assert named, f"bit {bit}: {exc}"
+                seen["refused"].append(bit)
+                continue
+            same = after.equals(before) and list(after.columns) == list(before.columns)
+            seen["identical" if same else "different"].append(bit)
+    finally:
+        path.write_bytes(data)
+    return seen
+
+
+def check(seen: dict[str, list[int]]) -> None:
+    assert not seen["different"], f"flipped bits read as other values: {seen['different']}"
+    # the sample reaches the values: a reader that refused nothing would not be checked here
+    assert len(seen["refused"]) > FLIPS // 4, seen
+
+
+def test_a_runs_files_carry_their_checksums(trained):
+    import pyarrow.parquet as pq
+
+    record = json.loads((trained / RUN_JSON).read_text())
+    assert len(record[RECORD_SHA256]) == 64 and len(record[METRICS_SHA256]) == 64
+    parquet = pq.ParquetFile(trained / METRICS)
+    assert DIGEST_KEY in parquet.schema_arrow.metadata
+
+
+def test_a_flip_in_metrics_read_alone_is_refused_or_reads_the_same(trained, tmp_path):
+    """As `fedkd train` reads a finished run's metrics before rebuilding or keeping them, and
+    `fedkd status` reads them: no run.json to hold their hash, the file's own checks decide."""
+    copy = tmp_path / METRICS
+    shutil.copy(trained / METRICS, copy)
+    check(outcomes(copy, lambda: read_metrics_table(copy).to_pandas(), MetricsError))
+
+
+@pytest.mark.parametrize("name", [METRICS, RUN_JSON])
+def test_a_flip_in_a_runs_files_is_refused_by_the_aggregate_or_reads_the_same(
+    trained, tmp_path, name
+):
+    copy = tmp_path / trained.relative_to(trained.parents[4])
+    shutil.copytree(trained, copy)
+    check(outcomes(copy / name, lambda: aggregate_runs([("FedAvg", str(copy))]), ReportError))
+
+
+@pytest.fixture
+def aggregate(trained, tmp_path) -> Path:
+    out = tmp_path / "agg.parquet"
+    write_aggregate(aggregate_runs([("FedAvg", str(trained))]), out)
+    return out
+
+
+def test_a_flip_in_an_aggregate_is_refused_or_reads_the_same(aggregate):
+    check(outcomes(aggregate, lambda: read_aggregate(aggregate), ReportError))
+
+
+def test_a_flipped_aggregate_renders_the_same_table_or_is_refused(aggregate, tmp_path):
+    """Never a column of "–" with the exit of a good table: the render reads the aggregate
+    through read_aggregate, whose checks refuse what would change a value."""
+    out = tmp_path / "table" / "t"
+    options = {"columns": ["FedAvg"]}
+
+    def table() -> pd.DataFrame:
+        render("grid", out, aggregate=aggregate, options=options)
+        return pd.DataFrame({"md": [out.with_name("t.md").read_text()]})
+
+    check(outcomes(aggregate, table, ReportError))
+
+
+def test_train_rebuilds_flipped_metrics_from_the_checkpoint(trained, tmp_path):
+    """A finished run whose metrics a flip damaged is not kept: the same run rebuilds them from
+    its checkpoint, with the values it had."""
+    copy = tmp_path / trained.relative_to(trained.parents[4])
+    shutil.copytree(trained, copy)
+    metrics = copy / METRICS
+    data, before = metrics.read_bytes(), read_metrics_table(metrics).to_pandas()
+    for bit in offsets(data):
+        metrics.write_bytes(flipped(data, bit))
+        try:
+            read_metrics_table(metrics)
+        except MetricsError:
+            break  # a flip the reader refuses
+    else:
+        pytest.fail("no sampled flip was refused")
+    messages = []
+    spec = RunSpec(**TINY, rounds=2, seed=0)
+    Run(spec, copy, log=messages.append, labels={"variant": "fedavg"}).run()
+    assert any(f"{metrics} is damaged" in m and "rebuilding" in m for m in messages), messages
+    pd.testing.assert_frame_equal(read_metrics_table(metrics).to_pandas(), before)
+    aggregate_runs([("FedAvg", str(copy))])  # and the record sealed again agrees with them
