@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
@@ -132,17 +131,12 @@ def record_sha256(record: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def seal_run_record(record: dict, run_dir: Path) -> dict:
-    """``record`` as it will be read back, with ``metrics_sha256`` (of run_dir's
-    metrics.parquet as it lies now, None when there is none to read) and ``record_sha256``."""
-    from fedkd.files import MAX_METRICS_BYTES, METRICS, UnreadableFileError, read_regular_file
-
+def seal_run_record(record: dict, metrics: bytes | None) -> dict:
+    """``record`` as it will be read back, with ``metrics_sha256`` (of the run folder's
+    metrics.parquet as it lies now, ``metrics`` its bytes; None when there is none to read) and
+    ``record_sha256``."""
     sealed = json.loads(json.dumps(record, default=str))
-    try:
-        raw = read_regular_file(Path(run_dir) / METRICS, "a metrics file", MAX_METRICS_BYTES)
-        sealed[METRICS_SHA256] = hashlib.sha256(raw).hexdigest()
-    except (OSError, UnreadableFileError):
-        sealed[METRICS_SHA256] = None
+    sealed[METRICS_SHA256] = None if metrics is None else hashlib.sha256(metrics).hexdigest()
     sealed[RECORD_SHA256] = record_sha256(sealed)
     return sealed
 

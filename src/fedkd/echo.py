@@ -12,6 +12,8 @@ import unicodedata
 
 # a value quoted in a message: room for a path or a long label, not for a file's worth of text
 SHOWN_CHARS = 80
+# a path in a message: whole as far as this, so that its file name, at its end, is not cut off
+PATH_CHARS = 1000
 # one line of a message: every listing fedkd writes (the valid keys, the valid targets) fits
 MESSAGE_LINE_CHARS = 2000
 

@@ -26,10 +26,13 @@ from fedkd.config import RunSpec
 from fedkd.digests import seal_run_record, write_parquet
 from fedkd.files import (
     CHECKPOINT,
+    MAX_METRICS_BYTES,
     METRICS,
     RUN_JSON,
+    UnreadableFileError,
     atomic_write,
     read_metrics_table,
+    read_regular_file,
     refuse_link,
 )
 
@@ -46,7 +49,13 @@ class RunConflictError(RuntimeError):
 
 def write_json(path: Path, obj: Any) -> None:
     if Path(path).name == RUN_JSON:  # its summary and metrics.parquet covered by hashes
-        obj = seal_run_record(obj, Path(path).parent)
+        try:
+            metrics = read_regular_file(
+                Path(path).parent / METRICS, "a metrics file", MAX_METRICS_BYTES
+            )
+        except (OSError, UnreadableFileError):
+            metrics = None
+        obj = seal_run_record(obj, metrics)
     data = (json.dumps(obj, indent=2, default=str) + "\n").encode()
     atomic_write(path, lambda file: file.write(data))
 

@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fedkd.echo import safe_text, shown
+from fedkd.echo import PATH_CHARS, safe_text, shown
 
 if TYPE_CHECKING:
     from fedkd.strategies.base import Strategy
@@ -56,10 +56,10 @@ def external_module_files() -> list[Path]:
             problem = (
                 "is not a Python file (.py)"
                 if path.suffix != ".py"
-                else f"does not exist (resolved to {shown(str(path))})"
+                else f"does not exist (resolved to {shown(str(path), PATH_CHARS)})"
             )
             raise StrategyModuleError(
-                f"{MODULES_VARIABLE} names {shown(entry)}, which {problem}; set it to the files of "
+                f"{MODULES_VARIABLE} names {shown(entry, PATH_CHARS)}, which {problem}; set it to the files of "
                 f"your own strategy modules, separated by {os.pathsep!r}"
             )
         if path not in files:
@@ -85,7 +85,7 @@ def _import_external(path: Path):
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise StrategyModuleError(
-            f"{MODULES_VARIABLE}: {shown(str(path))} cannot be imported as a module"
+            f"{MODULES_VARIABLE}: {shown(str(path), PATH_CHARS)} cannot be imported as a module"
         )
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
