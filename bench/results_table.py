@@ -44,6 +44,8 @@ import sys
 import unicodedata
 from pathlib import Path
 
+from fedkd.echo import BIDI_CONTROLS
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.jsonl"
 COMMAND = "python bench/results_table.py > docs/results.md"
@@ -69,10 +71,6 @@ UNITS = {
 }
 
 
-# characters that reorder the text around them (Unicode's bidirectional formatting characters)
-BIDI_CONTROLS = frozenset(
-    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-)
 # line breaks that JSON leaves unescaped: written escaped, so that a line stays one line
 RAW_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 SHOWN_CHARS = 80  # a value quoted in a message

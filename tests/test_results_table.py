@@ -5,26 +5,13 @@ line nested too deep; HTML, links and entities in a text are shown as the charac
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_generator():
-    spec = importlib.util.spec_from_file_location(
-        "results_table", ROOT / "bench" / "results_table.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-results_table = _load_generator()
+from test_docs import results_table
 
 ROW = {
     "id": "x-1", "topic": "t", "date": "2026-11-28", "device": "cpu", "commit": None,

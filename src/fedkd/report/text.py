@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fedkd.echo import BIDI_CONTROLS
 from fedkd.report.aggregate import ReportError
 from fedkd.report.names import display_name
 
@@ -107,7 +108,7 @@ _TEX_SPECIAL = {
 REPLACEMENT = "\ufffd"
 TEX_REPLACEMENT = "?"  # U+FFFD is in no standard LaTeX font
 # all control characters but tab and line feed, and the bidi formatting characters
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(sorted(BIDI_CONTROLS)) + "]")
 
 
 def tex_escape(text: str) -> str:
