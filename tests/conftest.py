@@ -68,3 +68,11 @@ def fake_rounds(monkeypatch):
     from fedkd.engine.run import Run
 
     monkeypatch.setattr(Run, "_round", fake_round)
+
+
+@pytest.fixture
+def tf32_flags():
+    """The process's TF32 flags, put back after a test that sets them."""
+    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before

@@ -11,13 +11,6 @@ from fedkd.engine.reproducibility import configure_precision
 from fedkd.tools.bench.local_training import bench_local_training
 
 
-@pytest.fixture
-def tf32_flags():
-    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
-
-
 @pytest.mark.parametrize("precision", ["fp32", "tf32"])
 def test_the_local_training_figure_is_computed_under_its_precision(precision, tf32_flags):
     # the flags another precision (or torch's default: cuDNN TF32 on) left in the process

@@ -202,13 +202,6 @@ def test_the_real_compiler_builds_the_folded_student_and_the_run_follows_the_eag
 
 
 # ---------------------------------------------------------------------------------- tf32
-@pytest.fixture
-def tf32_flags():
-    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
-
-
 @pytest.mark.parametrize("engine", ["sequential", "batched"])
 def test_tf32_computes_on_a_cpu_what_fp32_computes_and_is_recorded(engine, tmp_path, tf32_flags):
     base = dict(BATCHED, engine=engine)

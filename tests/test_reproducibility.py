@@ -130,14 +130,6 @@ def test_deterministic_cpu_run_equals_the_default_run_and_is_recorded(tmp_path):
     assert rec["determinism"]["deterministic"] is True
 
 
-@pytest.fixture
-def tf32_flags():
-    """Puts the process's TF32 flags back as they were (the other tests run after this one)."""
-    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
-
-
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_tf32_follows_the_precision_for_convolutions_and_matmuls_alike(deterministic, tf32_flags):
     """fp32 is IEEE float32 (TF32 off, deterministic or not); tf32 asks for TF32; bf16 lets the
