@@ -70,6 +70,26 @@ def test_counts_each_state_and_the_running_runs_progress(runs):
     assert "fedgen" in text and "diverged after round 2" in text
 
 
+def test_a_run_that_recorded_an_error_is_failed_with_it_and_left_to_rerun(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "fedavg", "complete", 5)
+    gone = {**process_identity(os.getpid()), "start": process_identity(os.getpid())["start"] - 1}
+    crashed = make_run(root, "moon", "failed", 3, seconds=2.0, process=gone)
+    record = json.loads((crashed / "run.json").read_text())
+    record["error"] = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    (crashed / "run.json").write_text(json.dumps(record))
+    progress = collect(root)
+    assert {r.path.split("/")[1]: r.state for r in progress} == {"fedavg": "done", "moon": "failed"}
+    text = report(progress, root)
+    assert "1 of 2 runs done, 0 running, 1 failed" in text
+    assert (
+        f"failed   mnist5k/moon/{SETTING}/seed0  after round 3: RuntimeError: CUDA error: an "
+        "illegal memory access was encountered; fix the cause, then re-run the workflow" in text
+    )
+    # it trains again once fixed: its 2 rounds left count, where a diverged run's do not
+    assert "ETA: ~4 s of training left (1 run, none running now)" in text
+
+
 def test_eta_is_the_rounds_left_at_each_runs_speed_over_the_runs_in_flight(runs):
     progress = collect(runs)
     # fedprox 3 rounds x 3 s + moon (stopped) 4 rounds x 2 s, one run in flight

@@ -9,9 +9,11 @@ configuration; with neither, every run found in the runs folder. Before any run 
 yet) the planned runs are all not started. Nothing of Snakemake's own state is read: give the
 targets and --configfile the workflow was started with.
 
-A run is done (complete), failed (diverged), running, stopped (killed or crashed: its process is
-gone, or on another host no round for a while, or it recorded why it stopped, e.g. a full disk;
-re-running the workflow resumes it from its checkpoint), damaged (its run.json cannot be read or
+A run is done (complete), failed (diverged, a result; or an error it recorded, which the line
+shows: once its cause is fixed, re-running the workflow resumes it from its checkpoint), running,
+stopped (killed or crashed without a record: its process is gone, or on another host no round for
+a while, or it recorded why it stopped, e.g. a full disk; re-running the workflow resumes it from
+its checkpoint), damaged (its run.json cannot be read or
 holds a field of the wrong type, or a finished run's metrics.parquet is missing, cannot be read
 or holds fewer rounds than run.json records; the line names the file, the reason and the fix) or not
 started. A directory, FIFO or device in a file's place is refused unread (fedkd.files).
@@ -62,7 +64,8 @@ class RunProgress:
     rounds: int
     seconds_per_round: float | None  # mean over its rounds so far
     best_acc: float | None = None
-    problem: str | None = None  # why a damaged run's record cannot be read, and the fix
+    # why a damaged run's record cannot be read, and the fix; or the error a failed run recorded
+    problem: str | None = None
     # running on the word of an older run.json: its pid lives and runs fedkd, but without the
     # recorded start time it cannot be told from a later fedkd process given the same pid
     unverified: bool = False
@@ -214,10 +217,13 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
     per_round = statistics.fmean(seconds) if seconds else None
     process = record.get("process")
     alive = is_same_process(process) if process else None
+    problem = None
     if status == "complete":
         state = "done"
     elif status == "diverged":
         state = "failed"
+    elif status == "failed":  # the error its last attempt recorded, whether or not it has exited
+        state, problem = "failed", str(record.get("error") or "no error recorded")
     elif status == "stopped" or alive is False:
         state = "stopped"
     elif alive is True:  # its process runs here, however long its round takes
@@ -227,7 +233,9 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
         limit = max(stale_after, 5 * per_round) if per_round else stale_after
         state = "stopped" if quiet_for > limit else "running"
     unverified = state == "running" and alive is True and not is_verified(process)
-    return RunProgress(rel, state, done, rounds, per_round, best, unverified=unverified)
+    return RunProgress(
+        rel, state, done, rounds, per_round, best, problem=problem, unverified=unverified
+    )
 
 
 def _damaged_metrics(rel: str, record: dict, rounds: int, problem: str) -> RunProgress:
@@ -358,13 +366,18 @@ def eta_seconds(runs: list[RunProgress]) -> float | None:
     if not measured:
         return None
     typical = statistics.median(measured)
-    pending = [r for r in runs if r.state in ("running", "stopped", "not started")]
+    pending = [r for r in runs if r.state in ("running", "stopped", "not started") or _to_rerun(r)]
     work = sum(r.rounds_left * (r.seconds_per_round or typical) for r in pending)
     in_flight = max(1, sum(r.state == "running" for r in runs))
     return work / in_flight
 
 
 STATES = ("done", "running", "stopped", "failed", "damaged", "not started")
+
+
+def _to_rerun(run: RunProgress) -> bool:
+    """A failed run that recorded an error (not a diverged one): it trains again once fixed."""
+    return run.state == "failed" and run.problem is not None
 
 
 def report(runs: list[RunProgress], root: Path, what: str | None = None,
@@ -395,11 +408,18 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None,
         lines.append("stopped: killed or crashed (the process is gone, or no round for a while); "
                      "re-run the workflow to resume them from their checkpoints")  # fmt: skip
     for r in runs:
-        if r.state == "failed":
+        if _to_rerun(r):
+            lines.append(
+                f"  failed   {r.path}  after round {r.rounds_done}: {r.problem}; fix the cause, "
+                "then re-run the workflow to resume it from its checkpoint"
+            )
+        elif r.state == "failed":
             lines.append(f"  failed   {r.path}  diverged after round {r.rounds_done}")
         if r.state == "damaged":
             lines.append(f"  damaged  {r.problem}")
-    left = sum(r.state in ("running", "stopped", "damaged", "not started") for r in runs)
+    left = sum(
+        r.state in ("running", "stopped", "damaged", "not started") or _to_rerun(r) for r in runs
+    )
     eta = eta_seconds(runs)
     runs_left = f"{left:,} run{'s' if left > 1 else ''}"
     if not left:
