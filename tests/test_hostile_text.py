@@ -160,8 +160,9 @@ def test_fedkd_status_escapes_a_run_folders_name(tmp_path, capsys):
 
 
 def test_a_bidi_override_in_a_label_reaches_no_table_format(tmp_path):
-    """A label reaches a table from `fedkd aggregate --run LABEL=DIR` too, which no planning
-    sees: every format writes a bidi override or an escape as the replacement character."""
+    """A label reaches a table from `fedkd.report.aggregate_runs` called from Python too, which
+    neither planning nor the command line sees: every format writes a bidi override or an
+    escape as the replacement character."""
     from fedkd.report.render import render
     from test_report import agg_file, make_run
 
@@ -174,6 +175,29 @@ def test_a_bidi_override_in_a_label_reaches_no_table_format(tmp_path):
         text = out.with_name(out.name + suffix).read_text()
         assert_inert(text)
         assert "Avg" in text, suffix
+
+
+@pytest.mark.parametrize("form", ["--run", "runs file, =", "runs file, tab"])
+def test_fedkd_aggregate_refuses_a_label_with_a_bidi_override(form, tmp_path, capsys):
+    """As planning and `fedkd train --label` refuse it: one line naming the label, the
+    character and the fix, nothing written."""
+    from test_report import make_run
+
+    run = make_run(tmp_path / "runs", "a", [0.1, 0.5])
+    label = "Fed\u202eAvg"
+    out = tmp_path / "agg.parquet"
+    if form == "--run":
+        args = ["--run", f"{label}={run}"]
+    else:
+        runs_file = tmp_path / "table.runs"
+        runs_file.write_text(f"{label}{'=' if form.endswith('=') else chr(9)}{run}\n")
+        args = ["--runs-file", str(runs_file)]
+    assert main(["aggregate", "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert "holds the invisible character U+202E (RIGHT-TO-LEFT OVERRIDE) in its label" in err
+    assert "'Fed\\u202eAvg'" in err and "remove it" in err
+    assert_inert(err)
+    assert not out.exists()
 
 
 # ----------------------------------------------------------------------------- strategy modules

@@ -24,6 +24,7 @@ import pandas as pd
 
 from fedkd.collapse import is_collapsed
 from fedkd.digests import DigestMismatch, write_parquet
+from fedkd.echo import unsafe_character
 from fedkd.files import (
     MAX_AGGREGATE_BYTES,
     MAX_RUN_JSON_BYTES,
@@ -145,7 +146,21 @@ def parse_run_arg(text: str) -> tuple[str, str]:
             + " or ".join(f"{lab!r}={d!r}" for lab, d in existing)
             + "; rename the label or the directory"
         )
-    return existing[0] if existing else candidates[0]
+    label, run_dir = existing[0] if existing else candidates[0]
+    _check_label(label, f"--run {text!r}")
+    return label, run_dir
+
+
+def _check_label(label: str, where: str) -> None:
+    """A label is a table column's name: an invisible character in it (a bidi override, a
+    control character) would change how the tables around it read, so it is refused, as the
+    workflow refuses it in a configuration and ``fedkd train`` in ``--label``."""
+    unsafe = unsafe_character(label)
+    if unsafe:
+        raise ReportError(
+            f"{where} holds the invisible character {unsafe} in its label {label!r}, which would "
+            "change how the tables around it read; remove it"
+        )
 
 
 def read_runs_file(path: str | Path, sha256: str | None = None) -> list[tuple[str, str]]:
@@ -177,6 +192,7 @@ def read_runs_file(path: str | Path, sha256: str | None = None) -> list[tuple[st
                     f"runs file {path}, line {number}: {line!r} is not LABEL<TAB>RUN_DIR "
                     "(empty label or directory)"
                 )
+            _check_label(label, f"runs file {path}, line {number}")
             runs.append((label, run_dir.strip()))
             continue
         try:
