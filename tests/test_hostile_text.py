@@ -273,3 +273,33 @@ def test_a_train_label_with_a_bidi_or_control_character_is_refused_in_one_line(c
     assert code == 2 and "--label" in err and "remove it" in err
     assert_inert(err)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_user_modules_summary_and_an_out_path_reach_the_terminal_escaped(
+    tmp_path, monkeypatch, capsys
+):
+    """What the commands print on success is the user's text too: a strategy module's paper and
+    summary (its fields still tab-separated), and the --out path aggregate reports."""
+    from test_report import make_run
+
+    module = tmp_path / "loud.py"
+    module.write_text(
+        "from fedkd.strategies.fedavg import FedAvg\n\n\n"
+        "class Loud(FedAvg):\n"
+        '    name = "loud"\n'
+        f"    paper = {HOSTILE!r}\n"
+        f"    summary = {HOSTILE!r}\n"
+    )
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    assert main(["strategies", "--details"]) == 0
+    out = capsys.readouterr().out
+    assert_inert(out)
+    assert f"loud\t{safe_text(HOSTILE, None)}\t{safe_text(HOSTILE, None)}\n" in out
+
+    folder = tmp_path / f"out{HOSTILE}"
+    folder.mkdir()
+    run = make_run(tmp_path / "runs", "a", [0.1, 0.5])
+    assert main(["aggregate", "--out", str(folder / "agg.parquet"), "--run", f"a={run}"]) == 0
+    err = capsys.readouterr().err
+    assert_inert(err)
+    assert f"out{safe_text(HOSTILE, None)}/agg.parquet: 1 runs, 2 rows" in err

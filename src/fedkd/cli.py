@@ -117,6 +117,14 @@ def _spec_from_args(args) -> object:
     return RunSpec.from_dict(with_params(overrides, param_updates, "--params"))
 
 
+def say(text: object, stream=None) -> None:
+    """Print a message that may hold the user's text (an --out path, a label, a user module's
+    summary) as text: no escape sequence or bidi override of it reaches the terminal."""
+    from fedkd.echo import safe_message
+
+    print(safe_message(text, line_limit=100_000), file=stream or sys.stdout)
+
+
 def parse_label(text: str) -> tuple[str, str]:
     """``key=text`` of ``--label``: a tag, kept as written (``variant=010`` is the variant named
     010, not the number 10), so any text is a label and none needs YAML quoting."""
@@ -170,7 +178,7 @@ def cmd_train(args) -> int:
         raise
     summary = record.get("summary", {})
     if summary.get("rounds"):
-        print(
+        say(
             f"{record['status']}: best acc {summary['best_acc']:.4f} (round {summary['best_round']}), "
             f"final {summary['final_acc']:.4f}, {args.out}"
         )
@@ -187,7 +195,7 @@ def cmd_partition(args) -> int:
     # before the check below, which would keep a directory there as if it were the partition
     check_output_path(out, "file", "partition.parquet")
     if out.exists() and not args.force:
-        print(f"{out} exists; keeping it (use --force to overwrite)", file=sys.stderr)
+        say(f"{out} exists; keeping it (use --force to overwrite)", sys.stderr)
         return 0
     ds = load_dataset(args.dataset, args.data_root, seed=args.seed)
     labels = ds.train.y.numpy()
@@ -203,7 +211,7 @@ def cmd_partition(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     write_partition(out, assignment, labels, meta)
     sizes = np.bincount(assignment[assignment >= 0], minlength=args.clients)
-    print(
+    say(
         f"{out}: {args.clients} clients, sizes {sizes.min()}..{sizes.max()} (total {sizes.sum()})"
     )
     return 0
@@ -211,22 +219,24 @@ def cmd_partition(args) -> int:
 
 def cmd_strategies(args) -> int:
     from fedkd.config import DEFAULT_MODEL
+    from fedkd.echo import safe_text
     from fedkd.strategies import get_strategy_class, strategy_names
     from fedkd.strategies._params import describe
 
     for name in strategy_names():
         if args.details:
             cls = get_strategy_class(name)
-            print(f"{name}\t{cls.paper}\t{cls.summary}")
-            print(f"  parameters: {describe(cls.Params)}")
+            # a strategy module of one's own writes these: its text, tab-separated
+            print("\t".join(safe_text(t, None) for t in (name, cls.paper, cls.summary)))
+            say(f"  parameters: {describe(cls.Params)}")
             # the parameters each dataset (with its paper model) gets unless a run sets them
             for dataset, model in DEFAULT_MODEL.items():
                 defaults = cls.dataset_defaults(dataset, model)
                 if defaults:
                     shown = ", ".join(f"{k}={v}" for k, v in defaults.items())
-                    print(f"  {dataset} ({model}): {shown}")
+                    say(f"  {dataset} ({model}): {shown}")
         else:
-            print(name)
+            say(name)
     return 0
 
 
@@ -238,7 +248,7 @@ def cmd_features(args) -> int:
         args.run, args.out, samples=args.samples, client=args.client, device=args.device,
         local_objective=args.local_objective,
     )  # fmt: skip
-    print(path, file=sys.stderr)
+    say(path, sys.stderr)
     return 0
 
 
@@ -271,7 +281,7 @@ def cmd_aggregate(args) -> int:
         .drop("complete", errors="ignore")
     )
     extra = "".join(f", {n} {s}" for s, n in bad.items())
-    print(f"{args.out}: {n_runs} runs, {len(df)} rows{extra}", file=sys.stderr)
+    say(f"{args.out}: {n_runs} runs, {len(df)} rows{extra}", sys.stderr)
     return 0
 
 
@@ -289,7 +299,7 @@ def cmd_render(args) -> int:
         features=args.features,
         name=args.name,
     )
-    print(" ".join(str(p) for p in paths), file=sys.stderr)
+    say(" ".join(str(p) for p in paths), sys.stderr)
     return 0
 
 
@@ -445,7 +455,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Read run.json and metrics.parquet of the runs that TARGETs need (the same "
         "targets and --configfile as snakemake; --configfile alone: every run of that "
         "configuration; neither: every run under --runs) and print how many are done, running, stopped (their process is gone: "
-        "a re-run resumes them), failed (diverged), damaged (a file that cannot be read, named with "
+        "a re-run resumes them), failed (diverged, or an error it recorded, shown), damaged (a file that cannot be read, named with "
         "its fix) or not started; each running run's round and "
         "speed; and an ETA from the measured seconds per round.",
     )
