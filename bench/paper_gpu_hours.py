@@ -23,115 +23,27 @@ Runs offline in a few seconds (most of it importing torch through fedkd's valida
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+# bench/gpu_rates.py, beside this script
+from gpu_rates import (
+    RateError,
+    RateKey,
+    check_rate_names,
+    key_text,
+    match_rate,
+    parse_rate_texts,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "paper.yaml"
 # strategies whose server update trains a network every round, a cost outside the images counted
 SERVER_TRAINING = {"feddf": "distillation", "fedgen": "its generator"}
-RATE_HELP = "--rate MODEL=IMG_PER_S or --rate STRATEGY:MODEL=IMG_PER_S, e.g. --rate resnet8=70019"
-
-
-class RateError(ValueError):
-    """A bad --rate: the message names the value and the fix."""
-
-
-# ----------------------------------------------------------------------------- rates
-RateKey = tuple[str | None, str]  # (strategy or None for every strategy, model)
-
-
-def key_text(key: RateKey) -> str:
-    strategy, model = key
-    return f"{strategy}:{model}" if strategy else model
-
-
-def parse_rate_syntax(text: str) -> tuple[RateKey, float]:
-    """``[STRATEGY:]MODEL=IMG_PER_S`` → ((strategy or None, model), rate); names unchecked."""
-    name, sep, value = text.partition("=")
-    name, value = name.strip(), value.strip()
-    if not sep or not name or not value:
-        raise RateError(f"--rate {text!r} is not NAME=IMG_PER_S; give {RATE_HELP}")
-    strategy, colon, model = name.rpartition(":")
-    if colon and (not strategy or not model):
-        raise RateError(
-            f"--rate {text!r}: {name!r} is not MODEL or STRATEGY:MODEL; give {RATE_HELP}"
-        )
-    try:
-        rate = float(value)
-    except ValueError:
-        rate = math.nan
-    if not (math.isfinite(rate) and rate > 0):
-        raise RateError(
-            f"--rate {text!r}: {value!r} is not a positive number of images per second; "
-            f"give {RATE_HELP}"
-        )
-    return (strategy or None, model), rate
-
-
-def check_rate_names(rates: dict[RateKey, float], variants: dict | None = None) -> None:
-    """Every model a known model (as a run spec resolves ``model: auto``), every strategy a
-    registered one; a variant's name given for a strategy is answered with its strategy."""
-    from fedkd.config import DEFAULT_MODEL, MODELS
-    from fedkd.strategies import strategy_names
-
-    models = [m for m in MODELS if m != "auto"]
-    strategies = strategy_names()
-    for key in rates:
-        strategy, model = key
-        if model not in models:
-            on = defaultdict(list)
-            for dataset, default in DEFAULT_MODEL.items():
-                on[default].append(dataset)
-            auto = "; ".join(f"{m} on {', '.join(ds)}" for m, ds in on.items())
-            hint = f" (model auto resolves per dataset: {auto})" if model == "auto" else ""
-            raise RateError(
-                f"--rate {key_text(key)}=...: {model!r} is not a model; key rates on the model a "
-                f"run resolves to, one of: {', '.join(models)}{hint}"
-            )
-        if strategy is not None and strategy not in strategies:
-            variant = (variants or {}).get(strategy)
-            hint = (
-                f"; {strategy!r} is a variant of strategy {variant['strategy']!r}: give "
-                f"--rate {variant['strategy']}:{model}=..."
-                if isinstance(variant, dict) and "strategy" in variant
-                else f"; strategies: {', '.join(strategies)}"
-            )
-            raise RateError(f"--rate {key_text(key)}=...: {strategy!r} is not a strategy{hint}")
-
-
-def parse_rates(texts: list[str], variants: dict | None = None) -> dict[RateKey, float]:
-    """The --rate values, checked: their form and numbers, then their names."""
-    rates = parse_rate_texts(texts)
-    check_rate_names(rates, variants)
-    return rates
-
-
-def parse_rate_texts(texts: list[str]) -> dict[RateKey, float]:
-    """The --rate values' form and numbers, each key once; names unchecked."""
-    rates: dict[RateKey, float] = {}
-    given: dict[RateKey, str] = {}
-    for text in texts:
-        key, rate = parse_rate_syntax(text)
-        if key in rates:
-            raise RateError(
-                f"--rate {key_text(key)} is given twice ({given[key]!r} and {text!r}); give it once"
-            )
-        rates[key], given[key] = rate, text
-    return rates
-
-
-def match_rate(rates: dict[RateKey, float], strategy: str, model: str) -> RateKey | None:
-    """The most specific rate of a run: its strategy's on its model, else its model's."""
-    for key in ((strategy, model), (None, model)):
-        if key in rates:
-            return key
-    return None
 
 
 # ----------------------------------------------------------------------------- runs

@@ -1,6 +1,6 @@
-"""bench/paper_gpu_hours.py: a run's images counted by hand, the rate a run takes (its strategy's
-on its model over its model's), runs without a rate listed as unmeasured, and a bad --rate refused
-with the value and the fix. Offline and fast: it reads a config, not data."""
+"""bench/paper_gpu_hours.py and its rates (bench/gpu_rates.py): a run's images counted by hand,
+the rate a run takes (its strategy's on its model over its model's), runs without a rate listed as
+unmeasured, and a bad --rate refused with the value and the fix. Offline and fast: it reads a config, not data."""
 
 import importlib.util
 import subprocess
@@ -45,6 +45,7 @@ RUN_IMAGES = 5 * 3 * 2 * 4_500  # 135,000
 
 
 def _load():
+    sys.path.insert(0, str(SCRIPT.parent))  # its gpu_rates.py, as running the script finds it
     spec = importlib.util.spec_from_file_location("paper_gpu_hours", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
@@ -53,6 +54,7 @@ def _load():
 
 
 gh = _load()
+import gpu_rates  # noqa: E402 - bench/, on the path since the script was loaded
 
 
 @pytest.fixture(scope="module")
@@ -102,15 +104,15 @@ def test_partition_sizes():
     ],
 )
 def test_specific_rate_beats_general(texts):
-    rates = gh.parse_rates(texts)
+    rates = gpu_rates.parse_rates(texts)
     assert rates == {("fedavg", "resnet8"): 75.0, (None, "resnet8"): 37.5}
-    assert gh.match_rate(rates, "fedavg", "resnet8") == ("fedavg", "resnet8")
-    assert gh.match_rate(rates, "fedgkd", "resnet8") == (None, "resnet8")
-    assert gh.match_rate(rates, "fedavg", "cnn") is None  # never another model's rate
+    assert gpu_rates.match_rate(rates, "fedavg", "resnet8") == ("fedavg", "resnet8")
+    assert gpu_rates.match_rate(rates, "fedgkd", "resnet8") == (None, "resnet8")
+    assert gpu_rates.match_rate(rates, "fedavg", "cnn") is None  # never another model's rate
 
 
 def test_rows_and_report(runs, capsys, config_file):
-    rates = gh.parse_rates(["fedavg:resnet8=75", "resnet8=37.5"])
+    rates = gpu_rates.parse_rates(["fedavg:resnet8=75", "resnet8=37.5"])
     rows = {(r.model, r.strategies): r for r in gh.build_rows(runs, rates)}
     assert set(rows) == {("resnet8", "fedavg"), ("resnet8", "others (1)"), ("cnn", "all")}
     fedavg, others, cnn = (
@@ -135,7 +137,7 @@ def test_rows_and_report(runs, capsys, config_file):
 
 
 def test_a_rate_without_runs_is_named(runs):
-    text = gh.report(runs, gh.parse_rates(["resnet50=10"]), "cmd", "cfg")
+    text = gh.report(runs, gpu_rates.parse_rates(["resnet50=10"]), "cmd", "cfg")
     assert "rate resnet50 matched no run" in text
     assert "unmeasured: 6 runs, 0.8 M images" in text
 
@@ -150,20 +152,20 @@ def test_a_rate_without_runs_is_named(runs):
     ],
 )
 def test_malformed_rate(rate, says):
-    with pytest.raises(gh.RateError, match="e.g. --rate resnet8=70019") as err:
-        gh.parse_rates([rate])
+    with pytest.raises(gpu_rates.RateError, match="e.g. --rate resnet8=70019") as err:
+        gpu_rates.parse_rates([rate])
     assert says in str(err.value) and rate in str(err.value)
 
 
 def test_unknown_names_and_twice():
-    with pytest.raises(gh.RateError, match="'resnet9' is not a model.*resnet8, resnet50"):
-        gh.parse_rates(["resnet9=5"])
-    with pytest.raises(gh.RateError, match="'fedgkd-M1' is a variant of strategy 'fedgkd'"):
-        gh.parse_rates(["fedgkd-M1:resnet8=5"], {"fedgkd-M1": {"strategy": "fedgkd"}})
-    with pytest.raises(gh.RateError, match="'nope' is not a strategy; strategies: .*fedavg"):
-        gh.parse_rates(["nope:resnet8=5"])
-    with pytest.raises(gh.RateError, match="given twice"):
-        gh.parse_rates(["resnet8=5", "resnet8=6"])
+    with pytest.raises(gpu_rates.RateError, match="'resnet9' is not a model.*resnet8, resnet50"):
+        gpu_rates.parse_rates(["resnet9=5"])
+    with pytest.raises(gpu_rates.RateError, match="'fedgkd-M1' is a variant of strategy 'fedgkd'"):
+        gpu_rates.parse_rates(["fedgkd-M1:resnet8=5"], {"fedgkd-M1": {"strategy": "fedgkd"}})
+    with pytest.raises(gpu_rates.RateError, match="'nope' is not a strategy; strategies: .*fedavg"):
+        gpu_rates.parse_rates(["nope:resnet8=5"])
+    with pytest.raises(gpu_rates.RateError, match="given twice"):
+        gpu_rates.parse_rates(["resnet8=5", "resnet8=6"])
 
 
 def test_bad_rate_exits_2_without_traceback():
