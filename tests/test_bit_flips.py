@@ -152,3 +152,24 @@ def test_train_rebuilds_flipped_metrics_from_the_checkpoint(trained, tmp_path):
     assert any(f"{metrics} is damaged" in m and "rebuilding" in m for m in messages), messages
     pd.testing.assert_frame_equal(read_metrics_table(metrics).to_pandas(), before)
     aggregate_runs([("FedAvg", str(copy))])  # and the record sealed again agrees with them
+
+
+def test_a_flip_in_a_partition_file_is_refused_or_reads_the_same(tmp_path):
+    """The partition a run trains on, as the trainer reads it (`read_partition`): a flip in a
+    client's number would move an example to another client."""
+    import numpy as np
+
+    from fedkd.data.partition import partition_labels, read_partition, write_partition
+
+    labels = np.random.default_rng(0).integers(0, 10, 300)
+    assignment = partition_labels(labels, "dirichlet", 5, 0, alpha=0.5, num_classes=10)
+    meta = {"dataset": "mnist5k", "scheme": "dirichlet", "alpha": 0.5, "shards": None,
+            "clients": 5, "seed": 0, "num_classes": 10, "num_samples": 300}  # fmt: skip
+    path = tmp_path / "partition.parquet"
+    write_partition(path, assignment, labels, meta)
+
+    def read() -> pd.DataFrame:
+        clients, read_meta = read_partition(path)
+        return pd.DataFrame({"client": clients, "meta": json.dumps(read_meta, sort_keys=True)})
+
+    check(outcomes(path, read, ValueError))

@@ -341,7 +341,10 @@ def test_an_options_file_or_a_partition_that_is_a_fifo_is_refused_unread(tmp_pat
     options, partition, figure, aggregate = done.stdout.splitlines()
     assert options == f"options file {fifo} cannot be read: {fifo} is a FIFO, not an options file"
     assert partition.startswith(f"partition file {fifo} cannot be read as a partition: ")
-    assert partition.endswith(f"{fifo} is a FIFO, not a partition file")
+    assert partition.endswith(
+        f"{fifo} is a FIFO, not a partition file; delete it and run the workflow (or `fedkd "
+        "partition`) again to write it anew"
+    )
     assert figure == f"partition file {fifo} cannot be read: {fifo} is a FIFO, not a partition file"
     assert aggregate == (
         f"aggregate file {fifo} cannot be read: {fifo} is a FIFO, not an aggregate file"

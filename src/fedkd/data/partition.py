@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedkd.digests import write_parquet
 from fedkd.files import MAX_PARTITION_BYTES, atomic_write, read_parquet_file
 from fedkd.values import exact_int, load_json
 
@@ -183,9 +184,9 @@ def _json_default(obj):
 
 
 def write_partition(path, assignment, labels, meta: dict) -> None:
-    """Write the partition Parquet atomically (temp file in the same folder, then rename)."""
+    """Write the partition Parquet atomically (temp file in the same folder, then rename), with
+    page checksums and its values' digest (``fedkd.digests``), so a damaged file is refused."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     path = Path(path)
     assignment = np.asarray(assignment, dtype=np.int64)
@@ -200,7 +201,7 @@ def write_partition(path, assignment, labels, meta: dict) -> None:
     raw = json.dumps(meta, default=_json_default).encode()
     table = table.replace_schema_metadata({b"fedkd": raw})
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda file: pq.write_table(table, file))
+    atomic_write(path, lambda file: write_parquet(table, file))
 
 
 def read_partition(path) -> tuple[np.ndarray, dict]:
@@ -217,7 +218,10 @@ def read_partition(path) -> tuple[np.ndarray, dict]:
         index = table.column("index").to_numpy().astype(np.int64)
         client = table.column("client").to_numpy().astype(np.int64)
     except Exception as exc:
-        raise ValueError(f"partition file {path} cannot be read as a partition: {exc}") from exc
+        raise ValueError(
+            f"partition file {path} cannot be read as a partition: {exc}; delete it and run the "
+            "workflow (or `fedkd partition`) again to write it anew"
+        ) from exc
     meta = checked_meta(meta, path)
     order = np.argsort(index, kind="stable")
     if not np.array_equal(index[order], np.arange(len(index))):
