@@ -555,7 +555,7 @@ def test_the_run_count_counts_columns_best_of_sweeps_and_seeds():
 def test_the_aggregate_reads_its_runs_from_a_file_that_gives_back_the_plans_runs(tmp_path):
     """Labels with "=" (M=3) split where they should, though no run exists yet; no run reaches
     the job's command line."""
-    from fedkd.report.aggregate import read_runs_file
+    from fedkd.report.run_list import read_runs_file
 
     plan = Plan(read(TINY))
     for name in plan.names(input="aggregate"):
@@ -570,7 +570,7 @@ def test_the_aggregate_reads_its_runs_from_a_file_that_gives_back_the_plans_runs
 
 def test_a_runs_file_line_with_a_tab_and_no_label_is_named(tmp_path):
     from fedkd.report import ReportError
-    from fedkd.report.aggregate import read_runs_file
+    from fedkd.report.run_list import read_runs_file
 
     path = tmp_path / "t.runs"
     path.write_text("M=1\tresults/runs/a/b/c/seed0\n\tresults/runs/a/b/c/seed1\n")

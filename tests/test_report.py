@@ -184,7 +184,7 @@ def test_run_argument_labels_may_contain_equals(tmp_path):
 
 
 def test_a_runs_file_skips_indented_comments_and_names_its_bad_line(tmp_path):
-    from fedkd.report.aggregate import read_runs_file
+    from fedkd.report.run_list import read_runs_file
 
     run = make_run(tmp_path / "runs", "a", [0.5])
     path = tmp_path / "runs.txt"

@@ -211,9 +211,7 @@ def cmd_partition(args) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     write_partition(out, assignment, labels, meta)
     sizes = np.bincount(assignment[assignment >= 0], minlength=args.clients)
-    say(
-        f"{out}: {args.clients} clients, sizes {sizes.min()}..{sizes.max()} (total {sizes.sum()})"
-    )
+    say(f"{out}: {args.clients} clients, sizes {sizes.min()}..{sizes.max()} (total {sizes.sum()})")
     return 0
 
 

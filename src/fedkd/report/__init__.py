@@ -1,8 +1,9 @@
 """Reports: collect finished runs into one long table (``aggregate``) and turn it into the papers'
 tables and figures (``render``). Every output is deterministic: the same inputs give the same bytes.
 
-Modules: aggregate (runs → Parquet), targets (the registry of layouts), render (dispatch),
-tables/ and figures/ (one layout each), writers (files), cells, keys, options, text (shared).
+Modules: aggregate (runs → Parquet), run_list (the runs it is given), targets (the registry of
+layouts), render (dispatch), tables/ and figures/ (one layout each), writers (files), cells, keys,
+options, text (shared).
 """
 
 from __future__ import annotations
@@ -11,13 +12,12 @@ from fedkd.report.aggregate import (
     AGGREGATE_COLUMNS,
     ReportError,
     aggregate_runs,
-    parse_run_arg,
     read_aggregate,
-    read_runs_file,
     write_aggregate,
 )
 from fedkd.report.options import load_options
 from fedkd.report.render import TARGETS, render
+from fedkd.report.run_list import parse_run_arg, read_runs_file
 from fedkd.report.targets import LAYOUTS, layout_names
 
 TABLES = tuple(layout_names("table"))

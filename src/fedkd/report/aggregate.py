@@ -14,7 +14,6 @@ summary, or from the metrics for a run.json written before the mark existed).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -24,20 +23,16 @@ import pandas as pd
 
 from fedkd.collapse import is_collapsed
 from fedkd.digests import DigestMismatch, write_parquet
-from fedkd.echo import unsafe_character
 from fedkd.files import (
     MAX_AGGREGATE_BYTES,
-    MAX_RUN_JSON_BYTES,
     METRICS,
     RUN_JSON,
     MetricsError,
-    UnreadableFileError,
     atomic_write,
     metrics_expected,
     missing_metrics,
     read_metrics_table,
     read_parquet_file,
-    read_regular_file,
     read_run_record,
     refuse_links_in_results,
 )
@@ -122,87 +117,6 @@ _SHARD_SCHEMES = ("shards",)
 
 class ReportError(ValueError):
     """Bad input to ``aggregate`` or ``render``; the message names the file, target or value."""
-
-
-# --------------------------------------------------------------------------- arguments
-def parse_run_arg(text: str) -> tuple[str, str]:
-    """``LABEL=RUN_DIR`` -> (label, run_dir).
-
-    Labels may themselves contain ``=`` (``M=3``) and so may directories, so the split is the one
-    whose right-hand side is an existing directory; if none is, the first ``=`` is used and the
-    missing directory is reported when the run is read.
-    """
-    text = text.strip()
-    cuts = [i for i, ch in enumerate(text) if ch == "="]
-    if not cuts:
-        raise ReportError(f"--run {text!r} is not LABEL=RUN_DIR (no '=')")
-    candidates = [(text[:i], text[i + 1 :]) for i in cuts if i > 0 and text[i + 1 :]]
-    if not candidates:
-        raise ReportError(f"--run {text!r} is not LABEL=RUN_DIR (empty label or directory)")
-    existing = [c for c in candidates if Path(c[1]).is_dir()]
-    if len(existing) > 1:
-        raise ReportError(
-            f"--run {text!r} is ambiguous: it splits into LABEL=RUN_DIR as "
-            + " or ".join(f"{lab!r}={d!r}" for lab, d in existing)
-            + "; rename the label or the directory"
-        )
-    label, run_dir = existing[0] if existing else candidates[0]
-    _check_label(label, f"--run {text!r}")
-    return label, run_dir
-
-
-def _check_label(label: str, where: str) -> None:
-    """A label is a table column's name: an invisible character in it (a bidi override, a
-    control character) would change how the tables around it read, so it is refused, as the
-    workflow refuses it in a configuration and ``fedkd train`` in ``--label``."""
-    unsafe = unsafe_character(label)
-    if unsafe:
-        raise ReportError(
-            f"{where} holds the invisible character {unsafe} in its label {label!r}, which would "
-            "change how the tables around it read; remove it"
-        )
-
-
-def read_runs_file(path: str | Path, sha256: str | None = None) -> list[tuple[str, str]]:
-    """One run per line: ``LABEL<TAB>RUN_DIR`` (as the workflow writes it: a tab is in no label,
-    so a label ``M=3`` splits where it should even before the run exists), or ``LABEL=RUN_DIR``
-    as --run takes it; blank lines and lines starting with ``#`` are skipped. ``sha256``: the
-    hash of the list the plan names (the workflow passes it), which the file must have."""
-    path = Path(path)
-    try:
-        # at most as large as a run record: a line per run, a few hundred thousand runs
-        raw = read_regular_file(path, "a runs file", MAX_RUN_JSON_BYTES)
-        if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
-            raise ReportError(
-                f"runs file {path} does not list the runs the configuration names (its SHA-256 "
-                f"is not the plan's {sha256}): it was edited or damaged since the workflow wrote "
-                "it; delete it and run the workflow again, which writes it anew"
-            )
-        lines = raw.decode().splitlines()
-    except (OSError, UnreadableFileError, UnicodeDecodeError) as exc:
-        raise ReportError(f"runs file {path} cannot be read: {exc}") from exc
-    runs = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        label, tab, run_dir = line.partition("\t")
-        if tab:
-            if not label or not run_dir.strip():
-                raise ReportError(
-                    f"runs file {path}, line {number}: {line!r} is not LABEL<TAB>RUN_DIR "
-                    "(empty label or directory)"
-                )
-            _check_label(label, f"runs file {path}, line {number}")
-            runs.append((label, run_dir.strip()))
-            continue
-        try:
-            runs.append(parse_run_arg(line))
-        except ReportError as exc:  # name the file and line, not a --run flag never given
-            problem = str(exc).replace(f"--run {line.strip()!r} ", "", 1)
-            raise ReportError(
-                f"runs file {path}, line {number}: {line.strip()!r} {problem}"
-            ) from None
-    return runs
 
 
 # --------------------------------------------------------------------------- reading one run
