@@ -98,13 +98,11 @@ def t_interval(diffs: list[float], level: float = 0.95) -> tuple[float, float, f
     """Mean of paired differences and its two-sided t-interval."""
     from scipy import stats
 
-    n = len(diffs)
-    mean = sum(diffs) / n
-    if n < 2:
+    mean = sum(diffs) / len(diffs)
+    if len(diffs) < 2:
         return mean, math.nan, math.nan
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
+    interval = stats.ttest_1samp(diffs, 0.0).confidence_interval(level)
+    return mean, float(interval.low), float(interval.high)
 
 
 def report(results: dict[tuple, dict], variants, alphas, rounds: dict, seeds, pairs) -> str:
