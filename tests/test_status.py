@@ -21,7 +21,7 @@ from fedkd.cli import main
 from fedkd.pipeline import Plan
 from fedkd.runtime import processes
 from fedkd.runtime.processes import is_same_process, process_identity
-from fedkd.tools import status
+from fedkd.tools import run_progress
 from fedkd.tools.status import StatusError, collect, eta_seconds, planned_runs, report, status_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -356,14 +356,14 @@ def test_a_folder_named_run_json_and_an_unreadable_one_are_named(tmp_path, monke
     unreadable = make_run(root, "fedprox", "running", 1) / "run.json"
     unreadable.chmod(0)
     if os.geteuid() == 0:  # root reads any file: refuse this one as the kernel would
-        real_read = status.read_run_record
+        real_read = run_progress.read_run_record
 
         def read(path):
             if Path(path) == unreadable:
                 raise PermissionError(13, "Permission denied", str(path))
             return real_read(path)
 
-        monkeypatch.setattr(status, "read_run_record", read)
+        monkeypatch.setattr(run_progress, "read_run_record", read)
     text = report(collect(root), root)
     assert text.startswith(f"{root}: 1 of 3 runs done, 0 running, 2 damaged\n"), text
     assert "is a directory, not a run record; remove it" in _damaged_line(text, folder)
@@ -374,14 +374,14 @@ def test_any_error_reading_one_run_names_it_and_the_report_goes_on(tmp_path, mon
     root = tmp_path / "runs"
     make_run(root, "fedavg", "complete", 5)
     broken = make_run(root, "moon", "running", 1)
-    real_read = status.read_run
+    real_read = run_progress.read_run
 
     def read_run(run, *args, **kwargs):
         if run == broken:
             raise MemoryError("no memory left")
         return real_read(run, *args, **kwargs)
 
-    monkeypatch.setattr(status, "read_run", read_run)
+    monkeypatch.setattr(run_progress, "read_run", read_run)
     text = report(collect(root), root)
     assert text.startswith(f"{root}: 1 of 2 runs done, 0 running, 1 damaged\n"), text
     assert "cannot be read (MemoryError: no memory left)" in _damaged_line(
@@ -515,3 +515,58 @@ def test_a_configuration_that_cannot_be_planned_is_named(tmp_path, capsys, monke
     assert main(["status", "results/tables/table3.tex", "--configfile", "broken.yaml"]) == 2
     err = capsys.readouterr().err
     assert "--configfile broken.yaml cannot be planned" in err and "snakemake -n" in err
+
+
+def _started_without_record(root: Path, log_text: str | None, age: float) -> str:
+    """A run folder as a failed job leaves it under the workflow: Snakemake has removed run.json
+    and metrics.parquet (a failed job's outputs), the stamp and the checkpoint stay; its job's
+    log, if any, last written ``age`` seconds ago."""
+    name = f"mnist5k/moon/{SETTING}/seed0"
+    run = root / name
+    run.mkdir(parents=True)
+    (run / ".stamp").write_text("abc\n")
+    (run / "checkpoint.pt").write_bytes(b"not read")
+    if log_text is not None:
+        log = root.parent / "logs" / "train" / f"{name}.log"
+        log.parent.mkdir(parents=True)
+        log.write_text(log_text)
+        then = time.time() - age
+        os.utime(log, (then, then))
+    return name
+
+
+@pytest.mark.parametrize(
+    ("log_text", "age", "state", "says"),
+    [
+        ("[workflow] host h\nTraceback (most recent call last):\n  File x\nRuntimeError: CUDA "
+         "error: out of memory\n\n", 5, "stopped", "ends: RuntimeError: CUDA error: out of memory"),
+        ("[workflow] host h\nfedkd train: error: the dataset cifar10 is not in data/\n", 5,
+         "stopped", "ends: fedkd train: error: the dataset cifar10 is not in data/"),
+        ("[workflow] host h\n", 3600, "stopped", "ends: [workflow] host h"),
+        (None, 0, "stopped", "no log says why"),
+        # a job that is starting: its log written a moment ago, no error in it
+        ("[workflow] host h\n", 5, "running", None),
+    ],
+)  # fmt: skip
+def test_a_run_whose_job_left_no_run_json_is_not_taken_for_not_started(
+    tmp_path, log_text, age, state, says
+):
+    root = tmp_path / "results" / "runs"
+    name = _started_without_record(root, log_text, age)
+    planned = [name, f"mnist5k/fedavg/{SETTING}/seed0"]
+    for progress in (collect(root, planned), collect(root)):  # planned, and found by its folder
+        assert progress[0].path == name and progress[0].state == state
+    progress = collect(root, planned)
+    assert progress[1].state == "not started"
+    text = report(progress, root)
+    if says is None:
+        assert f"running  {name}  round 0/5, first round" in text
+    else:
+        log = root.parent / "logs" / "train" / f"{name}.log"
+        assert (
+            f"stopped  {name}  its last job ended without a run.json (Snakemake removes a failed "
+            "job's outputs); " in text
+        )
+        assert says in text
+        if log_text is not None:
+            assert f"its log {log} {says}" in text
