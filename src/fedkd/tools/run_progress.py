@@ -247,7 +247,9 @@ def collect(root: Path, planned: list[str] | None = None, now: float | None = No
                 out.append(_damaged_run(found[name], root, exc))
         # a run folder that is a link is not searched, and training refuses it
         elif problem := link_problem(root / name):
-            out.append(RunProgress(name, "damaged", 0, _rounds_from_path(name), None, problem))
+            out.append(
+                RunProgress(name, "damaged", 0, _rounds_from_path(name), None, problem=problem)
+            )
         elif name in started:
             out.append(_without_record(root, name, now, stale_after))
         else:
