@@ -19,8 +19,8 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 def pytest_configure(config):
     """A test worker (pytest-xdist, ``-n``) computes on one thread, and so do the processes its
     tests start: the workers already run side by side on the cores, and torch's default of a
-    thread per core in each made them wait on each other's spinning threads (on 2 cores, 2
-    workers took 20 min 48 s where one process took 17 min)."""
+    thread per core in each made them wait on each other's spinning threads (bench row
+    suite-two-workers-two-threads)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         for name in THREAD_VARIABLES:
             os.environ[name] = "1"
