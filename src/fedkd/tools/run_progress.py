@@ -5,6 +5,7 @@ and for a run whose job left no run.json, its checkpoint, the workflow's stamp a
 from __future__ import annotations
 
 import math
+import os
 import re
 import statistics
 import time
@@ -234,9 +235,7 @@ def collect(root: Path, planned: list[str] | None = None, now: float | None = No
     started yet, and only those (runs of other configurations are left out)."""
     now = time.time() if now is None else now
     # no runs folder yet (the workflow is still partitioning): every planned run not started
-    listed = sorted(root.rglob(RUN_JSON)) if root.is_dir() else []
-    found = {str(p.parent.relative_to(root)): p.parent for p in listed}
-    started = _started_folders(root) - set(found)
+    found, started = _run_folders(root)
     names = planned if planned is not None else sorted(set(found) | started)
     out = []
     for name in names:
@@ -266,16 +265,23 @@ STARTED_MARKS = (".stamp", CHECKPOINT)
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b|fedkd \w+: error:)")
 
 
-def _started_folders(root: Path) -> set[str]:
-    """The run folders (relative to ``root``) whose training has started at some time."""
-    if not root.is_dir():
-        return set()
-    return {
-        str(mark.parent.relative_to(root))
-        for name in STARTED_MARKS
-        for mark in root.rglob(name)
-        if mark.is_file() and not mark.is_symlink()
-    }
+def _run_folders(root: Path) -> tuple[dict[str, Path], set[str]]:
+    """One walk of ``root`` (on a cluster's shared disk, each walk is a listing of every run
+    folder): the folders holding a run.json, whatever stands at that name (a directory or a link
+    there is a damaged run), by their names relative to ``root``; and the other folders whose
+    training has started at some time (a regular file of ``STARTED_MARKS``). Links to folders
+    are not followed."""
+    found: dict[str, Path] = {}
+    started: set[str] = set()
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        name = str(here.relative_to(root))
+        if RUN_JSON in files or RUN_JSON in dirs:
+            found[name] = here
+        elif any(m in files and (here / m).is_file() and not (here / m).is_symlink()
+                 for m in STARTED_MARKS):  # fmt: skip
+            started.add(name)
+    return found, started
 
 
 def _without_record(root: Path, name: str, now: float, stale_after: float) -> RunProgress:
