@@ -1,6 +1,7 @@
 """What every test shares: the threads of a test worker, the order of the test files, the
-device of the GPU tests, and rounds that train nothing (``fake_rounds``, for tests of the round
-loop's records and checkpoints).
+device of the GPU tests, rounds that train nothing (``fake_rounds``, for tests of the round
+loop's records and checkpoints), and a file outside the results for links to point at
+(``victim``, with tests/planted_links.py).
 
 The ``device`` fixture of the GPU tests (tests/gpu and the files marked gpu) is CUDA, or the CPU
 where ``FEDKD_TEST_DEVICE=cpu`` (set by ``bash scripts/gpu-tests.sh --device cpu``), so that a
@@ -8,9 +9,12 @@ machine without a GPU runs the same tests and proves the kit. Without a GPU and 
 variable, each test that asks for ``device`` is skipped with the reason."""
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
+
+from planted_links import VICTIM_TEXT
 
 TEST_DEVICE_ENV = "FEDKD_TEST_DEVICE"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -76,3 +80,12 @@ def tf32_flags():
     before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
     yield
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+
+
+@pytest.fixture
+def victim(tmp_path) -> Path:
+    """A file outside the results that a planted link points to; no write may change it."""
+    path = tmp_path / "outside" / "victim.txt"
+    path.parent.mkdir()
+    path.write_bytes(VICTIM_TEXT)
+    return path

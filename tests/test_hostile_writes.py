@@ -17,23 +17,7 @@ import pytest
 
 from fedkd import files
 from fedkd.files import SymlinkError, atomic_write
-
-VICTIM_TEXT = b"a file outside the results, which no write may touch\n"
-
-
-@pytest.fixture
-def victim(tmp_path) -> Path:
-    path = tmp_path / "outside" / "victim.txt"
-    path.parent.mkdir()
-    path.write_bytes(VICTIM_TEXT)
-    return path
-
-
-def plant(link: Path, target: Path) -> Path:
-    link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(target)
-    return link
-
+from planted_links import VICTIM_TEXT, plant
 
 # ----------------------------------------------------------------------------- the helper
 

@@ -12,16 +12,7 @@ from pathlib import Path
 import pytest
 
 from fedkd import files
-from test_hostile_writes import VICTIM_TEXT, plant
-
-
-@pytest.fixture
-def victim(tmp_path) -> Path:
-    """A file outside the run folder that a link in it points to."""
-    path = tmp_path / "outside" / "victim.txt"
-    path.parent.mkdir()
-    path.write_bytes(VICTIM_TEXT)
-    return path
+from planted_links import VICTIM_TEXT, plant
 
 
 def _quiet_run(out: Path, rounds: int = 3, log=None):
