@@ -212,3 +212,16 @@ def test_every_engine_module_a_run_imports_is_in_the_train_code_hash():
     for strategy in ("fedavg", "fedgkd"):
         missing = engine - set(run_code_files(strategy))
         assert not missing, f"{strategy}: {sorted(p.name for p in missing)}"
+
+
+def test_a_file_edited_in_the_same_process_has_its_imports_read_again(tmp_path):
+    """The import graph is kept per file between a planning process's hashes, keyed by the
+    file's modification time and size: an edit that adds an import is followed."""
+    from fedkd.provenance import PACKAGE_DIR, _closure
+
+    module = tmp_path / "my_strategy.py"
+    module.write_text("import fedkd.losses\n")
+    assert PACKAGE_DIR / "metrics.py" not in _closure([module])
+    module.write_text("import fedkd.losses\nimport fedkd.metrics\n")
+    after = _closure([module])
+    assert PACKAGE_DIR / "metrics.py" in after and PACKAGE_DIR / "losses.py" in after

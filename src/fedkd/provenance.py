@@ -44,7 +44,22 @@ def _statements(nodes: list) -> Iterator[ast.AST]:
                 yield from _statements(inner)
 
 
-def _imports(path: Path) -> set[Path]:
+# a file → (its modification time and size, the package files it imports): planning hashes the
+# closure of every variant of a configuration (41 in config/paper.yaml), and the closures share
+# most of their files; a file changed since is parsed again
+_IMPORTS_SEEN: dict[Path, tuple[tuple[int, int], frozenset[Path]]] = {}
+
+
+def _imports(path: Path) -> frozenset[Path]:
+    stat = path.stat()
+    signature = (stat.st_mtime_ns, stat.st_size)
+    seen = _IMPORTS_SEEN.get(path)
+    if seen is None or seen[0] != signature:
+        seen = _IMPORTS_SEEN[path] = (signature, _parse_imports(path))
+    return seen[1]
+
+
+def _parse_imports(path: Path) -> frozenset[Path]:
     found: set[Path] = set()
     tree = ast.parse(path.read_text())
     for node in _statements(tree.body):
@@ -60,7 +75,7 @@ def _imports(path: Path) -> set[Path]:
                 f = _module_file(".".join(parts[:i]))
                 if f is not None:
                     found.add(f)
-    return found
+    return frozenset(found)
 
 
 def _closure(roots: list[Path]) -> list[Path]:
