@@ -14,7 +14,7 @@ from fedkd.pipeline import snakefile
 from fedkd.pipeline.snakefile import names_regex
 from fedkd.pipeline.results_links import check_results_links
 from fedkd.provenance import package_files_hash
-from fedkd.report import agreement, sections
+from fedkd.report import sections
 from fedkd import files
 
 # Snakemake read the configuration files with its YAML 1.1 loader (010 is 8 there, 1:30 is 90,
@@ -138,6 +138,10 @@ def front_page():
     template = Path(workflow.basedir) / "workflow" / "report" / "workflow.rst"
     if not (REPORT_ASKED and workflow.is_main_process):
         return str(template)  # no report is built: Snakemake only notes the path
+    # here, not at the top: its statistics (scipy) cost every Snakemake start, every job's too,
+    # about a second
+    from fedkd.report import agreement
+
     return str(
         agreement.write_front_page(
             template,
