@@ -411,13 +411,13 @@ def test_vote_records_the_weights_of_each_round(runs):
     vote = runs["vote"]
     weights = vote["server_vote_weights"].map(list).tolist()
     losses = vote["server_vote_val_losses"].map(list).tolist()
+    # no distillation (and an empty buffer) in the first round, then one model more a round
     assert [len(w) for w in weights] == [0, 1, 2] and [len(v) for v in losses] == [0, 1, 2]
-    assert list(weights[0]) == []  # no distillation (and an empty buffer) in the first round
     for w, v in zip(weights[1:], losses[1:], strict=True):
         assert w == pytest.approx(vote_weights(v, 0.1, 1 / 3))
         assert sum(w) == pytest.approx(0.1)
-    # newest first: each round's list is the previous one with the newest model in front
-    assert losses[1][1:] == losses[0] and losses[2][1:] == losses[1]
+    # newest first: round 3's list is round 2's with the newest model in front
+    assert losses[2][1:] == losses[1]
 
 
 @pytest.mark.slow
@@ -429,8 +429,8 @@ def test_resume_is_bit_identical(runs, strategy, key):
     full = runs[key]
     pd.testing.assert_frame_equal(full[EXACT], cut[EXACT])
     assert full["class_acc"].map(list).tolist() == cut["class_acc"].map(list).tolist()
-    for col in ("server_vote_weights", "server_vote_val_losses"):
-        if col in full:
+    if key == "vote":
+        for col in ("server_vote_weights", "server_vote_val_losses"):
             assert full[col].map(list).tolist() == cut[col].map(list).tolist()
 
 
