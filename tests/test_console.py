@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
 import logging
 import os
 import re
@@ -51,6 +52,9 @@ def snakemakes(cls, out):
     return cls(**{n: getattr(out, n) for n in names if hasattr(out, n)})
 
 
+_LOGGER_NUMBERS = itertools.count()
+
+
 def console(dryrun: bool = False, clock=None):
     """A logger wired as Snakemake wires one with ``--logger fedkd``: the plugin's handler only,
     with Snakemake's default filter and formatter attached, as Snakemake attaches them to a
@@ -58,7 +62,9 @@ def console(dryrun: bool = False, clock=None):
     modules; the plugin does not)."""
     from snakemake.logging import DefaultFilter, DefaultFormatter
 
-    logger = logging.getLogger(f"test-console-{id(object())}")
+    # a name of its own: a name from id(object()) came back once that object was freed, and the
+    # logger with it, holding an earlier test's handler first
+    logger = logging.getLogger(f"test-console-{next(_LOGGER_NUMBERS)}")
     logger.propagate = False
     logger.setLevel(logging.INFO)
     stream = io.StringIO()
