@@ -62,8 +62,7 @@ def console(dryrun: bool = False, clock=None):
     modules; the plugin does not)."""
     from snakemake.logging import DefaultFilter, DefaultFormatter
 
-    # a name of its own: a name from id(object()) came back once that object was freed, and the
-    # logger with it, holding an earlier test's handler first
+    # a name never used before: a logger lives as long as the process, with its handlers
     logger = logging.getLogger(f"test-console-{next(_LOGGER_NUMBERS)}")
     logger.propagate = False
     logger.setLevel(logging.INFO)
