@@ -1,5 +1,6 @@
-"""Issue 11's report parts: validation-selected accuracy, best-of-sweep columns, the FedDF-recipe
-runs that stop at the target, Table 5's orientation, and tables beside the paper."""
+"""The report's comparison with the papers: validation-selected accuracy, best-of-sweep columns,
+the FedDF-recipe runs that stop at the target, Table 5's orientation, and tables beside the
+paper."""
 
 from __future__ import annotations
 

@@ -426,7 +426,6 @@ def test_a_wrong_target_lists_the_valid_ones_as_snakemake_resolves_it(tmp_path):
     import os
     import subprocess
     import sys
-    import time
 
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     cmd = [
@@ -434,9 +433,7 @@ def test_a_wrong_target_lists_the_valid_ones_as_snakemake_resolves_it(tmp_path):
         "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
         str(TINY),
     ]  # fmt: skip
-    t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    elapsed = time.perf_counter() - t0
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert (
@@ -444,7 +441,6 @@ def test_a_wrong_target_lists_the_valid_ones_as_snakemake_resolves_it(tmp_path):
     )
     assert "for NAME in: " in out and "table3" in out and "results/figures/NAME.pdf" in out
     assert "Job stats" not in out, "refused before any job is planned"
-    assert elapsed < 60  # bounded by Snakemake's start and the config's validation, not the DAG
 
 
 def test_the_refusing_rule_matches_exactly_what_no_render_rule_makes():

@@ -210,9 +210,7 @@ def test_dry_run_of_the_default_config_resolves_every_target(tmp_path, src):
 @pytest.mark.slow
 def test_dry_run_of_the_paper_config_lists_the_full_grid(tmp_path, src):
     config = read_config(PAPER)
-    t0 = time.perf_counter()
     proc = snakemake(tmp_path, PAPER, "-n", "--quiet", "rules", src=src)
-    elapsed = time.perf_counter() - t0
     counts = {}
     for line in proc.stdout.splitlines():
         parts = line.split()
@@ -242,14 +240,12 @@ def test_dry_run_of_the_paper_config_lists_the_full_grid(tmp_path, src):
     # FedGen's coefficient sweep {0.1, 1, 10}: 2 more coefficients on table 3's 9 settings and
     # table 4's 2, 3 seeds each
     assert len({r for _, r in plan_.target_runs("fedgen_sweep")}) == 3 * (9 + 2) * 3
-    # 666 runs before issue 11, + the FedGen sweep (2 more coefficients on 9 + 2 settings), +
-    # table 5's FedGen best of 3 at C = 0.1, 0.3, 0.4 (2 x 3), - the former 4-strategy
+    # 666 runs of the papers' main grids, + the FedGen sweep (2 more coefficients on 9 + 2
+    # settings), + table 5's FedGen best of 3 at C = 0.1, 0.3, 0.4 (2 x 3), - a 4-strategy
     # rounds-to-target grid, + its FedDF-recipe grid, + FedGKD on that recipe; 3 seeds each
     old_rtt, new_rtt = 2 * 3 * 3 * 4 * 3, 2 * 3 * 3 * 16 * 3
     expected = 666 + 2 * (9 + 2) * 3 + 2 * 3 * 3 - old_rtt + new_rtt
     assert counts["train"] == expected == 1398, "the full grid, each run once"
-    # generous: a loaded CI machine; the goal (under 10 s) is measured and reported separately
-    assert elapsed < 60
 
 
 # ----------------------------------------------------------------------------- validation

@@ -1,5 +1,5 @@
 """Caption sentences about how a table's methods were run, where the papers' released code differs
-from their text (issue 11: FedDistill+'s distillation target)."""
+from their text (FedDistill+'s distillation target)."""
 
 from __future__ import annotations
 
