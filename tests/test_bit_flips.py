@@ -173,3 +173,32 @@ def test_a_flip_in_a_partition_file_is_refused_or_reads_the_same(tmp_path):
         return pd.DataFrame({"client": clients, "meta": json.dumps(read_meta, sort_keys=True)})
 
     check(outcomes(path, read, ValueError))
+
+
+def test_a_flip_in_a_features_file_is_refused_or_reads_the_same(tmp_path):
+    """The t-SNE figure's input (`read_features`): its arrays are stored uncompressed, each with
+    the CRC-32 the zip format keeps, which the read checks."""
+    import numpy as np
+
+    from fedkd.engine.features import FeaturesError, _npz_bytes, read_features
+
+    rng = np.random.default_rng(0)
+    arrays = {
+        "labels": rng.integers(0, 10, 40),
+        "global_features": rng.normal(size=(40, 8)).astype(np.float32),
+        "local_features": rng.normal(size=(40, 8)).astype(np.float32),
+    }
+    meta = {"num_classes": 10, "class_names": [str(c) for c in range(10)], "client": 0,
+            "strategy": "fedavg", "objective": "strategy",
+            "models": [{"title": "global", "acc": 0.5}, {"title": "local", "acc": 0.4}]}  # fmt: skip
+    path = tmp_path / "tsne.features.npz"
+    path.write_bytes(_npz_bytes(arrays, json.dumps(meta, sort_keys=True)))
+
+    def read() -> pd.DataFrame:
+        got = read_features(path)
+        rows = [("labels", got.pop("labels").tolist())]
+        rows += [(title, (feats.tolist(), acc)) for title, feats, acc in got.pop("models")]
+        rows += sorted((key, value) for key, value in got.items())
+        return pd.DataFrame({"key": [k for k, _ in rows], "value": [repr(v) for _, v in rows]})
+
+    check(outcomes(path, read, FeaturesError))

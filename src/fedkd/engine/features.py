@@ -95,6 +95,8 @@ def read_features(path: str | Path) -> dict:
         raise FeaturesError(
             f"features file {path}'s metadata is not JSON ({exc}); {rewrite}"
         ) from None
+    except (zipfile.BadZipFile, EOFError) as exc:  # a member's CRC-32 or length disagrees
+        raise FeaturesError(f"features file {path} is damaged ({exc}); {rewrite}") from None
     except FeaturesError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
