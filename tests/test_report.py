@@ -156,6 +156,26 @@ def test_aggregate_keeps_run_without_rounds_and_names_missing_dirs(tmp_path):
         aggregate_runs([("fedavg", str(d)), ("fedavg", str(d))])
 
 
+def test_a_long_aggregate_says_how_far_it_has_read(tmp_path):
+    """``fedkd aggregate``'s progress: at most a line every 10 seconds, none at the end (the
+    summary line follows), and none for an aggregate read in less."""
+    from fedkd.report.run_list import reading_progress
+
+    runs = [("fedavg", str(make_run(tmp_path, f"r{i}", [0.5], seed=i))) for i in range(5)]
+    clock, lines = [0.0], []
+
+    def read_slowly(done: int, total: int) -> None:
+        clock[0] += 6.0  # each run took 6 seconds to read
+        progress(done, total)
+
+    progress = reading_progress(lines.append, clock=lambda: clock[0])
+    aggregate_runs(runs, read_slowly)
+    assert lines == ["read 2 of 5 runs (40 %)", "read 4 of 5 runs (80 %)"]
+    progress, lines[:] = reading_progress(lines.append, clock=lambda: 0.0), []
+    aggregate_runs(runs, progress)
+    assert lines == []
+
+
 @pytest.mark.parametrize(
     "column,value", [("test_acc", 55.0), ("val_acc", -0.1), ("local_acc", 1.5)]
 )

@@ -260,17 +260,19 @@ class_acc, train_loss, local_acc, bytes_sent, bytes_received, seconds), then val
 dataset_kind, model_options, run_choices, collapsed and the strategies' server_* columns. alpha is NaN unless the partition is Dirichlet, shards NaN unless it is sharding.
 A run that completed no round appears as one row with round 0 and NaN metrics, so a run that
 diverged in round 1 still shows as diverged.
-Rows are sorted by (label, dataset, alpha, participation, local_epochs, seed, round)."""
+Rows are sorted by (label, dataset, alpha, participation, local_epochs, seed, round). A long read
+says how many runs it has read, every 10 seconds, on standard error."""
 
 
 def cmd_aggregate(args) -> int:
     from fedkd.report import aggregate_runs, parse_run_arg, read_runs_file, write_aggregate
+    from fedkd.report.run_list import reading_progress
 
     check_output_path(args.out, "file", "aggregate.parquet")
     runs = [parse_run_arg(text) for text in args.run or []]
     for path in args.runs_file or []:
         runs += read_runs_file(path, args.runs_sha256)
-    df = aggregate_runs(runs)
+    df = aggregate_runs(runs, reading_progress(lambda line: say(f"{args.out}: {line}", sys.stderr)))
     write_aggregate(df, args.out)
     n_runs = df[["label", "run"]].drop_duplicates().shape[0]
     bad = (

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -320,8 +321,11 @@ def _accuracy_problem(value, required: bool) -> str | None:
 
 
 # --------------------------------------------------------------------------- the aggregate
-def aggregate_runs(runs: list[tuple[str, str]]) -> pd.DataFrame:
-    """Read every (label, run_dir) and return the long table in its deterministic row order."""
+def aggregate_runs(
+    runs: list[tuple[str, str]], progress: Callable[[int, int], None] | None = None
+) -> pd.DataFrame:
+    """Read every (label, run_dir) and return the long table in its deterministic row order;
+    ``progress(done, total)`` is called after each run is read."""
     if not runs:
         raise ReportError("no runs given; pass --run LABEL=RUN_DIR (or --runs-file FILE)")
     seen: set[tuple[str, str]] = set()
@@ -334,6 +338,8 @@ def aggregate_runs(runs: list[tuple[str, str]]) -> pd.DataFrame:
         metrics, keys = _read_run(label, run_dir)
         frames.append(metrics)
         run_keys.append(keys)
+        if progress is not None:
+            progress(len(frames), len(runs))
     rounds = pd.concat(frames, ignore_index=True, sort=False)
     # each run's keys repeated on its rows, made in one go at the end: set on each run's frame
     # they took most of the time of an aggregate of 30,000 runs

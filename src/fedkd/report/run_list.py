@@ -5,6 +5,8 @@ each label checked as a table column's name."""
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fedkd.echo import unsafe_character
@@ -90,3 +92,21 @@ def read_runs_file(path: str | Path, sha256: str | None = None) -> list[tuple[st
                 f"runs file {path}, line {number}: {line.strip()!r} {problem}"
             ) from None
     return runs
+
+
+def reading_progress(
+    say: Callable[[str], None], every: float = 10.0, clock: Callable[[], float] = time.monotonic
+) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` for ``aggregate_runs`` that says how far the reading is, at
+    most once every ``every`` seconds (an aggregate of 30,000 runs reads for minutes); a short
+    one says nothing."""
+    last = clock()
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last
+        now = clock()
+        if done < total and now - last >= every:
+            last = now
+            say(f"read {done:,} of {total:,} runs ({100 * done // total} %)")
+
+    return progress
