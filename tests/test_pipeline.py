@@ -166,8 +166,40 @@ def test_a_code_edit_reaches_exactly_the_outputs_that_depend_on_it():
     # the traits table reads the strategies; the others only the report code
     assert plan.render_code_hash("table1") != plan.render_code_hash("table3")
     assert plan.render_code_hash("table3") == plan.render_code_hash("tsne")
-    assert plan.train_code_hash("fedgkd-M1") == plan.train_code_hash("fedgkd-M2")
-    assert plan.train_code_hash("fedgkd-M1") != plan.train_code_hash("fedavg")
+    assert plan.train_code_hash("mnist5k", "fedgkd-M1") == plan.train_code_hash(
+        "mnist5k", "fedgkd-M2"
+    )
+    assert plan.train_code_hash("mnist5k", "fedgkd-M1") != plan.train_code_hash("mnist5k", "fedavg")
+    # the loader is the dataset's: the image and text loaders are other modules
+    assert plan.train_code_hash("mnist5k", "fedavg") != plan.train_code_hash("synthtext", "fedavg")
+    assert plan.partition_code_hash("mnist5k") != plan.partition_code_hash("synthtext")
+    assert plan.partition_code_hash("mnist5k") == plan.partition_code_hash("cifar10")
+
+
+def test_a_loader_edit_reaches_the_runs_and_partitions_of_its_datasets_only():
+    """The dataset registry imports a loader's module by name, which no static import shows: the
+    run's and the partition's code take its dataset's loader module by the registry."""
+    from fedkd.provenance import (
+        PACKAGE_DIR,
+        partition_code_hash,
+        run_code_files,
+        run_code_hash,
+    )
+
+    text, vision = PACKAGE_DIR / "data" / "text.py", PACKAGE_DIR / "data" / "vision.py"
+    assert text in run_code_files("fedavg", "agnews") and vision not in run_code_files(
+        "fedavg", "agnews"
+    )
+    assert vision in run_code_files("fedgkd", "cifar10") and text not in run_code_files(
+        "fedgkd", "cifar10"
+    )
+    # the readers the image loaders call: cifar10's pickles, mnist5k's CSV
+    assert PACKAGE_DIR / "data" / "cifar.py" in run_code_files("fedavg", "cifar10")
+    assert PACKAGE_DIR / "data" / "mnist.py" in run_code_files("fedavg", "mnist5k")
+    assert PACKAGE_DIR / "data" / "partition.py" in run_code_files("fedavg", "mnist5k")
+    with pytest.raises(ValueError, match="unknown dataset 'cifar11'"):
+        run_code_hash("fedavg", "cifar11")
+    assert partition_code_hash("agnews") == partition_code_hash("sst5")
 
 
 def test_provenance_finds_every_registered_strategy():

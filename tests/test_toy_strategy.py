@@ -205,15 +205,16 @@ def test_a_code_choice_unlike_its_params_default_is_refused(tmp_path, monkeypatc
 def test_a_run_of_the_toy_is_hashed_with_its_file(toy):
     from fedkd.provenance import run_code_files, run_code_hash
 
-    assert toy in run_code_files("toy-shrink")
-    assert toy not in run_code_files("fedavg")
-    before, fedavg = run_code_hash("toy-shrink"), run_code_hash("fedavg")
+    assert toy in run_code_files("toy-shrink", "mnist5k")
+    assert toy not in run_code_files("fedavg", "mnist5k")
+    before, fedavg = run_code_hash("toy-shrink", "mnist5k"), run_code_hash("fedavg", "mnist5k")
     toy.write_text(TOY_MODULE.replace("0.5 * self.params.decay", "0.25 * self.params.decay"))
     try:
-        assert run_code_hash("toy-shrink") != before and run_code_hash("fedavg") == fedavg
+        assert run_code_hash("toy-shrink", "mnist5k") != before
+        assert run_code_hash("fedavg", "mnist5k") == fedavg
     finally:
         toy.write_text(TOY_MODULE)
-    assert run_code_hash("toy-shrink") == before
+    assert run_code_hash("toy-shrink", "mnist5k") == before
 
 
 # ------------------------------------------------------------------------------ training

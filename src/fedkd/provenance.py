@@ -1,9 +1,12 @@
 """Provenance: which source files a run depends on, their hash, and the library versions.
 
 The dependency set of a run is the static closure of the ``fedkd`` modules imported by the engine
-entry point and by the run's own strategy module (found through the strategy registry); other
-strategies' modules are not in it, so editing one strategy's module re-runs only the runs of the
-strategies that import it (fedgkd.py: fedgkd and fedgkd+).
+entry point, by the run's own strategy module (found through the strategy registry) and by its
+dataset's loader module (found through the dataset registry, which imports it by name when the
+data are loaded); other strategies' and loaders' modules are not in it, so editing one strategy's
+module re-runs only the runs of the strategies that import it (fedgkd.py: fedgkd and fedgkd+),
+and editing the text loaders re-runs no run on images. A partition depends on the partitioners
+and its dataset's loader alike.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 ENGINE_ENTRY = PACKAGE_DIR / "engine" / "run.py"
+PARTITION_ENTRY = PACKAGE_DIR / "data" / "partition.py"
 
 
 def _module_file(module: str) -> Path | None:
@@ -102,13 +106,24 @@ def strategy_module_files() -> dict[str, Path]:
     }
 
 
-def run_code_files(strategy: str) -> list[Path]:
+def dataset_module_files(dataset: str) -> list[Path]:
+    """The dataset registry (fedkd.data) and the module of ``dataset``'s loader, which the
+    registry imports by name, out of the static closure's sight."""
+    from fedkd.data import DATASETS
+
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of: {', '.join(DATASETS)}")
+    module = DATASETS[dataset].loader.split(":")[0]
+    return [PACKAGE_DIR / "data" / "__init__.py", PACKAGE_DIR / "data" / f"{module}.py"]
+
+
+def run_code_files(strategy: str, dataset: str) -> list[Path]:
     modules = strategy_module_files()
     if strategy not in modules:
         raise ValueError(
             f"unknown strategy {strategy!r}; choose one of: {', '.join(sorted(modules))}"
         )
-    return _closure([ENGINE_ENTRY, modules[strategy]])
+    return _closure([ENGINE_ENTRY, modules[strategy], *dataset_module_files(dataset)])
 
 
 def files_hash(files: list[Path]) -> str:
@@ -121,9 +136,14 @@ def files_hash(files: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def run_code_hash(strategy: str) -> str:
-    """Hash of exactly the source files a run of ``strategy`` depends on."""
-    return files_hash(run_code_files(strategy))
+def run_code_hash(strategy: str, dataset: str) -> str:
+    """Hash of exactly the source files a run of ``strategy`` on ``dataset`` depends on."""
+    return files_hash(run_code_files(strategy, dataset))
+
+
+def partition_code_hash(dataset: str) -> str:
+    """Hash of exactly the source files a partition of ``dataset`` depends on."""
+    return files_hash(_closure([PARTITION_ENTRY, *dataset_module_files(dataset)]))
 
 
 @cache

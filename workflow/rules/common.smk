@@ -49,7 +49,7 @@ def train_args(wc):
 
 
 def train_code_hash(wc):
-    return plan.train_code_hash(wc.variant)
+    return plan.train_code_hash(wc.dataset, wc.variant)
 
 
 def train_stamp(wc):

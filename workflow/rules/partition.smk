@@ -16,8 +16,9 @@ rule partition:
         runtime=plan.rule_resource("partition", "runtime", 20),
     params:
         args=partition_args,
-        # the data and partition code: an edit re-draws the partitions (and so re-trains)
-        code=package_files_hash("data", "config.py"),
+        # the partitioners and this dataset's loader: an edit re-draws its partitions (and so
+        # re-trains their runs)
+        code=lambda wc: plan.partition_code_hash(wc.dataset),
     message:
         "partition {output}"
     shell:

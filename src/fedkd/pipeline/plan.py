@@ -13,7 +13,7 @@ import shlex
 from functools import cache, cached_property
 
 from fedkd.pipeline.grid import check_plan_size, grid_points
-from fedkd.provenance import package_files_hash, run_code_hash
+from fedkd.provenance import package_files_hash, partition_code_hash, run_code_hash
 from fedkd.report.targets import Layout, get_layout
 from fedkd.run_paths import (
     cli_value,
@@ -44,6 +44,7 @@ class Plan:
         self.target_runs = cache(self._target_runs)
         self.target_partitions = cache(self._target_partitions)
         self.train_code_hash = cache(self._train_code_hash)
+        self.partition_code_hash = cache(partition_code_hash)
         self._grid_points = cache(self._checked_grid_points)
         self._size_checked = False
 
@@ -95,14 +96,14 @@ class Plan:
         args += ["--label", f"variant={variant}"]
         return shlex.join(args)
 
-    def _train_code_hash(self, variant: str) -> str:
-        """Exactly the sources a run of this variant's strategy depends on."""
-        return run_code_hash(self.config["variants"][variant]["strategy"])
+    def _train_code_hash(self, dataset: str, variant: str) -> str:
+        """Exactly the sources a run of this variant's strategy on ``dataset`` depends on."""
+        return run_code_hash(self.config["variants"][variant]["strategy"], dataset)
 
     def train_stamp(self, dataset: str, variant: str, setting: str, seed: str) -> str:
         """Changes whenever the run's flags or code do: a checkpoint is resumed only under the same."""
         args = self.train_args(dataset, variant, setting, seed)
-        blob = f"{args}\0{self.train_code_hash(variant)}".encode()
+        blob = f"{args}\0{self.train_code_hash(dataset, variant)}".encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def partition_args(self, dataset: str, part: str, clients: str, seed: str) -> str:
