@@ -202,6 +202,23 @@ def test_a_loader_edit_reaches_the_runs_and_partitions_of_its_datasets_only():
     assert partition_code_hash("agnews") == partition_code_hash("sst5")
 
 
+def test_the_tsne_features_hash_their_runs_code_and_the_feature_extractor():
+    from fedkd.provenance import (
+        FEATURES_ENTRY,
+        PACKAGE_DIR,
+        features_code_hash,
+        run_code_files,
+        run_code_hash,
+    )
+
+    plan = Plan(read(TINY))  # its tsne figure draws a fedavg run on mnist5k
+    assert plan.features_code_hash("tsne") == features_code_hash("fedavg", "mnist5k")
+    assert plan.features_code_hash("tsne") != features_code_hash("fedgkd", "mnist5k")
+    assert plan.features_code_hash("tsne") != run_code_hash("fedavg", "mnist5k")
+    files = run_code_files("fedavg", "mnist5k", FEATURES_ENTRY)
+    assert FEATURES_ENTRY in files and PACKAGE_DIR / "data" / "text.py" not in files
+
+
 def test_provenance_finds_every_registered_strategy():
     from fedkd.provenance import strategy_module_files
     from fedkd.strategies import get_strategy_class, strategy_names

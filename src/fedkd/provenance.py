@@ -22,6 +22,7 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 ENGINE_ENTRY = PACKAGE_DIR / "engine" / "run.py"
 PARTITION_ENTRY = PACKAGE_DIR / "data" / "partition.py"
+FEATURES_ENTRY = PACKAGE_DIR / "engine" / "features.py"
 
 
 def _module_file(module: str) -> Path | None:
@@ -117,13 +118,15 @@ def dataset_module_files(dataset: str) -> list[Path]:
     return [PACKAGE_DIR / "data" / "__init__.py", PACKAGE_DIR / "data" / f"{module}.py"]
 
 
-def run_code_files(strategy: str, dataset: str) -> list[Path]:
+def run_code_files(strategy: str, dataset: str, entry: Path = ENGINE_ENTRY) -> list[Path]:
+    """The source files a run of ``strategy`` on ``dataset`` imports from ``entry`` (the round
+    loop; for a run's t-SNE features, ``FEATURES_ENTRY``)."""
     modules = strategy_module_files()
     if strategy not in modules:
         raise ValueError(
             f"unknown strategy {strategy!r}; choose one of: {', '.join(sorted(modules))}"
         )
-    return _closure([ENGINE_ENTRY, modules[strategy], *dataset_module_files(dataset)])
+    return _closure([entry, modules[strategy], *dataset_module_files(dataset)])
 
 
 def files_hash(files: list[Path]) -> str:
@@ -139,6 +142,12 @@ def files_hash(files: list[Path]) -> str:
 def run_code_hash(strategy: str, dataset: str) -> str:
     """Hash of exactly the source files a run of ``strategy`` on ``dataset`` depends on."""
     return files_hash(run_code_files(strategy, dataset))
+
+
+def features_code_hash(strategy: str, dataset: str) -> str:
+    """Hash of exactly the source files the t-SNE features of such a run depend on (they train a
+    local model from the run's checkpoint)."""
+    return files_hash(run_code_files(strategy, dataset, FEATURES_ENTRY))
 
 
 def partition_code_hash(dataset: str) -> str:

@@ -9,7 +9,7 @@ from snakemake.exceptions import WorkflowError
 
 from fedkd.pipeline import Plan, validate_config
 from fedkd.pipeline.validation import reread_config
-from fedkd.pipeline.plan import FEATURES_CODE, REPORT_CODE
+from fedkd.pipeline.plan import REPORT_CODE
 from fedkd.pipeline import snakefile
 from fedkd.pipeline.snakefile import names_regex
 from fedkd.pipeline.results_links import check_results_links

@@ -17,7 +17,7 @@ rule features:
         runtime=plan.rule_resource("render", "runtime", 20),
     params:
         args=lambda wc: plan.features_args(wc.name),
-        code=package_files_hash(*FEATURES_CODE),
+        code=lambda wc: plan.features_code_hash(wc.name),
     message:
         "features {output}"
     shell:

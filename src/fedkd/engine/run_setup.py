@@ -208,7 +208,10 @@ class RunSetup:
     @cached_property
     def _code_hashes(self) -> dict[str, str]:
         """The hashes of the code this process runs, read once (each parses and reads sources)."""
-        return {"code_hash": run_code_hash(self.spec.strategy, self.spec.dataset), "package_hash": package_hash()}
+        return {
+            "code_hash": run_code_hash(self.spec.strategy, self.spec.dataset),
+            "package_hash": package_hash(),
+        }
 
     @cached_property
     def _versions(self) -> dict[str, str]:

@@ -13,13 +13,19 @@ import shlex
 from functools import cache, cached_property
 
 from fedkd.pipeline.grid import check_plan_size, grid_points
-from fedkd.provenance import package_files_hash, partition_code_hash, run_code_hash
+from fedkd.provenance import (
+    features_code_hash,
+    package_files_hash,
+    partition_code_hash,
+    run_code_hash,
+)
 from fedkd.report.targets import Layout, get_layout
 from fedkd.run_paths import (
     cli_value,
     normalise_path_keys,
     num,
     parse_partition,
+    parse_run_dir,
     parse_setting,
     partition_file,
     run_dir,
@@ -27,8 +33,6 @@ from fedkd.run_paths import (
 )
 from fedkd.runtime.seeding import clients_a_round
 
-# the code a t-SNE features file depends on: it trains a local model
-FEATURES_CODE = ("engine", "models", "data", "strategies", "config.py")
 # the code every rendered output depends on
 REPORT_CODE = ("report", "metrics.py", "collapse.py", "files.py", "digests.py")
 # a table's companion beside the paper: results/tables/<name>_vs_paper.{tex,md,csv,html}
@@ -263,6 +267,12 @@ class Plan:
 
     def features_inputs(self, name: str) -> list[str]:
         return run_files(self.features_run(name))
+
+    def features_code_hash(self, name: str) -> str:
+        """Exactly the sources the t-SNE features of the output's run depend on."""
+        run = parse_run_dir(self.features_run(name))
+        strategy = self.config["variants"][run["variant"]]["strategy"]
+        return features_code_hash(strategy, run["dataset"])
 
     def features_args(self, name: str) -> str:
         options = self.outputs[name].get("options") or {}
