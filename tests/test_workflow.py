@@ -438,11 +438,12 @@ def test_rendering_is_deterministic(tiny, src):
 
 
 def strategy_depends_on(src: Path, module: str) -> dict[str, bool]:
-    """strategy → whether its runs' code includes ``module`` (per fedkd.provenance, in ``src``)."""
+    """strategy → whether its runs' code on mnist5k (the tiny configuration's dataset) includes
+    ``module`` (per fedkd.provenance, in ``src``)."""
     code = (
         "import json, sys; from fedkd.provenance import PACKAGE_DIR, run_code_files, "
         "strategy_module_files; m = PACKAGE_DIR / sys.argv[1]; "
-        "print(json.dumps({s: m in run_code_files(s) for s in strategy_module_files()}))"
+        "print(json.dumps({s: m in run_code_files(s, 'mnist5k') for s in strategy_module_files()}))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, module],
@@ -476,6 +477,25 @@ def test_editing_one_strategy_reruns_exactly_its_runs_and_a_revert_nothing(tiny,
     finally:
         module.write_text(original)
     assert nothing_to_do(workdir, TINY, src), "reverting the edit restores the previous state"
+
+
+@pytest.mark.slow
+def test_a_loader_edit_reruns_the_partitions_and_runs_of_its_datasets_only(tiny, src):
+    """The tiny configuration trains on mnist5k alone: an edit of the text loaders plans
+    nothing, one of the image loaders every partition and run."""
+    workdir = tiny["workdir"]
+    config = read_config(TINY)
+    for name, touches_tiny in (("text.py", False), ("vision.py", True)):
+        module = src / "fedkd" / "data" / name
+        original = module.read_text()
+        try:
+            module.write_text(original + "\n# an edit that changes the file's hash\n")
+            rows = plan(workdir, TINY, src=src)
+            assert planned_runs(rows) == (all_runs(config) if touches_tiny else set()), name
+            assert ("partition" in planned_rules(rows)) is touches_tiny, name
+        finally:
+            module.write_text(original)
+    assert nothing_to_do(workdir, TINY, src), "reverting the edits restores the previous state"
 
 
 @pytest.mark.slow
