@@ -129,17 +129,14 @@ def parse_label(text: str) -> tuple[str, str]:
     """``key=text`` of ``--label``: a tag, kept as written (``variant=010`` is the variant named
     010, not the number 10), so any text is a label and none needs YAML quoting."""
     from fedkd.config import SpecError
-    from fedkd.echo import shown, unsafe_character
+    from fedkd.echo import label_character_problem, shown
 
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise SpecError(f"--label {shown(text)} must look like key=text, e.g. --label variant=M5")
-    unsafe = unsafe_character(text)
-    if unsafe:
-        raise SpecError(
-            f"--label {shown(text)} holds the invisible character {unsafe}, which would change "
-            "how the tables around it read; remove it"
-        )
+    problem = label_character_problem(text)
+    if problem:
+        raise SpecError(f"--label {shown(text)} {problem}")
     return key.strip(), value
 
 

@@ -68,3 +68,17 @@ def unsafe_character(text: str) -> str | None:
             name = unicodedata.name(ch, "a control character")
             return f"U+{ord(ch):04X} ({name})"
     return None
+
+
+def label_character_problem(label: str) -> str | None:
+    """Why ``label`` (a table's row or column name) cannot be used for a character it holds
+    (``unsafe_character``), as the end of a sentence about it; None if it holds none. One rule
+    for every place a label enters: a configuration, ``fedkd train --label``, ``fedkd
+    aggregate``'s runs."""
+    unsafe = unsafe_character(label)
+    if unsafe is None:
+        return None
+    return (
+        f"holds the invisible character {unsafe}, which would change how the tables around it "
+        "read; remove it"
+    )

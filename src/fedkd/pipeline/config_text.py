@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from fedkd.echo import safe_text, shown, unsafe_character
+from fedkd.echo import label_character_problem, safe_text, shown
 
 # a column label: shown in tables and figures, never a file name; room for "FedGKD (M=3, KL)"
 MAX_LABEL_CHARS = 100
@@ -37,12 +37,9 @@ def label_problem(label: str) -> str | None:
         )
     if CONTROL.search(label):
         return "holds a control character (a newline, a tab, NUL); write it on one line"
-    unsafe = unsafe_character(label)
-    if unsafe:  # a bidi override would reorder the table row it is shown in
-        return (
-            f"holds the invisible character {unsafe}, which would change how the tables around "
-            "it read; remove it"
-        )
+    problem = label_character_problem(label)
+    if problem:  # a bidi override would reorder the table row it is shown in
+        return problem
     if label[0] in "-#":
         return (
             f"starts with {label[0]!r}, which a job reads as a flag or a comment; "

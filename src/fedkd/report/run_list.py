@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from fedkd.echo import unsafe_character
+from fedkd.echo import label_character_problem
 from fedkd.files import MAX_RUN_JSON_BYTES, UnreadableFileError, read_regular_file
 from fedkd.report.aggregate import ReportError
 
@@ -41,15 +41,12 @@ def parse_run_arg(text: str) -> tuple[str, str]:
 
 
 def _check_label(label: str, where: str) -> None:
-    """A label is a table column's name: an invisible character in it (a bidi override, a
-    control character) would change how the tables around it read, so it is refused, as the
-    workflow refuses it in a configuration and ``fedkd train`` in ``--label``."""
-    unsafe = unsafe_character(label)
-    if unsafe:
-        raise ReportError(
-            f"{where} holds the invisible character {unsafe} in its label {label!r}, which would "
-            "change how the tables around it read; remove it"
-        )
+    """A label is a table column's name: one with an invisible character (a bidi override, a
+    control character) is refused, as the workflow refuses it in a configuration and ``fedkd
+    train`` in ``--label``."""
+    problem = label_character_problem(label)
+    if problem:
+        raise ReportError(f"{where}: its label {label!r} {problem}")
 
 
 def read_runs_file(path: str | Path, sha256: str | None = None) -> list[tuple[str, str]]:
