@@ -110,11 +110,9 @@ def strategy_module_files() -> dict[str, Path]:
 def dataset_module_files(dataset: str) -> list[Path]:
     """The dataset registry (fedkd.data) and the module of ``dataset``'s loader, which the
     registry imports by name, out of the static closure's sight."""
-    from fedkd.data import DATASETS
+    from fedkd.data import loader_module
 
-    if dataset not in DATASETS:
-        raise ValueError(f"unknown dataset {dataset!r}; choose one of: {', '.join(DATASETS)}")
-    module = DATASETS[dataset].loader.split(":")[0]
+    module = loader_module(dataset)  # an unknown dataset is refused there, naming the choices
     return [PACKAGE_DIR / "data" / "__init__.py", PACKAGE_DIR / "data" / f"{module}.py"]
 
 

@@ -62,6 +62,7 @@ __all__ = [
     "dataset_names",
     "default_model",
     "load_dataset",
+    "loader_module",
     "loader_options",
 ]
 
@@ -86,10 +87,16 @@ def _entry(name: str) -> DatasetEntry:
 KIND_OF_MODULE = {"vision": "image", "text": "text"}
 
 
+def loader_module(name: str) -> str:
+    """The module of ``fedkd.data`` that holds dataset ``name``'s loader (imported by name when
+    the data are loaded)."""
+    return _entry(name).loader.split(":")[0]
+
+
 def dataset_kind(name: str) -> str:
     """``"image"`` or ``"text"``: the ``kind`` that ``load_dataset(name)`` returns, known without
     loading anything (strategies pick their image or text defaults from it)."""
-    return KIND_OF_MODULE[_entry(name).loader.split(":")[0]]
+    return KIND_OF_MODULE[loader_module(name)]
 
 
 def _loader(name: str):
