@@ -9,17 +9,17 @@ configuration; with neither, every run found in the runs folder. Before any run 
 yet) the planned runs are all not started. Nothing of Snakemake's own state is read: give the
 targets and --configfile the workflow was started with.
 
-A run is done (complete), failed (diverged, a result; or an error it recorded, which the line
-shows: once its cause is fixed, re-running the workflow resumes it from its checkpoint), running,
-stopped (killed or crashed without a record: its process is gone, or on another host no round for a
-while, or it recorded why it stopped, e.g. a full disk, or its job ended without a run.json, as
-Snakemake removes a failed job's outputs, the line then giving its log's last line; re-running the
-workflow resumes it from its checkpoint), damaged (its run.json cannot be read or holds a field of the wrong type, or a finished
-run's metrics.parquet is missing, cannot be read or holds fewer rounds than run.json records; the
-line names the file, the reason and the fix) or not started. A directory, FIFO or device in a
-file's place is refused unread (fedkd.files). A process counts as the run's only if its start time
-is the one run.json recorded (fedkd.runtime.processes), not merely its pid. The ETA adds the rounds
-left at the measured seconds per round, divided over the runs in flight.
+A run is done (complete), failed (diverged, a result; or an error it recorded, which the line shows:
+once its cause is fixed, re-running the workflow resumes it from its checkpoint), running, stopped
+(killed or crashed without a record: its process is gone, or on another host no round for a while,
+or it recorded why it stopped, e.g. a full disk, or its job ended without a run.json, as Snakemake
+removes a failed job's outputs, the line then giving its log's last line; re-running the workflow
+resumes it from its checkpoint), damaged (its run.json cannot be read or holds a field of the wrong
+type, or a finished run's metrics.parquet is missing, cannot be read or holds fewer rounds than
+run.json records; the line names the file, the reason and the fix) or not started. A directory, FIFO
+or device in a file's place is refused unread (fedkd.files). A process counts as the run's only if
+its start time is the one run.json recorded (fedkd.runtime.processes), not merely its pid. The ETA
+adds the rounds left at the measured seconds per round, divided over the runs in flight.
 """
 
 from __future__ import annotations
