@@ -1,6 +1,7 @@
 """bench/paper_gpu_hours.py and its rates (bench/gpu_rates.py): a run's images counted by hand,
 the rate a run takes (its strategy's on its model over its model's), runs without a rate listed as
-unmeasured, and a bad --rate refused with the value and the fix. Offline and fast: it reads a config, not data."""
+unmeasured, and a bad --rate refused with the value and the fix. Offline and fast: it reads a
+config, not data."""
 
 import importlib.util
 import subprocess
