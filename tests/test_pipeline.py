@@ -7,6 +7,7 @@ import copy
 import shlex
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -200,6 +201,26 @@ def test_a_loader_edit_reaches_the_runs_and_partitions_of_its_datasets_only():
     with pytest.raises(ValueError, match="unknown dataset 'cifar11'"):
         run_code_hash("fedavg", "cifar11")
     assert partition_code_hash("agnews") == partition_code_hash("sst5")
+
+
+def test_what_fedkd_partition_writes_is_decided_by_code_its_hash_covers(tmp_path):
+    """The command draws nothing itself: the file holds draw_partition's result, and that
+    function's module is among the files the partition's code hash reads."""
+    import inspect
+
+    from fedkd.cli import main
+    from fedkd.data.partition import draw_partition, read_partition
+    from fedkd.provenance import partition_code_files
+
+    out = tmp_path / "p.parquet"
+    flags = ["--dataset", "synthtext", "--scheme", "dirichlet", "--alpha", "0.3"]
+    assert main(["partition", *flags, "--clients", "7", "--seed", "4", "--out", str(out)]) == 0
+    assignment, _, meta = draw_partition("synthtext", "dirichlet", 7, 4, alpha=0.3)
+    written, written_meta = read_partition(out)
+    assert np.array_equal(written, assignment)
+    assert {k: written_meta[k] for k in meta} == meta
+    module = Path(inspect.getsourcefile(draw_partition)).resolve()
+    assert module in partition_code_files("synthtext")
 
 
 def test_the_tsne_features_hash_their_runs_code_and_the_feature_extractor():

@@ -185,8 +185,7 @@ def cmd_train(args) -> int:
 def cmd_partition(args) -> int:
     import numpy as np
 
-    from fedkd.data import load_dataset
-    from fedkd.data.partition import partition_labels, write_partition
+    from fedkd.data.partition import draw_partition, write_partition
 
     out = Path(args.out)
     # before the check below, which would keep a directory there as if it were the partition
@@ -194,17 +193,10 @@ def cmd_partition(args) -> int:
     if out.exists() and not args.force:
         say(f"{out} exists; keeping it (use --force to overwrite)", sys.stderr)
         return 0
-    ds = load_dataset(args.dataset, args.data_root, seed=args.seed)
-    labels = ds.train.y.numpy()
-    assignment = partition_labels(
-        labels, args.scheme, args.clients, args.seed, alpha=args.alpha,
-        shards_per_client=args.shards, num_classes=ds.num_classes,
+    assignment, labels, meta = draw_partition(
+        args.dataset, args.scheme, args.clients, args.seed,
+        alpha=args.alpha, shards=args.shards, data_root=args.data_root,
     )  # fmt: skip
-    meta = {
-        "dataset": args.dataset, "scheme": args.scheme, "alpha": args.alpha, "shards": args.shards,
-        "clients": args.clients, "seed": args.seed, "num_classes": ds.num_classes,
-        "num_samples": int(len(labels)),
-    }  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
     write_partition(out, assignment, labels, meta)
     sizes = np.bincount(assignment[assignment >= 0], minlength=args.clients)

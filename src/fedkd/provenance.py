@@ -148,9 +148,15 @@ def features_code_hash(strategy: str, dataset: str) -> str:
     return files_hash(run_code_files(strategy, dataset, FEATURES_ENTRY))
 
 
+def partition_code_files(dataset: str) -> list[Path]:
+    """The source files a partition of ``dataset`` imports: the partitioners (``fedkd partition``
+    only calls ``draw_partition`` and writes its result) and the dataset's loader."""
+    return _closure([PARTITION_ENTRY, *dataset_module_files(dataset)])
+
+
 def partition_code_hash(dataset: str) -> str:
     """Hash of exactly the source files a partition of ``dataset`` depends on."""
-    return files_hash(_closure([PARTITION_ENTRY, *dataset_module_files(dataset)]))
+    return files_hash(partition_code_files(dataset))
 
 
 @cache

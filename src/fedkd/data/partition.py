@@ -174,6 +174,29 @@ def client_indices(assignment, num_clients: int | None = None) -> list[np.ndarra
     return np.split(order, np.cumsum(sizes)[:-1]) if count else []
 
 
+def draw_partition(
+    dataset: str, scheme: str, clients: int, seed: int, *,
+    alpha: float | None = None, shards: int | None = None, data_root: str | None = None,
+) -> tuple[np.ndarray, np.ndarray, dict]:  # fmt: skip
+    """What ``fedkd partition`` writes: (assignment, training labels, metadata) of ``dataset``'s
+    training set split by ``scheme``. Here rather than in the command, so that the partition's
+    code hash (``fedkd.provenance.partition_code_hash``) covers every line that decides it."""
+    from fedkd.data import load_dataset
+
+    ds = load_dataset(dataset, data_root, seed=seed)
+    labels = ds.train.y.numpy()
+    assignment = partition_labels(
+        labels, scheme, clients, seed, alpha=alpha, shards_per_client=shards,
+        num_classes=ds.num_classes,
+    )  # fmt: skip
+    meta = {
+        "dataset": dataset, "scheme": scheme, "alpha": alpha, "shards": shards,
+        "clients": clients, "seed": seed, "num_classes": ds.num_classes,
+        "num_samples": int(len(labels)),
+    }  # fmt: skip
+    return assignment, labels, meta
+
+
 def _json_default(obj):
     # numpy scalars/arrays (e.g. np.int64 client counts) are not JSON-serialisable as they are
     if isinstance(obj, np.generic):
