@@ -12,7 +12,7 @@ holds 0 says the two are not told apart at that many seeds. Not a test: 10 runs 
     nice python bench/init_comparison.py --seeds 10 --alpha 0.1
     nice python bench/init_comparison.py --jsonl bench/results.jsonl   # also append a row
 
-then `python bench/results_table.py > docs/results.md`.
+then `python bench/results_table.py --out docs/results.md`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ counts x 10 participations on mnist5k, one column, one seed). Measured, each in 
     python bench/planning.py --snakemake-timeout 1200
 
 Each measurement is appended as a row of bench/results.jsonl (topic "Planning at scale"; then
-`python bench/results_table.py > docs/results.md`). The goal for step 1 is under 60 s on 2
+`python bench/results_table.py --out docs/results.md`). The goal for step 1 is under 60 s on 2
 cores.
 """
 
@@ -328,8 +328,8 @@ def commit() -> str:
 
 def record(figures: dict, head: str) -> None:
     """One row of bench/results.jsonl in its format (bench/results_table.py: id, topic, date,
-    device, commit, command, what, figures, conditions); then `python bench/results_table.py >
-    docs/results.md` puts it in the tables. ``head``: the commit measured, taken at the start."""
+    device, commit, command, what, figures, conditions); then `python bench/results_table.py
+    --out docs/results.md` puts it in the tables. ``head``: the commit measured, taken at the start."""
     edits = head.endswith("+edits")
     head = head.removesuffix("+edits")
     rows = RESULTS.read_text(encoding="utf-8").splitlines() if RESULTS.exists() else []

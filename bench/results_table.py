@@ -1,8 +1,8 @@
 """The measured results as Markdown tables: docs/results.md, generated from bench/results.jsonl.
 
-    python bench/results_table.py > docs/results.md
+    python bench/results_table.py --out docs/results.md
 
-Each line of bench/results.jsonl is one measurement, a JSON object with
+(without ``--out`` the tables go to standard output). Each line of bench/results.jsonl is one measurement, a JSON object with
 
     id          a short name, unique; docs link to a row as results.md#<id>
     topic       the table it goes in (tables in the order their topics first appear)
@@ -48,7 +48,7 @@ from fedkd.echo import BIDI_CONTROLS
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.jsonl"
-COMMAND = "python bench/results_table.py > docs/results.md"
+COMMAND = "python bench/results_table.py --out docs/results.md"
 
 REQUIRED = ("id", "topic", "date", "device", "commit", "command", "what", "figures", "conditions")
 OPTIONAL = ("outcome", "note", "source", "readme")
@@ -418,6 +418,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--readme", action="store_true", help="print the README's results table instead"
     )
+    parser.add_argument(
+        "--out", type=Path, metavar="FILE",
+        help="write the tables to FILE (replaced whole, only once every row is read) instead of "
+        "standard output",
+    )  # fmt: skip
     parser.add_argument("--commit", help="with --import: the commit measured")
     parser.add_argument("--topic", default="GPU: table-3 runs", help="with --import: the table")
     parser.add_argument("--conditions", help="with --import: what the figures depend on")
@@ -442,7 +447,20 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"results_table: {e}", file=sys.stderr)
         return 1
-    sys.stdout.write(render_readme(rows) if args.readme else render(rows))
+    text = render_readme(rows) if args.readme else render(rows)
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    # a temporary file beside it, then a rename: a refused row or a failed write leaves the
+    # tables as they were (a shell redirection would have emptied the file first)
+    temporary = args.out.with_name(f".{args.out.name}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(args.out)
+    except OSError as e:
+        temporary.unlink(missing_ok=True)
+        print(f"results_table: {args.out}: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

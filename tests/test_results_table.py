@@ -116,3 +116,17 @@ def test_html_links_and_entities_are_shown_as_written(tmp_path):
     assert "## T \\[x\\](javascript:y) &lt;b&gt;" in md
     # a command is code: its text as written, fenced by more backticks than it holds in a row
     assert code_span in md
+
+
+def test_out_replaces_the_tables_only_once_every_row_is_read(tmp_path, capsys):
+    out = tmp_path / "results.md"
+    assert results_table.main(["--results", str(one_row(tmp_path)), "--out", str(out)]) == 0
+    written = out.read_text(encoding="utf-8")
+    assert written == results_table.render(results_table.load(one_row(tmp_path)))
+    assert capsys.readouterr().out == "", "the tables went to the file, not standard output"
+    # a refused row: the command fails naming it, and the tables written before stay whole
+    refused = one_row(tmp_path, what="title\x1b]0;x\x07")
+    assert results_table.main(["--results", str(refused), "--out", str(out)]) == 1
+    assert "what holds U+001B" in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.jsonl", "results.md"]
