@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fedkd.config import UPPER
+from fedkd.echo import shown
 from fedkd.files import (
     CHECKPOINT,
     METRICS,
@@ -59,11 +60,6 @@ def _fix(path: Path) -> str:
     )
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _is_count(value: object, upper: int | None = None) -> bool:
     if not isinstance(value, int) or isinstance(value, bool):
         return False
@@ -79,7 +75,8 @@ def record_problem(record: dict) -> str | None:
     of it is): each field may be absent or null, never of another type."""
 
     def wrong(field: str, value: object, expected: str) -> str:
-        return f"{field} is {_shown(value)}, not {expected}"
+        # 40 characters: the reason in brief, on a status line that names the file too
+        return f"{field} is {shown(value, 40)}, not {expected}"
 
     checks = [
         ("status", record.get("status"), lambda v: isinstance(v, str), "a text"),
