@@ -1,6 +1,7 @@
 """Statements of the README and the docs that the code or the shipped configuration decides,
 checked against it: the default configuration's scale, the keys a variant may set, the layouts
-config/README.md lists, and the FedDyn walk-through's code. Offline and fast: text files, and
+config/README.md lists, the FedDyn walk-through's code, and every flag the docs give a `fedkd`
+command. Offline and fast: text files, and
 one pytest collection."""
 
 from __future__ import annotations
@@ -90,3 +91,40 @@ def test_the_shared_strategy_tests_cover_an_outside_module_only_when_it_is_expor
 
     assert "feddyn" in collected(feddyn)
     assert "feddyn" not in collected(None)
+
+
+def command_flags() -> dict[str, set[str]]:
+    """Each `fedkd` subcommand → the flags its parser takes."""
+    import argparse
+
+    from fedkd.cli import build_parser
+    from fedkd.tools.bench.command import add_arguments
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    flags = {
+        name: {flag for action in sub._actions for flag in action.option_strings}
+        for name, sub in commands.choices.items()
+    }
+    bench = argparse.ArgumentParser()
+    add_arguments(bench)  # `fedkd bench` hands its arguments to the bench's own parser
+    flags["bench"] |= {flag for action in bench._actions for flag in action.option_strings}
+    return flags
+
+
+def test_every_flag_the_docs_give_a_fedkd_command_is_one_it_takes():
+    flags = command_flags()
+    docs = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", ROOT / "config/README.md"]
+    docs += sorted((ROOT / "examples").rglob("*.md"))
+    checked, unknown = 0, []
+    for path in docs:
+        text = path.read_text(encoding="utf-8").replace("\\\n", " ")  # a command's next lines
+        for m in re.finditer(r"fedkd ([a-z]+)((?: +[^\s`|]+)*)", text):
+            if m[1] not in flags:
+                continue  # prose ("fedkd regenerates ...")
+            for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", m[2]):
+                checked += 1
+                if flag not in flags[m[1]]:
+                    unknown.append(f"{path.relative_to(ROOT)}: fedkd {m[1]} {flag}")
+    assert not unknown, "flags the commands do not take:\n" + "\n".join(unknown)
+    assert checked > 100, f"only {checked} flags found: the pattern no longer reads the docs"
