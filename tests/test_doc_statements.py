@@ -1,7 +1,7 @@
 """Statements of the README and the docs that the code or the shipped configuration decides,
 checked against it: the default configuration's scale, the keys a variant may set, the layouts
-config/README.md lists, the FedDyn walk-through's code, and every flag the docs give a `fedkd`
-command. Offline and fast: text files, and
+config/README.md lists, the FedDyn walk-through's code, every flag the docs give a `fedkd`
+command, and the conda environment's requirements. Offline and fast: text files, and
 one pytest collection."""
 
 from __future__ import annotations
@@ -128,3 +128,27 @@ def test_every_flag_the_docs_give_a_fedkd_command_is_one_it_takes():
                     unknown.append(f"{path.relative_to(ROOT)}: fedkd {m[1]} {flag}")
     assert not unknown, "flags the commands do not take:\n" + "\n".join(unknown)
     assert checked > 100, f"only {checked} flags found: the pattern no longer reads the docs"
+
+
+def test_the_conda_environment_asks_what_the_package_requires():
+    """envs/fedkd.yaml (the jobs' environment under `--software-deployment-method conda`) lists
+    each of pyproject.toml's requirements with the same bounds, so conda, not the pip step
+    that installs the package, chooses its builds."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    required = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((ROOT / "envs/fedkd.yaml").read_text())["dependencies"]
+    pip = next(entry["pip"] for entry in env if isinstance(entry, dict))
+    listed = {}
+    for spec in [e for e in env if isinstance(e, str)] + [e for e in pip if e[0] != "-"]:
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)(.*)", spec)
+        name = {"pytorch": "torch"}.get(m[1], m[1])  # conda-forge's name of torch
+        listed[name] = SpecifierSet(m[2])
+    assert len(required) > 10
+    for text in required:
+        req = Requirement(text)
+        assert req.name in listed, f"envs/fedkd.yaml does not list {text}"
+        assert listed[req.name] == req.specifier, f"envs/fedkd.yaml: {req.name}{listed[req.name]}"
