@@ -2,7 +2,8 @@
 
     python bench/results_table.py --out docs/results.md
 
-(without ``--out`` the tables go to standard output). Each line of bench/results.jsonl is one measurement, a JSON object with
+(without ``--out`` the tables go to standard output). Each line of bench/results.jsonl is one
+measurement, a JSON object with
 
     id          a short name, unique; docs link to a row as results.md#<id>
     topic       the table it goes in (tables in the order their topics first appear)
