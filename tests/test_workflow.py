@@ -537,6 +537,26 @@ def test_the_console_shows_one_short_line_a_job(tmp_path, src):
     assert "fedkd train" not in proc.stdout, "commands stay in the logs"
 
 
+@pytest.mark.slow
+def test_a_failed_jobs_reason_is_on_the_console(tmp_path, src):
+    """The default profile prints a failed job's log under its error (show-failed-logs): the
+    paper configuration without its data names the missing CIFAR-10 files and where they go,
+    with no log to open."""
+    target = "results/partitions/cifar10/dirichlet-equal-a0.1-K20/seed2.parquet"
+    env = {k: v for k, v in env_for(src).items() if k not in ("FEDKD_DATA", "FEDKD_DOWNLOAD")}
+    proc = subprocess.run(
+        snakemake_cmd(tmp_path, PAPER, target, "--cores", "1"),
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    folder, archive = (
+        tmp_path / "data/cifar-10-batches-py",
+        tmp_path / "data/cifar-10-python.tar.gz",
+    )
+    said = f"fedkd partition: error: cifar10: neither {folder} nor {archive} exists; download"
+    assert said in proc.stdout + proc.stderr
+
+
 # ----------------------------------------------------------------------------- style
 
 
