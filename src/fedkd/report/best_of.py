@@ -19,7 +19,7 @@ from fedkd.report.aggregate import ReportError
 from fedkd.report.cells import Cell, make_cell
 from fedkd.report.keys import check_same_setting, group_runs
 from fedkd.report.options import Options
-from fedkd.report.text import Text, key_value
+from fedkd.report.text import Text
 
 MARKS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -136,7 +136,3 @@ def caption_note(opts: Options, how: str) -> str:
         + f", chosen by the best validation accuracy (mean over seeds; {how} where a run lacks "
         "validation accuracy); the mark says which."
     )
-
-
-def chosen_of(chosen: dict, row: tuple, label: str) -> str | None:
-    return chosen.get((tuple(key_value(v) for v in row), label))
