@@ -46,6 +46,7 @@ import unicodedata
 from pathlib import Path
 
 from fedkd.echo import BIDI_CONTROLS
+from fedkd.files import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.jsonl"
@@ -452,14 +453,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         sys.stdout.write(text)
         return 0
-    # a temporary file beside it, then a rename: a refused row or a failed write leaves the
-    # tables as they were (a shell redirection would have emptied the file first)
-    temporary = args.out.with_name(f".{args.out.name}.tmp")
+    # written only now, and atomically: a refused row or a failed write leaves the tables as
+    # they were (a shell redirection would have emptied the file first)
     try:
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(args.out)
-    except OSError as e:
-        temporary.unlink(missing_ok=True)
+        atomic_write(args.out, lambda file: file.write(text.encode("utf-8")))
+    except (OSError, ValueError) as e:  # ValueError: a link at the file (SymlinkError)
         print(f"results_table: {args.out}: {e}", file=sys.stderr)
         return 1
     return 0
