@@ -538,16 +538,14 @@ def test_the_console_shows_one_short_line_a_job(tmp_path, src):
 
 
 @pytest.mark.slow
-def test_a_failed_jobs_reason_is_on_the_console(tmp_path, src):
+def test_a_failed_jobs_reason_is_on_the_console(tmp_path, src, monkeypatch):
     """The default profile prints a failed job's log under its error (show-failed-logs): the
     paper configuration without its data names the missing CIFAR-10 files and where they go,
     with no log to open."""
     target = "results/partitions/cifar10/dirichlet-equal-a0.1-K20/seed2.parquet"
-    env = {k: v for k, v in env_for(src).items() if k not in ("FEDKD_DATA", "FEDKD_DOWNLOAD")}
-    proc = subprocess.run(
-        snakemake_cmd(tmp_path, PAPER, target, "--cores", "1"),
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    monkeypatch.delenv("FEDKD_DATA", raising=False)  # the data root: ./data under --directory
+    monkeypatch.delenv("FEDKD_DOWNLOAD", raising=False)
+    proc = snakemake(tmp_path, PAPER, target, "--cores", "1", src=src, timeout=600, check=False)
     assert proc.returncode != 0
     folder, archive = (
         tmp_path / "data/cifar-10-batches-py",
