@@ -57,11 +57,17 @@ class Plan:
         """The run keys every run on ``dataset`` starts from: defaults < datasets[dataset]."""
         return {**self.config["defaults"], **(self.config.get("datasets") or {}).get(dataset, {})}
 
-    def base_spec(self, dataset: str, variant: str) -> dict:
-        """defaults < datasets[dataset] < variant.spec < variant.datasets[dataset].spec."""
+    def variant(self, variant: str) -> dict:
         if variant not in self.config["variants"]:
             raise ValueError(f"variant {variant!r} is not defined under variants in the config")
-        v = self.config["variants"][variant]
+        return self.config["variants"][variant]
+
+    def strategy_of(self, variant: str) -> str:
+        return self.variant(variant)["strategy"]
+
+    def base_spec(self, dataset: str, variant: str) -> dict:
+        """defaults < datasets[dataset] < variant.spec < variant.datasets[dataset].spec."""
+        v = self.variant(variant)
         v_ds = v.get("datasets", {}).get(dataset, {})
         spec = self.keys_of(dataset)
         spec.update(v.get("spec", {}))
@@ -102,7 +108,7 @@ class Plan:
 
     def _train_code_hash(self, dataset: str, variant: str) -> str:
         """Exactly the sources a run of this variant's strategy on ``dataset`` depends on."""
-        return run_code_hash(self.config["variants"][variant]["strategy"], dataset)
+        return run_code_hash(self.strategy_of(variant), dataset)
 
     def train_stamp(self, dataset: str, variant: str, setting: str, seed: str) -> str:
         """Changes whenever the run's flags or code do: a checkpoint is resumed only under the same."""
@@ -271,8 +277,7 @@ class Plan:
     def features_code_hash(self, name: str) -> str:
         """Exactly the sources the t-SNE features of the output's run depend on."""
         run = parse_run_dir(self.features_run(name))
-        strategy = self.config["variants"][run["variant"]]["strategy"]
-        return features_code_hash(strategy, run["dataset"])
+        return features_code_hash(self.strategy_of(run["variant"]), run["dataset"])
 
     def features_args(self, name: str) -> str:
         options = self.outputs[name].get("options") or {}
