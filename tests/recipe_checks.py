@@ -1,4 +1,4 @@
-"""What the README's "Where to add" recipes must leave true, checked per registered name: run as
+"""What the recipes of docs/extending.md must leave true, checked per registered name: run as
 ``python tests/recipe_checks.py ROOT [layout:NAME | dataset:NAME ...]`` with ROOT/src on PYTHONPATH, it prints a JSON
 object {name: [problems]} for every table layout, figure kind and dataset of the fedkd at ROOT
 (its schema and config/README.md too). The NAMEs are also put in a small configuration and

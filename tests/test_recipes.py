@@ -1,4 +1,4 @@
-"""The README's "Where to add" recipes, followed to the end. A strategy is added from outside
+"""The recipes of docs/extending.md, followed to the end. A strategy is added from outside
 src/ (tests/test_toy_strategy.py, tests/test_example_feddyn.py) and so is a claim
 (tests/test_claims.py::test_a_claim_module_is_found_without_being_listed). A table layout, a
 figure kind and a dataset live in registries inside the package, so they are added to a copy of
@@ -74,7 +74,7 @@ LAYOUTS = {
 
 
 def add_layout(root: Path, name: str, output: str, options: tuple, left_out: tuple) -> None:
-    """The README's recipe for a table layout or figure kind, without the steps ``left_out``."""
+    """The recipe (docs/extending.md) for a table layout or figure kind, without the steps ``left_out``."""
     src = root / "src" / "fedkd"
     folder, like = ("tables", "grid") if output == "table" else ("figures", "curves")
     if "module" not in left_out:
@@ -148,7 +148,7 @@ DATASETS = {
 
 
 def add_dataset(root: Path, name: str, left_out: tuple) -> None:
-    """The README's recipe for a dataset, without the steps ``left_out``."""
+    """The recipe (docs/extending.md) for a dataset, without the steps ``left_out``."""
     data = root / "src" / "fedkd" / "data"
     module = "vision" if "loader module" not in left_out else "made_loaders"
     loader = LOADER.format(name=name)
@@ -225,13 +225,11 @@ def test_a_dataset_missing_a_step_fails_naming_it(problems, name, problem):
     assert any(p.startswith(problem) for p in problems[name]), problems[name]
 
 
-def test_the_readme_names_every_step_the_checks_hold_it_to():
-    """Each recipe of the README names the files and rules that the steps above edit."""
-    readme = (REPO / "README.md").read_text()
-    recipes = readme[readme.index("## Where to add") :]
-    recipes = recipes[: recipes.index("\n## ", 5)]
+def test_the_recipes_name_every_step_the_checks_hold_them_to():
+    """Each recipe of docs/extending.md names the files and rules that the steps above edit."""
+    recipes = (REPO / "docs" / "extending.md").read_text()
     for needed in (
-        "FEDKD_STRATEGY_MODULES", "docs/adding-a-strategy.md",
+        "FEDKD_STRATEGY_MODULES", "adding-a-strategy.md",
         "src/fedkd/report/targets.py", "`columns`", "RENDER_OPTION_HELP",
         "`layout` enum", "registry's order", "config/README.md",
         "src/fedkd/report/claims/papers/", "tests/test_claims.py",
