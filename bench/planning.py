@@ -36,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -347,7 +347,7 @@ def record(figures: dict, head: str) -> None:
     row = {
         "id": row_id,
         "topic": "Planning at scale",
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "device": device(),
         "commit": head if head != "unknown" else None,
         "command": shlex.join(["python", "bench/planning.py", *sys.argv[1:]]),

@@ -259,12 +259,10 @@ def test_the_source_check_sees_an_import_of_snakemake_anywhere(tmp_path):
 
 def declared_range(package: str):
     """The version specifier pyproject.toml declares for ``package``."""
+    import tomllib
+
     from packaging.requirements import Requirement
 
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     return next(Requirement(d).specifier for d in deps if Requirement(d).name == package)
 

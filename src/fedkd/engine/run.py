@@ -11,11 +11,9 @@ import math
 import time
 import weakref
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-from fedkd.config import RunSpec
 from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, save_checkpoint
 from fedkd.engine.client import DivergedError, train_clients
 from fedkd.engine.compiled_step import first_line
@@ -343,7 +341,3 @@ def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
             bound()
 
     return call
-
-
-def run_training(spec: RunSpec, out_dir: str | Path, **kwargs) -> dict:
-    return Run(spec, out_dir).run(**kwargs)

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +90,7 @@ class RunLock:
             ) from None
         holder = (
             f"pid {os.getpid()} on {socket.gethostname()} since "
-            f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}"
+            f"{datetime.now(UTC).isoformat(timespec='seconds')}"
         )
         os.ftruncate(fd, 0)
         os.pwrite(fd, holder.encode() + b"\n", 0)

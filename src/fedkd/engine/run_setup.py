@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
@@ -252,7 +252,7 @@ class RunSetup:
             # which process writes the run, so that `fedkd status` tells a killed run from a
             # running one (metrics.parquet holds no trace of it)
             "process": process_identity(),
-            "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "updated": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         rec.update(extra or {})
         return rec

@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -172,7 +172,7 @@ class Results:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         row = {
-            "date": datetime.now(timezone.utc).date().isoformat(), "device": self.device,
+            "date": datetime.now(UTC).date().isoformat(), "device": self.device,
             "commit": self.commit, "what": line, "img_s": img_s, "command": self.command,
             "details": details or {},
         }  # fmt: skip
