@@ -55,7 +55,7 @@ def test_t_quantile_matches_the_printed_table(df, q):
     assert t_quantile(0.975, df) == pytest.approx(q, abs=6e-4)
     q_exact = t_quantile(0.975, df)
     assert t_sf(q_exact, df) == pytest.approx(0.025, rel=1e-9)
-    assert t_sf(-q_exact, df) == pytest.approx(0.975, rel=1e-12)
+    assert t_sf(-q_exact, df) == pytest.approx(0.975, rel=1e-9)
     # the interval a verdict prints uses the same quantile
     assert Estimate(0.0, 1.0, df, 3).interval()[1] == pytest.approx(q, abs=6e-4)
 

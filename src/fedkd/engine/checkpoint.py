@@ -9,6 +9,7 @@ strategy that put another object into its state fails at its first checkpoint, n
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -101,8 +102,10 @@ def load_checkpoint(path: str | Path) -> Any:
             f"checkpoint {path} is corrupt (bad header or checksum); it was not used. "
             f"Delete it to restart this run from round 0, or restore it from a backup."
         )
+    # torch before 2.5 has no safe_globals: there a legacy checkpoint is refused as unsafe
+    allow = getattr(torch.serialization, "safe_globals", None)
     try:
-        with torch.serialization.safe_globals(_legacy_numpy_globals()):
+        with allow(_legacy_numpy_globals()) if allow else contextlib.nullcontext():
             return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         reason = str(exc).splitlines()
