@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-min_version("9.0")
+min_version("9.6")
 
 
 # The default configuration, unless one is given with --configfile: that one replaces it whole

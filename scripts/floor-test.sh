@@ -34,7 +34,8 @@ fi
 
 python -m pip install --quiet uv
 echo "== a virtual environment at the floors ($venv, Python $floor_python)"
-python -m uv venv --quiet --clear --python "$python_bin" "$venv"
+# --seed: pip and setuptools, as `python -m venv` gives them (torch 2.3 compiles with setuptools)
+python -m uv venv --quiet --clear --seed --python "$python_bin" "$venv"
 python -m uv pip install --quiet --python "$venv/bin/python" --resolution lowest-direct -e ".[test]"
 python -m uv pip freeze --python "$venv/bin/python" > "$venv/floor-versions.txt"
 grep -iE '^(torch|numpy|pandas|pyarrow|scipy|snakemake|datasets|transformers|pytest)(-xdist)?==' \

@@ -184,4 +184,9 @@ def library_versions() -> dict[str, str]:
             out[name] = version(name)
         except PackageNotFoundError:  # an absent optional library is recorded, not fatal
             out[name] = "unavailable"
+    # torch's own string names its build (2.3.0+cu121), which the metadata of a PyPI wheel
+    # leaves out; a run has imported torch already
+    import torch
+
+    out["torch"] = str(torch.__version__)
     return out
