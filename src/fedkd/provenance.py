@@ -178,15 +178,18 @@ def library_versions() -> dict[str, str]:
     read their versions would cost every run over a second."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for name in ("torch", "numpy", "pandas", "pyarrow", "transformers", "datasets"):
+    import torch
+
+    # torch's own string names its build (2.3.0+cu121), which the metadata of a PyPI wheel
+    # leaves out; a run has imported torch already
+    out = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": str(torch.__version__),
+    }
+    for name in ("numpy", "pandas", "pyarrow", "transformers", "datasets"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:  # an absent optional library is recorded, not fatal
             out[name] = "unavailable"
-    # torch's own string names its build (2.3.0+cu121), which the metadata of a PyPI wheel
-    # leaves out; a run has imported torch already
-    import torch
-
-    out["torch"] = str(torch.__version__)
     return out
