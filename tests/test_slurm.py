@@ -72,7 +72,7 @@ def test_tiny_config_through_the_slurm_profile(cluster, tmp_path):
     )
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH", "")) if p)
-    # a login shell sets USER, which plugin 2.1 reads to guess an account
+    # a login shell sets USER, which the plugin reads to guess an account
     env.setdefault("USER", pwd.getpwuid(os.getuid()).pw_name)
     workdir = tmp_path / "work"
     workdir.mkdir()
