@@ -208,8 +208,11 @@ def test_a_run_of_the_toy_is_hashed_with_its_file(toy):
     assert toy in run_code_files("toy-shrink", "mnist5k")
     assert toy not in run_code_files("fedavg", "mnist5k")
     before, fedavg = run_code_hash("toy-shrink", "mnist5k"), run_code_hash("fedavg", "mnist5k")
-    toy.write_text(TOY_MODULE.replace("0.5 * self.params.decay", "0.25 * self.params.decay"))
+    # a note and a reworded docstring are no code: nothing re-runs
+    toy.write_text("# my notes\n" + TOY_MODULE.replace("(a toy)", "(a toy of a test)"))
     try:
+        assert run_code_hash("toy-shrink", "mnist5k") == before
+        toy.write_text(TOY_MODULE.replace("0.5 * self.params.decay", "0.25 * self.params.decay"))
         assert run_code_hash("toy-shrink", "mnist5k") != before
         assert run_code_hash("fedavg", "mnist5k") == fedavg
     finally:

@@ -6,15 +6,18 @@ dataset's loader module (found through the dataset registry, which imports it by
 data are loaded); other strategies' and loaders' modules are not in it, so editing one strategy's
 module re-runs only the runs of the strategies that import it (fedgkd.py: fedgkd and fedgkd+),
 and editing the text loaders re-runs no run on images. A partition depends on the partitioners
-and its dataset's loader alike.
+and its dataset's loader alike. What is hashed is each file's code: its comments, docstrings and
+blank lines are left out (``code_text``), so rewording them re-runs nothing.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import platform
 import sys
+import tokenize
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -127,14 +130,79 @@ def run_code_files(strategy: str, dataset: str, entry: Path = ENGINE_ENTRY) -> l
     return _closure([entry, modules[strategy], *dataset_module_files(dataset)])
 
 
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+# from Python 3.12 the tokenizer splits an f-string into parts, FSTRING_START to FSTRING_END
+_FSTRING_START = getattr(tokenize, "FSTRING_START", None)
+_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
+
+
+def code_text(source: str) -> str:
+    """``source`` less its comments, docstrings and blank lines: what the code hashes cover, so
+    that editing an explanation re-runs nothing. Every Python from 3.11 on gives the same text:
+    comments and strings come from the tokenizer, docstrings from the syntax tree's positions
+    (the tree itself differs between versions). A string's contents stay whole, blank lines and
+    trailing spaces included."""
+    # lines as the tokenizer and the parser count them (str.splitlines also splits at form feeds)
+    lines = io.StringIO(source).readlines()
+
+    def column(row: int, utf8_offset: int) -> int:  # the tree counts bytes, tokenize characters
+        return len(lines[row - 1].encode()[:utf8_offset].decode())
+
+    cuts = []  # (start, end, what): (row, column) spans to remove
+    tree = ast.parse(source)
+    for node in (tree, *_statements(tree.body)):
+        if isinstance(node, _DOCUMENTED) and ast.get_docstring(node, clean=False) is not None:
+            doc = node.body[0]
+            start = (doc.lineno, column(doc.lineno, doc.col_offset))
+            end = (doc.end_lineno, column(doc.end_lineno, doc.end_col_offset))
+            cuts.append((start, end, "docstring"))
+    in_string = set()  # rows a multi-line string goes on to: their blank lines are data
+    fstring_rows = []  # the first rows of the f-strings open at this token (3.12 nests them)
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            cuts.append((token.start, token.end, "comment"))
+        elif token.type == _FSTRING_START:
+            fstring_rows.append(token.start[0])
+        elif token.type in (tokenize.STRING, _FSTRING_END):
+            first = fstring_rows.pop() if token.type == _FSTRING_END else token.start[0]
+            if not fstring_rows:
+                in_string.update(range(first + 1, token.end[0] + 1))
+    for (first_row, first_col), (last_row, last_col), what in sorted(cuts, reverse=True):
+        before = lines[first_row - 1][:first_col]
+        if what == "comment":  # the spaces before a comment go with it (never inside a string)
+            before = before.rstrip(" \t")
+        lines[first_row - 1] = before + lines[last_row - 1][last_col:]
+        for row in range(first_row + 1, last_row + 1):
+            lines[row - 1] = ""
+    return "".join(line for row, line in enumerate(lines, 1) if row in in_string or line.strip())
+
+
+# a file's contents → the digest of its code text: planning hashes the closures of every variant,
+# which share most of their files
+_CODE_DIGESTS: dict[bytes, bytes] = {}
+
+
+def _code_digest(path: Path) -> bytes:
+    raw = path.read_bytes()
+    key = hashlib.sha256(raw).digest()
+    if key not in _CODE_DIGESTS:
+        _CODE_DIGESTS[key] = hashlib.sha256(code_text(raw.decode()).encode()).digest()
+    return _CODE_DIGESTS[key]
+
+
 def files_hash(files: list[Path]) -> str:
+    """Hash of the code of ``files`` (``code_text``: no comment, docstring or blank line), each
+    under its name."""
     h = hashlib.sha256()
     for f in files:
-        # a strategy module of one's own, outside the package, by its file's name: moving it
-        # to another folder changes nothing it computes
-        name = f.relative_to(PACKAGE_DIR) if f.is_relative_to(PACKAGE_DIR) else f.name
-        h.update(str(name).encode() + b"\0" + f.read_bytes() + b"\0")
+        h.update(_hashed_name(f) + b"\0" + _code_digest(f) + b"\0")
     return h.hexdigest()[:16]
+
+
+def _hashed_name(f: Path) -> bytes:
+    # a strategy module of one's own, outside the package, by its file's name: moving it to
+    # another folder changes nothing it computes
+    return str(f.relative_to(PACKAGE_DIR) if f.is_relative_to(PACKAGE_DIR) else f.name).encode()
 
 
 def run_code_hash(strategy: str, dataset: str) -> str:
@@ -170,7 +238,12 @@ def package_files_hash(*parts: str) -> str:
 
 
 def package_hash() -> str:
-    return files_hash(sorted(PACKAGE_DIR.rglob("*.py")))
+    """Hash of every source file of the package, byte for byte (comments included): which
+    sources a run had, for its record; the code hashes above decide what re-runs."""
+    h = hashlib.sha256()
+    for f in sorted(PACKAGE_DIR.rglob("*.py")):
+        h.update(_hashed_name(f) + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def library_versions() -> dict[str, str]:

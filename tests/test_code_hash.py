@@ -1,0 +1,187 @@
+"""The code hashes (fedkd.provenance) cover what runs: an edit of a comment, a docstring or a blank
+line re-runs nothing, and every other edit, a string's contents included, changes the hash. The
+text they hash is the same under every Python the package supports, so a login node and a
+compute node on different Pythons agree."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from fedkd.provenance import PACKAGE_DIR, code_text, files_hash
+
+MODULE = '''"""A module's docstring."""
+
+import math  # a comment
+
+RATE = 0.5
+TEMPLATE = """first line
+
+third line, after a blank one"""
+
+
+class Scaler:
+    """A class's docstring,
+    over two lines."""
+
+    def scale(self, x):
+        """A method's docstring."""
+        # a comment on a line of its own
+
+        return f"{x * RATE:.3f} # not a comment" + TEMPLATE  # a trailing comment
+
+
+def ratio(a, b):
+    return math.log(a) - math.log(b)
+'''
+
+
+def hash_of(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "module.py"
+    path.write_text(text)
+    return files_hash([path])
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("# a comment\n", "# another comment, longer\n"),
+        ("  # a trailing comment", ""),
+        ('"""A method\'s docstring."""', '"""Another docstring."""'),
+        ('"""A module\'s docstring."""\n', ""),
+        ('    """A class\'s docstring,\n    over two lines."""\n', ""),
+        ("\n\ndef ratio", "\n\n\n\n# a section\n\ndef ratio"),
+    ],
+    ids=[
+        "comment",
+        "trailing-comment",
+        "docstring",
+        "module-docstring",
+        "class-docstring",
+        "blank",
+    ],
+)
+def test_comments_docstrings_and_blank_lines_leave_the_hash(tmp_path, old, new):
+    assert old in MODULE
+    assert hash_of(tmp_path, MODULE.replace(old, new, 1)) == hash_of(tmp_path, MODULE)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("RATE = 0.5", "RATE = 0.25"),
+        ("first line\n\nthird", "first line\nthird"),  # a blank line inside a string is data
+        ("first line\n", "first line  \n"),  # so is trailing space inside a string
+        ("# not a comment", "# not a comment!"),  # a hash sign inside a string
+        (":.3f}", ":.4f}"),
+        ("        return", "        x = -x\n        return"),
+        ("math.log(a) - math", "math.log(a) + math"),
+    ],
+    ids=[
+        "number",
+        "blank-in-string",
+        "space-in-string",
+        "hash-in-string",
+        "f-string",
+        "line",
+        "op",
+    ],
+)
+def test_every_other_edit_changes_the_hash(tmp_path, old, new):
+    assert old in MODULE
+    assert hash_of(tmp_path, MODULE.replace(old, new, 1)) != hash_of(tmp_path, MODULE)
+
+
+def test_a_file_edited_in_the_same_process_is_hashed_again(tmp_path):
+    """Even an edit that keeps the file's size and modification time (what the import cache
+    looks at) is seen: the hash follows the contents."""
+    path = tmp_path / "module.py"
+    path.write_text("RATE = 0.5\n")
+    stat = path.stat()
+    before = files_hash([path])
+    path.write_text("RATE = 0.7\n")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert files_hash([path]) != before
+
+
+LAYOUT = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+
+
+def tokens(text: str) -> list[tuple[int, str]]:
+    found = tokenize.generate_tokens(io.StringIO(text).readline)
+    return [(t.type, t.string) for t in found if t.type not in LAYOUT]
+
+
+def test_what_is_hashed_is_every_token_but_comments_and_docstrings():
+    """For every source file of the package: the tokens of the hashed text are the file's tokens,
+    less its comments and its docstrings (found apart, by the syntax tree), in the same order."""
+    documented = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        source = path.read_text()
+        lines = source.splitlines(keepends=True)
+        docstrings = set()  # where each docstring starts, as tokenize counts (characters)
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, documented) and ast.get_docstring(node, clean=False) is not None:
+                first = node.body[0]
+                column = len(lines[first.lineno - 1].encode()[: first.col_offset].decode())
+                docstrings.add((first.lineno, column))
+        expected = [
+            (t.type, t.string)
+            for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type not in LAYOUT and t.start not in docstrings
+        ]
+        assert tokens(code_text(source)) == expected, path
+
+
+def other_pythons() -> list[str]:
+    """Pythons 3.11-3.13 other than this one: on PATH, or installed by pyenv."""
+    ours = f"{sys.version_info.major}.{sys.version_info.minor}"
+    pyenv = shutil.which("pyenv")
+    root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout if pyenv else ""
+    found = []
+    for version in ("3.11", "3.12", "3.13"):
+        if version == ours:
+            continue
+        candidates = [shutil.which(f"python{version}")]
+        if root.strip():
+            candidates += sorted(Path(root.strip()).glob(f"versions/{version}.*/bin/python"))
+        for exe in filter(None, candidates):
+            if subprocess.run([exe, "-c", "pass"], capture_output=True).returncode == 0:
+                found.append(str(exe))
+                break
+    return found
+
+
+def test_every_supported_python_hashes_the_package_alike():
+    """provenance.py needs only the standard library, so another Python loads it by its path."""
+    pythons = other_pythons()
+    if not pythons:
+        pytest.skip("no other Python 3.11-3.13 on PATH to compare with")
+    script = (
+        "import importlib.util, json, sys\n"
+        "spec = importlib.util.spec_from_file_location('provenance', sys.argv[1])\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "files = sorted(module.PACKAGE_DIR.rglob('*.py'))\n"
+        "print(json.dumps({str(f): module.files_hash([f]) for f in files}))\n"
+    )
+    ours = {str(f): files_hash([f]) for f in sorted(PACKAGE_DIR.rglob("*.py"))}
+    for exe in pythons:
+        proc = subprocess.run(
+            [exe, "-c", script, str(PACKAGE_DIR / "provenance.py")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        theirs = json.loads(proc.stdout)
+        differ = sorted(Path(f).name for f in ours if theirs.get(f) != ours[f])
+        assert not differ, f"{exe} hashes these files otherwise: {differ}"
