@@ -470,7 +470,10 @@ def test_editing_one_strategy_reruns_exactly_its_runs_and_a_revert_nothing(tiny,
     assert expected and others and not depends["fedavg"]
     original = module.read_text()
     try:
-        module.write_text(original + "\n# an edit that changes the file's hash\n")
+        # a comment is no code (fedkd.provenance.code_text): nothing re-runs
+        module.write_text(original + "\n# a note on the method\n")
+        assert nothing_to_do(workdir, TINY, src), "a comment re-ran something"
+        module.write_text(original + "\n_AN_EDIT = 1\n")
         rows = plan(workdir, TINY, src=src)
         assert planned_runs(rows) == expected
         assert "partition" not in planned_rules(rows)
@@ -489,7 +492,7 @@ def test_a_loader_edit_reruns_the_partitions_and_runs_of_its_datasets_only(tiny,
         module = src / "fedkd" / "data" / name
         original = module.read_text()
         try:
-            module.write_text(original + "\n# an edit that changes the file's hash\n")
+            module.write_text(original + "\n_AN_EDIT = 1\n")
             rows = plan(workdir, TINY, src=src)
             assert planned_runs(rows) == (all_runs(config) if touches_tiny else set()), name
             assert ("partition" in planned_rules(rows)) is touches_tiny, name
