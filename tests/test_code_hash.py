@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fedkd.provenance import PACKAGE_DIR, code_text, files_hash
+from fedkd.code_text import code_text, scan_by_pattern, scan_by_tokens
+from fedkd.provenance import PACKAGE_DIR, files_hash
 
 MODULE = '''"""A module's docstring."""
 
@@ -142,6 +143,25 @@ def test_what_is_hashed_is_every_token_but_comments_and_docstrings():
         assert tokens(code_text(source)) == expected, path
 
 
+def test_the_pattern_finds_the_strings_and_comments_the_tokenizer_finds():
+    """On every source file of the package; a string's span starts at its quote in the pattern's
+    scan, at its prefix (f, r, b) in the tokenizer's, on the same row."""
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        source = path.read_text()
+        comments, strings = scan_by_pattern(source)
+        token_comments, token_strings = scan_by_tokens(source)
+        assert comments == token_comments, path
+        assert len(strings) == len(token_strings), path
+        for (start, end), (token_start, token_end) in zip(strings, token_strings, strict=True):
+            assert end == token_end and start[0] == token_start[0], (path, start, token_start)
+            assert 0 <= start[1] - token_start[1] <= 2, (path, start, token_start)
+
+
+def test_a_string_at_the_end_of_a_file_without_a_newline():
+    assert scan_by_pattern("x = 'a'") == scan_by_tokens("x = 'a'") == ([], [((1, 4), (1, 7))])
+    assert code_text("x = 'a'  # the end") == "x = 'a'"
+
+
 def other_pythons() -> list[str]:
     """Pythons 3.11-3.13 other than this one: on PATH, or installed by pyenv."""
     ours = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -162,21 +182,23 @@ def other_pythons() -> list[str]:
 
 
 def test_every_supported_python_hashes_the_package_alike():
-    """provenance.py needs only the standard library, so another Python loads it by its path."""
+    """fedkd.provenance and fedkd.code_text need only the standard library, so another Python
+    imports them from the source tree. Python 3.11 scans strings and comments with a pattern,
+    3.12 and later with their tokenizer."""
     pythons = other_pythons()
     if not pythons:
-        pytest.skip("no other Python 3.11-3.13 on PATH to compare with")
+        pytest.skip("no other Python 3.11-3.13 on PATH or under pyenv to compare with")
     script = (
-        "import importlib.util, json, sys\n"
-        "spec = importlib.util.spec_from_file_location('provenance', sys.argv[1])\n"
-        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
-        "files = sorted(module.PACKAGE_DIR.rglob('*.py'))\n"
-        "print(json.dumps({str(f): module.files_hash([f]) for f in files}))\n"
+        "import json, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from fedkd.provenance import PACKAGE_DIR, files_hash\n"
+        "files = sorted(PACKAGE_DIR.rglob('*.py'))\n"
+        "print(json.dumps({str(f): files_hash([f]) for f in files}))\n"
     )
     ours = {str(f): files_hash([f]) for f in sorted(PACKAGE_DIR.rglob("*.py"))}
     for exe in pythons:
         proc = subprocess.run(
-            [exe, "-c", script, str(PACKAGE_DIR / "provenance.py")],
+            [exe, "-c", script, str(PACKAGE_DIR.parent)],
             capture_output=True,
             text=True,
             timeout=120,

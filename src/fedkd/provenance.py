@@ -7,20 +7,19 @@ data are loaded); other strategies' and loaders' modules are not in it, so editi
 module re-runs only the runs of the strategies that import it (fedgkd.py: fedgkd and fedgkd+),
 and editing the text loaders re-runs no run on images. A partition depends on the partitioners
 and its dataset's loader alike. What is hashed is each file's code: its comments, docstrings and
-blank lines are left out (``code_text``), so rewording them re-runs nothing.
+blank lines are left out (``fedkd.code_text``), so rewording them re-runs nothing.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import io
 import platform
 import sys
-import tokenize
-from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+
+from fedkd.code_text import code_text, statements
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 ENGINE_ENTRY = PACKAGE_DIR / "engine" / "run.py"
@@ -38,18 +37,6 @@ def _module_file(module: str) -> Path | None:
     if (base / "__init__.py").exists():
         return base / "__init__.py"
     return None
-
-
-def _statements(nodes: list) -> Iterator[ast.AST]:
-    """Every statement, nested ones included. An import is a statement, so this finds every one
-    that ``ast.walk`` would, without visiting the expressions (5x fewer nodes: every training
-    job hashes its code)."""
-    for node in nodes:
-        yield node
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            inner = getattr(node, field, None)
-            if isinstance(inner, list):
-                yield from _statements(inner)
 
 
 # a file → (its modification time and size, the package files it imports): planning hashes the
@@ -70,7 +57,7 @@ def _imports(path: Path) -> frozenset[Path]:
 def _parse_imports(path: Path) -> frozenset[Path]:
     found: set[Path] = set()
     tree = ast.parse(path.read_text())
-    for node in _statements(tree.body):
+    for node in statements(tree.body):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -128,53 +115,6 @@ def run_code_files(strategy: str, dataset: str, entry: Path = ENGINE_ENTRY) -> l
             f"unknown strategy {strategy!r}; choose one of: {', '.join(sorted(modules))}"
         )
     return _closure([entry, modules[strategy], *dataset_module_files(dataset)])
-
-
-_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-# from Python 3.12 the tokenizer splits an f-string into parts, FSTRING_START to FSTRING_END
-_FSTRING_START = getattr(tokenize, "FSTRING_START", None)
-_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
-
-
-def code_text(source: str) -> str:
-    """``source`` less its comments, docstrings and blank lines: what the code hashes cover, so
-    that editing an explanation re-runs nothing. Every Python from 3.11 on gives the same text:
-    comments and strings come from the tokenizer, docstrings from the syntax tree's positions
-    (the tree itself differs between versions). A string's contents stay whole, blank lines and
-    trailing spaces included."""
-    # lines as the tokenizer and the parser count them (str.splitlines also splits at form feeds)
-    lines = io.StringIO(source).readlines()
-
-    def column(row: int, utf8_offset: int) -> int:  # the tree counts bytes, tokenize characters
-        return len(lines[row - 1].encode()[:utf8_offset].decode())
-
-    cuts = []  # (start, end, what): (row, column) spans to remove
-    tree = ast.parse(source)
-    for node in (tree, *_statements(tree.body)):
-        if isinstance(node, _DOCUMENTED) and ast.get_docstring(node, clean=False) is not None:
-            doc = node.body[0]
-            start = (doc.lineno, column(doc.lineno, doc.col_offset))
-            end = (doc.end_lineno, column(doc.end_lineno, doc.end_col_offset))
-            cuts.append((start, end, "docstring"))
-    in_string = set()  # rows a multi-line string goes on to: their blank lines are data
-    fstring_rows = []  # the first rows of the f-strings open at this token (3.12 nests them)
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT:
-            cuts.append((token.start, token.end, "comment"))
-        elif token.type == _FSTRING_START:
-            fstring_rows.append(token.start[0])
-        elif token.type in (tokenize.STRING, _FSTRING_END):
-            first = fstring_rows.pop() if token.type == _FSTRING_END else token.start[0]
-            if not fstring_rows:
-                in_string.update(range(first + 1, token.end[0] + 1))
-    for (first_row, first_col), (last_row, last_col), what in sorted(cuts, reverse=True):
-        before = lines[first_row - 1][:first_col]
-        if what == "comment":  # the spaces before a comment go with it (never inside a string)
-            before = before.rstrip(" \t")
-        lines[first_row - 1] = before + lines[last_row - 1][last_col:]
-        for row in range(first_row + 1, last_row + 1):
-            lines[row - 1] = ""
-    return "".join(line for row, line in enumerate(lines, 1) if row in in_string or line.strip())
 
 
 # a file's contents → the digest of its code text: planning hashes the closures of every variant,
