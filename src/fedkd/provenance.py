@@ -16,6 +16,7 @@ import ast
 import hashlib
 import platform
 import sys
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -133,16 +134,17 @@ def _code_digest(path: Path) -> bytes:
 def files_hash(files: list[Path]) -> str:
     """Hash of the code of ``files`` (``code_text``: no comment, docstring or blank line), each
     under its name."""
+    return _named_hash(files, _code_digest)
+
+
+def _named_hash(files: list[Path], content: Callable[[Path], bytes]) -> str:
     h = hashlib.sha256()
     for f in files:
-        h.update(_hashed_name(f) + b"\0" + _code_digest(f) + b"\0")
+        # a strategy module of one's own, outside the package, by its file's name: moving it
+        # to another folder changes nothing it computes
+        name = f.relative_to(PACKAGE_DIR) if f.is_relative_to(PACKAGE_DIR) else f.name
+        h.update(str(name).encode() + b"\0" + content(f) + b"\0")
     return h.hexdigest()[:16]
-
-
-def _hashed_name(f: Path) -> bytes:
-    # a strategy module of one's own, outside the package, by its file's name: moving it to
-    # another folder changes nothing it computes
-    return str(f.relative_to(PACKAGE_DIR) if f.is_relative_to(PACKAGE_DIR) else f.name).encode()
 
 
 def run_code_hash(strategy: str, dataset: str) -> str:
@@ -180,10 +182,7 @@ def package_files_hash(*parts: str) -> str:
 def package_hash() -> str:
     """Hash of every source file of the package, byte for byte (comments included): which
     sources a run had, for its record; the code hashes above decide what re-runs."""
-    h = hashlib.sha256()
-    for f in sorted(PACKAGE_DIR.rglob("*.py")):
-        h.update(_hashed_name(f) + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return _named_hash(sorted(PACKAGE_DIR.rglob("*.py")), Path.read_bytes)
 
 
 def library_versions() -> dict[str, str]:
