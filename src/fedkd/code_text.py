@@ -74,10 +74,11 @@ def scan_by_tokens(source: str) -> tuple[list[Span], list[Span]]:
     return comments, strings
 
 
-def code_text(source: str) -> str:
+def code_text(source: str, tree: ast.Module | None = None) -> str:
     """``source`` less its comments, docstrings and blank lines. A string's contents stay
-    whole, its blank lines and trailing spaces included."""
-    tree = ast.parse(source)  # also: the source is this Python's grammar, which the scan needs
+    whole, its blank lines and trailing spaces included. ``tree``: ``source`` parsed already."""
+    if tree is None:  # parsing also checks that the source is this Python's, which the scan needs
+        tree = ast.parse(source)
     scan = scan_by_pattern if sys.version_info < (3, 12) else scan_by_tokens
     comments, strings = scan(source)
     # lines as the tokenizer and the parser count them (str.splitlines also splits at form feeds)

@@ -40,24 +40,33 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
-# a file → (its modification time and size, the package files it imports): planning hashes the
-# closure of every variant of a configuration (41 in config/paper.yaml), and the closures share
-# most of their files; a file changed since is parsed again
-_IMPORTS_SEEN: dict[Path, tuple[tuple[int, int], frozenset[Path]]] = {}
+# a file's contents → the package files it imports and the digest of its code text: planning
+# hashes the closure of every variant of a configuration (41 in config/paper.yaml), the closures
+# share most of their files, and one parse serves both
+_SOURCES: dict[bytes, tuple[frozenset[Path], bytes]] = {}
+
+
+def _read_source(path: Path) -> tuple[frozenset[Path], bytes]:
+    raw = path.read_bytes()
+    key = hashlib.sha256(raw).digest()
+    if key not in _SOURCES:
+        source = raw.decode()
+        tree = ast.parse(source)
+        digest = hashlib.sha256(code_text(source, tree).encode()).digest()
+        _SOURCES[key] = (_imports_in(tree), digest)
+    return _SOURCES[key]
 
 
 def _imports(path: Path) -> frozenset[Path]:
-    stat = path.stat()
-    signature = (stat.st_mtime_ns, stat.st_size)
-    seen = _IMPORTS_SEEN.get(path)
-    if seen is None or seen[0] != signature:
-        seen = _IMPORTS_SEEN[path] = (signature, _parse_imports(path))
-    return seen[1]
+    return _read_source(path)[0]
 
 
-def _parse_imports(path: Path) -> frozenset[Path]:
+def _code_digest(path: Path) -> bytes:
+    return _read_source(path)[1]
+
+
+def _imports_in(tree: ast.Module) -> frozenset[Path]:
     found: set[Path] = set()
-    tree = ast.parse(path.read_text())
     for node in statements(tree.body):
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -116,19 +125,6 @@ def run_code_files(strategy: str, dataset: str, entry: Path = ENGINE_ENTRY) -> l
             f"unknown strategy {strategy!r}; choose one of: {', '.join(sorted(modules))}"
         )
     return _closure([entry, modules[strategy], *dataset_module_files(dataset)])
-
-
-# a file's contents → the digest of its code text: planning hashes the closures of every variant,
-# which share most of their files
-_CODE_DIGESTS: dict[bytes, bytes] = {}
-
-
-def _code_digest(path: Path) -> bytes:
-    raw = path.read_bytes()
-    key = hashlib.sha256(raw).digest()
-    if key not in _CODE_DIGESTS:
-        _CODE_DIGESTS[key] = hashlib.sha256(code_text(raw.decode()).encode()).digest()
-    return _CODE_DIGESTS[key]
 
 
 def files_hash(files: list[Path]) -> str:
