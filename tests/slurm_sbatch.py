@@ -18,23 +18,32 @@ from types import SimpleNamespace
 
 
 def main(out: str, argv: list[str]) -> None:
+    import snakemake
     import snakemake.api as api
     from snakemake import cli
     from snakemake_executor_plugin_slurm import Executor
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
     from snakemake_executor_plugin_slurm_jobstep import get_gpu_setting
+    from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
 
     seen = {}
     execute = api.DAGApi.execute_workflow
 
     def capture(self, *args, **kwargs):
         seen["workflow"] = self.workflow_api._workflow
-        seen["settings"] = kwargs.get("executor_settings")
         return execute(self, *args, **kwargs)
 
     api.DAGApi.execute_workflow = capture
     parser, args = cli.parse_args(argv)
+    # read before the dry run: Snakemake up to 9.26 renames a dry run's executor "dryrun"
+    # and hands the workflow that executor's settings, not the SLURM plugin's
+    options = {
+        key: getattr(args, key)
+        for key in ("executor", "jobs", "retries", "latency_wait", "keep_going",
+                    "rerun_incomplete", "max_status_checks_per_second")
+    }  # fmt: skip
+    settings = ExecutorPluginRegistry().get_plugin("slurm").get_settings(args)
     if not cli.args_to_api(args, parser):
         raise SystemExit("the dry run failed")
 
@@ -52,7 +61,7 @@ def main(out: str, argv: list[str]) -> None:
             "partition": Executor.get_partition_arg(plugin, job),
             "workdir": "WORKDIR",
         }
-        sbatch = get_submit_command(job, params, settings=seen["settings"])
+        sbatch = get_submit_command(job, params, settings=settings)
         sbatch += set_gres_string(job)
         resources = {k: v for k, v in job.resources.items() if isinstance(v, (int, float, str))}
         jobs.append(
@@ -68,13 +77,13 @@ def main(out: str, argv: list[str]) -> None:
                 "srun_gpus": get_gpu_setting(job),
             }
         )
-    options = {
-        key: getattr(args, key)
-        for key in ("executor", "jobs", "retries", "latency_wait", "keep_going",
-                    "rerun_incomplete", "max_status_checks_per_second")
-    }  # fmt: skip
     with open(out, "w") as f:
-        json.dump({"options": options, "jobs": jobs}, f, indent=1, default=str)
+        json.dump(
+            {"snakemake": snakemake.__version__, "options": options, "jobs": jobs},
+            f,
+            indent=1,
+            default=str,
+        )
 
 
 if __name__ == "__main__":

@@ -100,9 +100,30 @@ def test_tiny_config_through_the_slurm_profile(cluster, tmp_path):
     rules = {p.name for p in slurm_logs.iterdir()} if slurm_logs.exists() else set()
     assert {"rule_partition", "rule_train", "rule_aggregate"} <= rules, rules
     assert {"rule_render_table", "rule_render_figure"} <= rules, rules
+    # each job ran in the partition the profile names for its rule, training alone with a GPU
+    # (a dry run cannot show this on every Snakemake: before 9.16.3 it leaves the profile's
+    # string resources unevaluated)
+    for log in slurm_logs.rglob("*.log"):
+        rule = log.relative_to(slurm_logs).parts[0].removeprefix("rule_")
+        job = submitted_job(log.stem)
+        want = ("gpu", "gres:gpu:1") if rule == "train" else ("cpu", None)
+        assert (job["Partition"], job.get("TresPerJob")) == want, (rule, log.stem, job)
     # training jobs asked for a GPU (gpu=1 → --gpus=1) and SLURM gave each one
     train_logs = sorted((workdir / "results/logs/train").rglob("*.log"))
     assert len(train_logs) == 4
     for log in train_logs:
         first = log.read_text().splitlines()[0]
         assert "CUDA_VISIBLE_DEVICES=" in first and "unset" not in first, first
+
+
+def submitted_job(job_id: str) -> dict[str, str]:
+    """What slurmctld says of a job it ran (it keeps finished jobs MinJobAge seconds, 600 in
+    scripts/slurm-local.sh's config)."""
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "--oneliner", job_id],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert shown.returncode == 0, f"scontrol show job {job_id}: {shown.stderr}"
+    return dict(field.split("=", 1) for field in shown.stdout.split() if "=" in field)
