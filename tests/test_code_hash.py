@@ -122,6 +122,30 @@ def tokens(text: str) -> list[tuple[int, str]]:
     return [(t.type, t.string) for t in found if t.type not in LAYOUT]
 
 
+def test_a_module_python_imports_is_hashed_whatever_its_encoding_or_newlines(tmp_path):
+    """A strategy module of one's own saved with a byte-order mark, in Latin-1 under a coding
+    declaration, or with Windows newlines: Python imports each, and each hashes as its code."""
+    code = 'import math\nNAME = "\u00e9t\u00e9"  # summer\n'
+    variants = {
+        "utf-8": code.encode(),
+        "bom": b"\xef\xbb\xbf" + code.encode(),
+        "crlf": code.replace("\n", "\r\n").encode(),
+        "latin-1": ("# -*- coding: latin-1 -*-\n" + code).encode("latin-1"),
+    }
+    hashes = {}
+    for name, raw in variants.items():
+        path = tmp_path / name / "module.py"
+        path.parent.mkdir()
+        path.write_bytes(raw)
+        hashes[name] = files_hash([path])
+    # the declaration is a comment; the text Python runs is the same in all four
+    assert len(set(hashes.values())) == 1, hashes
+    changed = tmp_path / "changed" / "module.py"
+    changed.parent.mkdir()
+    changed.write_bytes(b"\xef\xbb\xbf" + code.replace("\u00e9t\u00e9", "hiver").encode())
+    assert files_hash([changed]) != hashes["utf-8"]
+
+
 def test_what_is_hashed_is_every_token_but_comments_and_docstrings():
     """For every source file of the package: the tokens of the hashed text are the file's tokens,
     less its comments and its docstrings (found apart, by the syntax tree), in the same order."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import platform
 import sys
 from collections.abc import Callable
@@ -50,7 +51,8 @@ def _read_source(path: Path) -> tuple[frozenset[Path], bytes]:
     raw = path.read_bytes()
     key = hashlib.sha256(raw).digest()
     if key not in _SOURCES:
-        source = raw.decode()
+        # as Python reads a module: its coding declaration or byte-order mark, newlines as "\n"
+        source = importlib.util.decode_source(raw)
         tree = ast.parse(source)
         digest = hashlib.sha256(code_text(source, tree).encode()).digest()
         _SOURCES[key] = (_imports_in(tree), digest)
