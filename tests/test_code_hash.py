@@ -171,8 +171,8 @@ def test_the_pattern_finds_the_strings_and_comments_the_tokenizer_finds():
     """On every source file of the package; a string's span starts at its quote in the pattern's
     scan, at its prefix (f, r, b) in the tokenizer's, on the same row."""
     if sys.version_info >= (3, 12):
-        # 3.12.1's tokenizer, for one, ends a multi-line string that follows a non-ASCII
-        # character at a column counted in bytes
+        # 3.12.1's tokenizer, for one, ends a multi-line string that holds a non-ASCII character
+        # early, by the character's extra bytes (the string's rows, all the hash uses, are right)
         pytest.skip(
             "the pattern is Python 3.11's grammar, which 3.11's tokenizer checks; 3.12 "
             "and later hash by their own tokenizer"
