@@ -133,6 +133,21 @@ def test_each_input_kind_gets_its_files_and_arguments():
     }  # fmt: skip
 
 
+def test_a_data_root_under_home_reaches_the_jobs_expanded(monkeypatch, tmp_path):
+    """`~` is read as a shell reads it (as in $FEDKD_DATA): a job would take it literally, as a
+    folder named ~ under its working directory."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = read(TINY)
+    cfg["defaults"]["data_root"] = "~/datasets"
+    plan = Plan(cfg)
+    args = shlex.split(plan.partition_args("mnist5k", "iid", "10", "0"))
+    assert args[args.index("--data-root") + 1] == str(tmp_path / "datasets")
+    run = sorted(plan.all_runs())[0]
+    dataset, variant, setting, seed = Path(run).relative_to("results/runs").parts
+    train = shlex.split(plan.train_args(dataset, variant, setting, seed.removeprefix("seed")))
+    assert train[train.index("--data-root") + 1] == cli_value(str(tmp_path / "datasets"))
+
+
 def test_render_options_pass_the_config_through_unchanged():
     cfg = read(TINY)
     plan = Plan(cfg)

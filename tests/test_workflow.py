@@ -558,6 +558,29 @@ def test_a_failed_jobs_reason_is_on_the_console(tmp_path, src, monkeypatch):
     assert said in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
+def test_missing_datasets_are_said_once_before_any_job(tmp_path, src, monkeypatch):
+    """Table 3 of the paper configuration without its data: each missing dataset is named once,
+    in its loader's words, and no job starts (rather than 27 partition jobs failing alike); a dry
+    run still lists the grid."""
+    monkeypatch.delenv("FEDKD_DATA", raising=False)
+    monkeypatch.delenv("FEDKD_DOWNLOAD", raising=False)
+    target = "results/tables/table3.tex"
+    proc = snakemake(tmp_path, PAPER, target, "--cores", "1", src=src, timeout=600, check=False)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "no job was started" in said
+    for name, folder in [
+        ("cifar10", "cifar-10-batches-py"),
+        ("cifar100", "cifar-100-python"),
+        ("tinyimagenet", "tiny-imagenet-200"),
+    ]:
+        assert said.count(f"{name}: neither {tmp_path / 'data' / folder} nor") == 1, said
+    assert not (tmp_path / "results").exists()
+    dry = snakemake(tmp_path, PAPER, target, "-n", src=src, timeout=600)
+    assert "no job was started" not in dry.stdout + dry.stderr
+
+
 # ----------------------------------------------------------------------------- style
 
 

@@ -36,12 +36,26 @@ def partition_args(wc):
     return plan.partition_args(wc.dataset, wc.part, wc.clients, wc.seed)
 
 
+# the datasets the runs still to train read, checked before the first job starts (onstart)
+DATASETS_TO_READ = set()
+
+
 def train_partition(wc):
+    if snakefile.run_reads_data(plan, wc.dataset, wc.variant, wc.setting, wc.seed):
+        DATASETS_TO_READ.add(wc.dataset)
     if not plan.uses_partition_file(wc.dataset):
         return []
     return [
         plan.run_spec(wc.dataset, wc.variant, wc.setting, wc.seed)["partition_file"]
     ]
+
+
+# a missing dataset is said once, in its loader's words, and no job starts; dry runs and job
+# steps on a cluster skip it (Snakemake runs onstart in the main process of a real run only)
+onstart:
+    missing = snakefile.missing_data_message(plan, DATASETS_TO_READ)
+    if missing:
+        raise WorkflowError(missing)
 
 
 def train_args(wc):

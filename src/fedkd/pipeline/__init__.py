@@ -1,8 +1,10 @@
 """The workflow's logic as a tested package (a run's path, its identity, is fedkd.run_paths,
-below the reports that read runs back): a configuration's grids and their size (grid), the plan of runs, partitions and job arguments of a configuration (plan), the
-configuration files' reader (config_file), the config's validation (validation, config_text),
-and the check of a command line's configuration files before Snakemake reads them (precheck).
-The rules in workflow/rules/*.smk are thin adapters over these."""
+below the reports that read runs back): a configuration's grids and their size (grid), the plan
+of runs, partitions and job arguments of a configuration (plan), the configuration files' reader
+(config_file), the config's validation (validation, config_text), the check of a command line's
+configuration files before Snakemake reads them (precheck), and of the datasets the runs still to
+train read before the first job (data_check). The rules in workflow/rules/*.smk are thin
+adapters over these and over what they need beyond Snakemake's own mechanisms (snakefile)."""
 
 import importlib
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import shlex
 from functools import cache, cached_property
 
@@ -55,7 +56,11 @@ class Plan:
     # ------------------------------------------------------------------ run specs
     def keys_of(self, dataset: str) -> dict:
         """The run keys every run on ``dataset`` starts from: defaults < datasets[dataset]."""
-        return {**self.config["defaults"], **(self.config.get("datasets") or {}).get(dataset, {})}
+        keys = {**self.config["defaults"], **(self.config.get("datasets") or {}).get(dataset, {})}
+        if isinstance(keys.get("data_root"), str):
+            # `~` as a shell reads it, as in $FEDKD_DATA: the jobs get the path itself
+            keys["data_root"] = os.path.expanduser(keys["data_root"])
+        return keys
 
     def variant(self, variant: str) -> dict:
         if variant not in self.config["variants"]:

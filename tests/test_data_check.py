@@ -1,0 +1,160 @@
+"""The check made before the first job (fedkd.pipeline.data_check): a dataset whose files are absent
+is reported in its loader's own words; one whose files are there, in any layout its loader reads,
+is left to the jobs without being loaded; downloads allowed, nothing is checked."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import data_fixtures as fx
+from fedkd.data import DATASETS, DatasetNotFoundError, load_dataset
+from fedkd.pipeline import data_check, snakefile
+from fedkd.pipeline.plan import Plan
+
+
+@pytest.fixture(autouse=True)
+def _no_download(monkeypatch):
+    monkeypatch.delenv("FEDKD_DOWNLOAD", raising=False)
+
+
+def loader_says(name: str, root: Path) -> str:
+    with pytest.raises(DatasetNotFoundError) as caught:
+        load_dataset(name, root, download=False)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("name", sorted(data_check.LOOKED_FOR))
+def test_an_absent_dataset_is_reported_in_its_loaders_words(tmp_path, name):
+    assert data_check.missing_datasets({name: str(tmp_path)}) == [loader_says(name, tmp_path)]
+
+
+def test_every_dataset_is_either_looked_for_or_needs_no_files(tmp_path):
+    needs_nothing = sorted(set(DATASETS) - set(data_check.LOOKED_FOR))
+    assert needs_nothing == ["mnist5k", "synthtext"]
+    for name in needs_nothing:
+        load_dataset(name, tmp_path, download=False)  # an empty root serves
+        assert data_check.missing_datasets({name: str(tmp_path)}) == []
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", sorted(data_check.LOOKED_FOR))
+def test_each_name_looked_for_is_one_the_loader_reads(tmp_path, name):
+    """The loader's own "not found" names where it looks; the Tiny-ImageNet cache it reads first
+    is tested by tests/test_data.py::test_tinyimagenet_cache."""
+    said = loader_says(name, tmp_path)
+    for entry in data_check.LOOKED_FOR[name]:
+        if entry == "tiny-imagenet-200.uint8.pt":
+            continue
+        assert str(tmp_path / entry) in said, (entry, said)
+
+
+def _cifar_archive(root):
+    fx.write_cifar10(root)
+    fx.tar_folder(root, "cifar-10-batches-py", "cifar-10-python.tar.gz")
+
+
+def _tiny_folder(root):
+    fx.write_tinyimagenet(root)
+    with zipfile.ZipFile(root / "tiny-imagenet-200.zip") as z:
+        z.extractall(root)
+    (root / "tiny-imagenet-200.zip").unlink()
+
+
+def _tiny_cache(root):
+    fx.write_tinyimagenet(root)
+    load_dataset("tinyimagenet", root, check_md5=False)  # writes the decoded cache
+    (root / "tiny-imagenet-200.zip").unlink()
+
+
+def _text(name, fmt):
+    splits = ("train", "validation", "test") if name == "sst5" else ("train", "test")
+    folder = data_check.LOOKED_FOR[name][0]
+
+    def write(root):
+        for split in splits:
+            fx.write_text_split(root / folder, split, fx.text_rows(20, 4, 0), fmt)
+
+    return write
+
+
+LAYOUTS = {
+    "cifar10 folder": ("cifar10", fx.write_cifar10),
+    "cifar10 archive": ("cifar10", _cifar_archive),
+    "cifar100 folder": ("cifar100", fx.write_cifar100),
+    "tinyimagenet zip": ("tinyimagenet", fx.write_tinyimagenet),
+    "tinyimagenet folder": ("tinyimagenet", _tiny_folder),
+    "tinyimagenet cache": ("tinyimagenet", _tiny_cache),
+    "mnist gz": ("mnist", fx.write_mnist),
+    "mnist raw": ("mnist", lambda root: fx.write_mnist(root, gz=False)),
+    "agnews parquet": ("agnews", _text("agnews", "parquet")),
+    "sst5 csv": ("sst5", _text("sst5", "csv")),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_dataset_in_the_official_layout_is_found_without_loading_it(
+    tmp_path, monkeypatch, layout
+):
+    name, write = LAYOUTS[layout]
+    write(tmp_path)
+
+    def loaded(*args, **kwargs):
+        raise AssertionError(f"{name} was loaded although its files are there")
+
+    monkeypatch.setattr(data_check, "not_found", loaded)
+    assert data_check.missing_datasets({name: str(tmp_path)}) == []
+
+
+def test_downloads_allowed_nothing_is_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDKD_DOWNLOAD", "1")
+    monkeypatch.setattr(data_check, "not_found", lambda *a: pytest.fail("checked"))
+    assert data_check.missing_datasets(dict.fromkeys(data_check.LOOKED_FOR, str(tmp_path))) == []
+
+
+def test_the_data_root_is_the_configured_one_else_fedkd_data_else_data(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FEDKD_DATA", raising=False)
+    assert data_check.data_root(None) == tmp_path / "data"
+    monkeypatch.setenv("FEDKD_DATA", str(tmp_path / "elsewhere"))
+    assert data_check.data_root(None) == tmp_path / "elsewhere"
+    assert data_check.data_root("mine") == Path("mine")
+    (tmp_path / "elsewhere" / "cifar-10-python.tar.gz").parent.mkdir()
+    (tmp_path / "elsewhere" / "cifar-10-python.tar.gz").touch()
+    reasons = data_check.missing_datasets({"cifar10": None, "cifar100": None})
+    assert len(reasons) == 1 and reasons[0].startswith("cifar100: neither ")
+
+
+def test_the_message_lists_each_reason_on_its_own_line():
+    said = data_check.message(["cifar10: neither a nor b exists", "mnist: c does not exist"])
+    lines = said.splitlines()
+    assert "no job was started" in lines[0]
+    assert lines[1:3] == ["  cifar10: neither a nor b exists", "  mnist: c does not exist"]
+
+
+# ----------------------------------------------------------------------------- which runs count
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_run_counts_while_a_file_of_its_train_or_partition_job_is_missing(tmp_path, monkeypatch):
+    import yaml
+
+    plan = Plan(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()))
+    run = next(r for r in sorted(plan.all_runs()) if r.startswith("results/runs/cifar10/"))
+    dataset, variant, setting, seed = Path(run).relative_to("results/runs").parts
+    seed = seed.removeprefix("seed")
+    monkeypatch.chdir(tmp_path)
+    made = [Path(run, "run.json"), Path(run, "metrics.parquet")]
+    made.append(Path(plan.run_spec(dataset, variant, setting, seed)["partition_file"]))
+    for path in made:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    assert not snakefile.run_reads_data(plan, dataset, variant, setting, seed)
+    for path in made:
+        path.unlink()
+        assert snakefile.run_reads_data(plan, dataset, variant, setting, seed), path
+        path.touch()
