@@ -581,6 +581,27 @@ def test_missing_datasets_are_said_once_before_any_job(tmp_path, src, monkeypatc
     assert "no job was started" not in dry.stdout + dry.stderr
 
 
+@pytest.mark.slow
+def test_no_hooks_starts_the_jobs_without_the_data_check(tmp_path, src, monkeypatch):
+    """Snakemake's --no-hooks leaves the check out: the partition job starts and says what is
+    missing itself (the runs whose data is there would train meanwhile)."""
+    monkeypatch.delenv("FEDKD_DATA", raising=False)
+    monkeypatch.delenv("FEDKD_DOWNLOAD", raising=False)
+    run = next(
+        r for r in sorted(all_runs(read_config(PAPER))) if r.startswith("results/runs/cifar10/")
+    )
+    target = f"{run}/run.json"
+    checked = snakemake(tmp_path, PAPER, target, "--cores", "1", src=src, check=False)
+    assert checked.returncode != 0 and "no job was started" in checked.stderr
+    assert "fedkd partition: error" not in checked.stdout + checked.stderr
+    unchecked = snakemake(
+        tmp_path, PAPER, target, "--cores", "1", "--no-hooks", src=src, check=False
+    )
+    said = unchecked.stdout + unchecked.stderr
+    assert unchecked.returncode != 0 and "no job was started" not in said
+    assert "fedkd partition: error: cifar10: neither " in said
+
+
 # ----------------------------------------------------------------------------- style
 
 

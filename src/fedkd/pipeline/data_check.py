@@ -76,5 +76,6 @@ def message(reasons: list[str]) -> str:
     lines = "\n".join(f"  {r}" for r in reasons)
     return (
         f"fedkd: the runs to train read data that is not there, so no job was started:\n{lines}\n"
-        "docs/datasets.md lists each dataset's files."
+        "docs/datasets.md lists each dataset's files. Snakemake's --no-hooks skips this check: the\n"
+        "runs on the datasets that are there train, and the jobs of the others fail."
     )
