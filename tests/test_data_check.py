@@ -114,6 +114,30 @@ def test_downloads_allowed_nothing_is_checked(tmp_path, monkeypatch):
     assert data_check.missing_datasets(dict.fromkeys(data_check.LOOKED_FOR, str(tmp_path))) == []
 
 
+def test_a_path_that_cannot_be_looked_at_is_left_to_the_jobs(tmp_path, monkeypatch):
+    def refused(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "exists", refused)
+    monkeypatch.setattr(data_check, "not_found", lambda *a: pytest.fail("loaded"))
+    assert data_check.missing_datasets({"cifar10": str(tmp_path)}) == []
+
+
+def test_the_check_imports_no_torch_when_nothing_is_absent(tmp_path):
+    """The workflow's process does not import torch; the check adds it only to ask a loader."""
+    import subprocess
+    import sys
+
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    code = (
+        "import sys; from fedkd.pipeline import data_check; "
+        f"r = data_check.missing_datasets({{'mnist5k': None, 'cifar10': {str(tmp_path)!r}}}); "
+        "print(r, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["[]", "False"]
+
+
 def test_the_data_root_is_the_configured_one_else_fedkd_data_else_data(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FEDKD_DATA", raising=False)

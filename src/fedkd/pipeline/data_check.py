@@ -39,22 +39,30 @@ def data_root(configured: str | None) -> Path:
 def missing_datasets(roots: dict[str, str | None]) -> list[str]:
     """For each dataset (name → its configured data_root, or None) whose files are absent, its
     loader's message saying what to place where; sorted by dataset."""
-    from fedkd.data.base import download_allowed
-
-    if download_allowed(None):
-        return []
-    reasons = []
+    absent = {}
     for name in sorted(roots):
         looked_for = LOOKED_FOR.get(name)
         if looked_for is None:  # mnist5k, synthtext: no files
             continue
         root = data_root(roots[name])
-        if any((root / entry).exists() for entry in looked_for):
-            continue
-        reason = not_found(name, root)
-        if reason:
-            reasons.append(reason)
-    return reasons
+        if not any(_there(root / entry) for entry in looked_for):
+            absent[name] = root
+    if not absent:
+        return []  # without importing torch (fedkd.data.base), a second and more
+    from fedkd.data.base import download_allowed
+
+    if download_allowed(None):
+        return []
+    return [reason for name, root in absent.items() if (reason := not_found(name, root))]
+
+
+def _there(path: Path) -> bool:
+    """Whether ``path`` exists; one that cannot be looked at (no permission) counts, for its job
+    to say what is wrong."""
+    try:
+        return path.exists()
+    except OSError:
+        return True
 
 
 def not_found(name: str, root: Path) -> str | None:
