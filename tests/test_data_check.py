@@ -28,7 +28,7 @@ def loader_says(name: str, root: Path) -> str:
 
 @pytest.mark.parametrize("name", sorted(data_check.LOOKED_FOR))
 def test_an_absent_dataset_is_reported_in_its_loaders_words(tmp_path, name):
-    assert data_check.missing_datasets({name: str(tmp_path)}) == [loader_says(name, tmp_path)]
+    assert data_check.missing_datasets({name: str(tmp_path)}) == {name: loader_says(name, tmp_path)}
 
 
 def test_every_dataset_is_either_looked_for_or_needs_no_files(tmp_path):
@@ -36,7 +36,7 @@ def test_every_dataset_is_either_looked_for_or_needs_no_files(tmp_path):
     assert needs_nothing == ["mnist5k", "synthtext"]
     for name in needs_nothing:
         load_dataset(name, tmp_path, download=False)  # an empty root serves
-        assert data_check.missing_datasets({name: str(tmp_path)}) == []
+        assert data_check.missing_datasets({name: str(tmp_path)}) == {}
     assert not any(tmp_path.iterdir())
 
 
@@ -105,13 +105,13 @@ def test_a_dataset_in_the_official_layout_is_found_without_loading_it(
         raise AssertionError(f"{name} was loaded although its files are there")
 
     monkeypatch.setattr(data_check, "not_found", loaded)
-    assert data_check.missing_datasets({name: str(tmp_path)}) == []
+    assert data_check.missing_datasets({name: str(tmp_path)}) == {}
 
 
 def test_downloads_allowed_nothing_is_checked(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDKD_DOWNLOAD", "1")
     monkeypatch.setattr(data_check, "not_found", lambda *a: pytest.fail("checked"))
-    assert data_check.missing_datasets(dict.fromkeys(data_check.LOOKED_FOR, str(tmp_path))) == []
+    assert data_check.missing_datasets(dict.fromkeys(data_check.LOOKED_FOR, str(tmp_path))) == {}
 
 
 def test_a_path_that_cannot_be_looked_at_is_left_to_the_jobs(tmp_path, monkeypatch):
@@ -120,7 +120,7 @@ def test_a_path_that_cannot_be_looked_at_is_left_to_the_jobs(tmp_path, monkeypat
 
     monkeypatch.setattr(Path, "exists", refused)
     monkeypatch.setattr(data_check, "not_found", lambda *a: pytest.fail("loaded"))
-    assert data_check.missing_datasets({"cifar10": str(tmp_path)}) == []
+    assert data_check.missing_datasets({"cifar10": str(tmp_path)}) == {}
 
 
 def test_the_check_imports_no_torch_when_nothing_is_absent(tmp_path):
@@ -135,7 +135,7 @@ def test_the_check_imports_no_torch_when_nothing_is_absent(tmp_path):
         "print(r, 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["[]", "False"]
+    assert out.stdout.split() == ["{}", "False"]
 
 
 def test_the_data_root_is_the_configured_one_else_fedkd_data_else_data(tmp_path, monkeypatch):
@@ -148,7 +148,7 @@ def test_the_data_root_is_the_configured_one_else_fedkd_data_else_data(tmp_path,
     (tmp_path / "elsewhere" / "cifar-10-python.tar.gz").parent.mkdir()
     (tmp_path / "elsewhere" / "cifar-10-python.tar.gz").touch()
     reasons = data_check.missing_datasets({"cifar10": None, "cifar100": None})
-    assert len(reasons) == 1 and reasons[0].startswith("cifar100: neither ")
+    assert list(reasons) == ["cifar100"] and reasons["cifar100"].startswith("cifar100: neither ")
 
 
 def test_the_message_lists_each_reason_on_its_own_line():
@@ -156,6 +156,84 @@ def test_the_message_lists_each_reason_on_its_own_line():
     lines = said.splitlines()
     assert "no job was started" in lines[0]
     assert lines[1:3] == ["  cifar10: neither a nor b exists", "  mnist: c does not exist"]
+
+
+# ----------------------------------------------------------------------------- tokenizers, weights
+
+
+def tokenizer_folder(path: Path) -> Path:
+    """A Hugging Face tokenizer made of data files, saved where a run can name it."""
+    from transformers import DistilBertTokenizerFast
+
+    vocab = path.with_suffix(".txt")
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "news", "sport"]))
+    DistilBertTokenizerFast(vocab_file=str(vocab)).save_pretrained(path)
+    return path
+
+
+def distilbert_folder(path: Path) -> Path:
+    from transformers import DistilBertModel
+
+    from fedkd.models.text import small_config
+
+    DistilBertModel(small_config(20, 0, 8, {"n_layers": 1})).save_pretrained(path)
+    return path
+
+
+def text_spec(root, **keys) -> dict:
+    return {"dataset": "agnews", "data_root": str(root), "model": "auto", **keys}
+
+
+def test_a_text_datasets_tokenizer_and_pretrained_model_are_checked_when_its_data_is_there(
+    tmp_path,
+):
+    _text("agnews", "csv")(tmp_path)
+    tokenizer, no_tokenizer = tokenizer_folder(tmp_path / "tok"), str(tmp_path / "no-tok")
+    weights, no_weights = distilbert_folder(tmp_path / "bert"), str(tmp_path / "no-bert")
+    there = text_spec(
+        tmp_path, dataset_options={"tokenizer": str(tokenizer)},
+        model_options={"pretrained": str(weights)},
+    )  # fmt: skip
+    assert data_check.missing_inputs([there]) == []
+    missing = text_spec(
+        tmp_path, dataset_options={"tokenizer": no_tokenizer},
+        model_options={"pretrained": no_weights},
+    )  # fmt: skip
+    reasons = data_check.missing_inputs([there, missing])
+    assert len(reasons) == 2
+    assert reasons[0].startswith(f"tokenizer {no_tokenizer!r} is not available")
+    assert reasons[1].startswith(f"pretrained DistilBERT {no_weights!r} is not in the local")
+    assert "model_options {pretrained: null}" in reasons[1]
+    # a word vocabulary needs no tokenizer; no pretrained weights asked, none checked
+    words = text_spec(tmp_path, dataset_options={"tokenizer": "word"}, model_options={})
+    assert data_check.missing_inputs([words]) == []
+
+
+def test_without_the_data_only_the_data_is_named(tmp_path):
+    spec = text_spec(tmp_path, dataset_options={"tokenizer": str(tmp_path / "no-tok")})
+    assert data_check.missing_inputs([spec]) == [loader_says("agnews", tmp_path)]
+
+
+def test_downloads_allowed_the_tokenizer_is_left_to_the_jobs_but_not_the_weights(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("FEDKD_DOWNLOAD", "1")
+    no_weights = str(tmp_path / "no-bert")
+    spec = text_spec(
+        tmp_path, dataset_options={"tokenizer": str(tmp_path / "no-tok")},
+        model_options={"pretrained": no_weights},
+    )  # fmt: skip
+    reasons = data_check.missing_inputs([spec])
+    assert len(reasons) == 1 and no_weights in reasons[0]
+
+
+def test_pretrained_weights_are_checked_for_distilbert_runs_only(tmp_path):
+    no_weights = str(tmp_path / "no-bert")
+    # synthtext trains distilbert ("auto") and needs no files
+    spec = {"dataset": "synthtext", "model": "auto", "model_options": {"pretrained": no_weights}}
+    assert len(data_check.missing_inputs([spec])) == 1
+    cnn = {"dataset": "mnist5k", "model": "cnn", "model_options": {"pretrained": no_weights}}
+    assert data_check.missing_inputs([cnn]) == []
 
 
 # ----------------------------------------------------------------------------- which runs count
@@ -177,8 +255,8 @@ def test_a_run_counts_while_a_file_of_its_train_or_partition_job_is_missing(tmp_
     for path in made:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
-    assert not snakefile.run_reads_data(plan, dataset, variant, setting, seed)
+    assert not snakefile.run_will_train(plan, dataset, variant, setting, seed)
     for path in made:
         path.unlink()
-        assert snakefile.run_reads_data(plan, dataset, variant, setting, seed), path
+        assert snakefile.run_will_train(plan, dataset, variant, setting, seed), path
         path.touch()

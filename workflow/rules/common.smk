@@ -36,13 +36,13 @@ def partition_args(wc):
     return plan.partition_args(wc.dataset, wc.part, wc.clients, wc.seed)
 
 
-# the datasets the runs still to train read, checked before the first job starts (onstart)
-DATASETS_TO_READ = set()
+# the runs still to train: what they read is checked before the first job starts (onstart)
+RUNS_TO_TRAIN = set()
 
 
 def train_partition(wc):
-    if snakefile.run_reads_data(plan, wc.dataset, wc.variant, wc.setting, wc.seed):
-        DATASETS_TO_READ.add(wc.dataset)
+    if snakefile.run_will_train(plan, wc.dataset, wc.variant, wc.setting, wc.seed):
+        RUNS_TO_TRAIN.add((wc.dataset, wc.variant, wc.setting, wc.seed))
     if not plan.uses_partition_file(wc.dataset):
         return []
     return [
@@ -50,10 +50,10 @@ def train_partition(wc):
     ]
 
 
-# a missing dataset is said once, in its loader's words, and no job starts; dry runs and job
-# steps on a cluster skip it (Snakemake runs onstart in the main process of a real run only)
+# a missing dataset, tokenizer or pretrained model is said once and no job starts; dry runs and
+# job steps on a cluster skip it (Snakemake runs onstart in the main process of a real run only)
 onstart:
-    missing = snakefile.missing_data_message(plan, DATASETS_TO_READ)
+    missing = snakefile.missing_inputs_message(plan, RUNS_TO_TRAIN)
     if missing:
         raise WorkflowError(missing)
 

@@ -1,12 +1,16 @@
-"""Before the first job starts: is each dataset that the runs still to train read where its loader
-looks? A missing one is said once, in its loader's words, and no job starts (rather than every
-partition job of the dataset failing with the same message).
+"""Before the first job starts: is what the runs still to train read there? Each dataset where its
+loader looks, the Hugging Face tokenizer of a text dataset, and the pretrained DistilBERT a run
+asks for. What is missing is said once, in the loader's or the model's words, and no job starts
+(rather than every partition job of a dataset failing with the same message, or a run asking for
+pretrained weights it cannot find training a small DistilBERT from scratch under their name, as
+fedkd.models.text falls back to with a warning in its log only).
 
-The check is cheap and errs towards starting: a dataset is taken as present when any of the names
-its loader looks for exists under its data root (the jobs read it and say what is wrong with it);
-otherwise its loader is asked, with downloads off, and only its "not found" counts. With
-``FEDKD_DOWNLOAD=1`` nothing is checked: the jobs fetch what is missing. Not checked: the Hugging
-Face tokenizer a text dataset's default options read (its jobs name it when it is missing).
+The dataset check is cheap and errs towards starting: a dataset is taken as present when any of
+the names its loader looks for exists under its data root (the jobs read it and say what is
+wrong with it); otherwise its loader is asked, with downloads off, and only its "not found"
+counts. With ``FEDKD_DOWNLOAD=1`` the jobs fetch missing datasets and tokenizers, which are not
+checked then; pretrained weights are never downloaded by a run, so they are checked always. Not
+checked: a strategy's second dataset (FedDF's unlabelled set); its jobs name it when missing.
 
 The names live here, not in the loaders (fedkd.data.cifar, .mnist, .tinyimagenet, .text): a
 loader's source is part of the code hash of every run on its dataset, so moving them there would
@@ -36,9 +40,9 @@ def data_root(configured: str | None) -> Path:
     return Path(os.environ.get("FEDKD_DATA") or "data").expanduser().resolve()
 
 
-def missing_datasets(roots: dict[str, str | None]) -> list[str]:
-    """For each dataset (name → its configured data_root, or None) whose files are absent, its
-    loader's message saying what to place where; sorted by dataset."""
+def missing_datasets(roots: dict[str, str | None]) -> dict[str, str]:
+    """Each dataset (of ``roots``: name → its configured data_root, or None) whose files are
+    absent → its loader's message saying what to place where; in the order of the names."""
     absent = {}
     for name in sorted(roots):
         looked_for = LOOKED_FOR.get(name)
@@ -48,12 +52,13 @@ def missing_datasets(roots: dict[str, str | None]) -> list[str]:
         if not any(_there(root / entry) for entry in looked_for):
             absent[name] = root
     if not absent:
-        return []  # without importing torch (fedkd.data.base), a second and more
+        return {}  # without importing torch (fedkd.data.base), a second and more
     from fedkd.data.base import download_allowed
 
     if download_allowed(None):
-        return []
-    return [reason for name, root in absent.items() if (reason := not_found(name, root))]
+        return {}
+    reasons = {name: not_found(name, root) for name, root in absent.items()}
+    return {name: reason for name, reason in reasons.items() if reason}
 
 
 def _there(path: Path) -> bool:
@@ -79,11 +84,83 @@ def not_found(name: str, root: Path) -> str | None:
     return None
 
 
+def missing_tokenizers(names) -> list[str]:
+    """For each Hugging Face tokenizer in ``names`` that cannot be read from the local cache, what
+    a text loader says (fedkd.data.text.HFTokenizer); none is checked where downloads are allowed."""
+    from fedkd.data.base import DatasetNotFoundError, download_allowed
+    from fedkd.data.text import HFTokenizer
+
+    if download_allowed(None):
+        return []
+    reasons = []
+    for name in sorted(names):
+        try:
+            HFTokenizer(name, download=False)
+        except DatasetNotFoundError as exc:
+            reasons.append(str(exc))
+    return reasons
+
+
+def missing_weights(names) -> list[str]:
+    """For each pretrained DistilBERT in ``names`` that the model cannot load from local files
+    (fedkd.models.text.load_pretrained, which would fall back to a small encoder), what to do."""
+    import warnings
+
+    from fedkd.models.text import load_pretrained
+
+    reasons = []
+    for name in sorted(names):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its warning is for a run's log; this says it here
+            found = load_pretrained(name) is not None
+        if not found:
+            reasons.append(
+                f"pretrained DistilBERT {name!r} is not in the local Hugging Face cache "
+                "(HF_HOME) nor a folder of that name, and its runs would train a small "
+                "DistilBERT from scratch under its name; download it into the cache where the "
+                "network is reachable, or set model_options {pretrained: null} to train the small "
+                "encoder on purpose"
+            )
+    return reasons
+
+
+# the text datasets whose loader tokenises with a Hugging Face tokenizer unless told otherwise
+TOKENIZED = ("agnews", "sst5")
+
+
+def missing_inputs(specs) -> list[str]:
+    """What the runs of ``specs`` (run specs as the plan gives them: dataset, data_root, model,
+    model_options, dataset_options) read that is not there, one reason each: datasets, then
+    tokenizers (of datasets that are there), then pretrained weights."""
+    from fedkd.data import default_model
+
+    specs = list(specs)
+    roots = {spec["dataset"]: spec.get("data_root") for spec in specs}
+    absent = missing_datasets(roots)
+    reasons = list(absent.values())
+    text = [s for s in specs if s["dataset"] in TOKENIZED and s["dataset"] not in absent]
+    if text:
+        from fedkd.data.text import DEFAULT_TOKENIZER
+
+        tokenizers = {
+            (s.get("dataset_options") or {}).get("tokenizer", DEFAULT_TOKENIZER) for s in text
+        }
+        reasons += missing_tokenizers(tokenizers - {"word"})
+    weights = {
+        (s.get("model_options") or {}).get("pretrained")
+        for s in specs
+        if (default_model(s["dataset"]) if s.get("model", "auto") == "auto" else s["model"])
+        == "distilbert"
+    }
+    reasons += missing_weights(weights - {None, ""})
+    return reasons
+
+
 def message(reasons: list[str]) -> str:
-    """What the workflow prints, before any job, when datasets are missing."""
+    """What the workflow prints, before any job, when something the runs read is missing."""
     lines = "\n".join(f"  {r}" for r in reasons)
     return (
-        f"fedkd: the runs to train read data that is not there, so no job was started:\n{lines}\n"
-        "docs/datasets.md lists each dataset's files. Snakemake's --no-hooks skips this check: the\n"
-        "runs on the datasets that are there train, and the jobs of the others fail."
+        f"fedkd: the runs to train read what is not there, so no job was started:\n{lines}\n"
+        "docs/datasets.md lists each dataset's files. Snakemake's --no-hooks skips this check\n"
+        "(docs/pipeline.md says what the jobs then do)."
     )

@@ -77,10 +77,10 @@ def refuse_linked_run_files(dataset: str, variant: str, setting: str, seed: str)
     files.refuse_links_below("results/logs/train", [*parts[:-1], f"{parts[-1]}.log"])
 
 
-def run_reads_data(plan: Plan, dataset: str, variant: str, setting: str, seed: str) -> bool:
-    """Whether this run's train job, or the partition job before it, is sure to read its dataset:
-    one of their outputs is missing. A run re-trained for another reason (its code changed) is not
-    counted; its jobs say what is missing, as they read the data."""
+def run_will_train(plan: Plan, dataset: str, variant: str, setting: str, seed: str) -> bool:
+    """Whether this run's train job (and the partition job before it) is sure to run: one of their
+    outputs is missing. A run re-trained for another reason (its code changed) is not counted; its
+    jobs say what is missing, as they read it."""
     run = Path("results/runs", dataset, variant, setting, f"seed{seed}")
     made = [run / "run.json", run / "metrics.parquet"]
     if plan.uses_partition_file(dataset):
@@ -88,13 +88,12 @@ def run_reads_data(plan: Plan, dataset: str, variant: str, setting: str, seed: s
     return not all(path.exists() for path in made)
 
 
-def missing_data_message(plan: Plan, datasets) -> str | None:
-    """Before the first job: what to place where for each of ``datasets`` whose files are absent
-    from its data root (fedkd.pipeline.data_check), or None when none is."""
+def missing_inputs_message(plan: Plan, runs) -> str | None:
+    """Before the first job: what is missing of what ``runs`` (dataset, variant, setting, seed)
+    read, datasets, tokenizers and pretrained weights (fedkd.pipeline.data_check), or None."""
     from fedkd.pipeline import data_check
 
-    roots = {d: plan.keys_of(d).get("data_root") for d in datasets}
-    reasons = data_check.missing_datasets(roots)
+    reasons = data_check.missing_inputs(plan.run_spec(*run) for run in sorted(runs))
     return data_check.message(reasons) if reasons else None
 
 
