@@ -90,6 +90,37 @@ def test_a_device_the_machine_lacks_is_named_with_the_fix_before_any_output(
     assert not out.exists()
 
 
+def test_pretrained_weights_that_are_not_on_disk_are_named_before_any_output(tmp_path, capsys):
+    """The model would fall back to a small DistilBERT trained from scratch, recorded under the
+    pretrained model's name; `fedkd train` refuses instead, and says how to ask for that model."""
+    out, missing = tmp_path / "run", str(tmp_path / "no-such-bert")
+    argv = [
+        "train", "--out", str(out), "--dataset", "synthtext", "--model", "distilbert",
+        "--model-options", f"{{pretrained: {missing}}}", "--rounds", "1",
+    ]  # fmt: skip
+    err = refused(argv, capsys)
+    assert f"fedkd train: error: pretrained DistilBERT {missing!r} is not in the local" in err
+    assert "or set model_options {pretrained: null}" in err
+    assert not out.exists()
+
+
+def test_a_run_resuming_from_its_checkpoint_is_not_asked_for_the_weights(tmp_path, monkeypatch):
+    """It rebuilds the model it saved: a model of another size would fail to load the checkpoint."""
+    from fedkd import cli
+    from fedkd.config import RunSpec
+    from fedkd.pipeline import data_check
+
+    asked = []
+    monkeypatch.setattr(data_check, "missing_weights", lambda names: asked.append(names) or ["x"])
+    spec = RunSpec(dataset="synthtext", model="auto", model_options={"pretrained": "bert"})
+    with pytest.raises(ValueError, match="^x$"):
+        cli.refuse_missing_weights(spec, tmp_path)
+    (tmp_path / "checkpoint.pt").touch()
+    cli.refuse_missing_weights(spec, tmp_path)
+    cli.refuse_missing_weights(RunSpec(dataset="mnist5k", model="cnn"), tmp_path / "new")
+    assert asked == [["bert"]]
+
+
 def test_features_on_a_device_the_machine_lacks_is_named(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     run = tmp_path / "run"
