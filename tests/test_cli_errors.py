@@ -106,7 +106,6 @@ def test_pretrained_weights_that_are_not_on_disk_are_named_before_any_output(tmp
 
 def test_a_run_resuming_from_its_checkpoint_is_not_asked_for_the_weights(tmp_path, monkeypatch):
     """It rebuilds the model it saved: a model of another size would fail to load the checkpoint."""
-    from fedkd import cli
     from fedkd.config import RunSpec
     from fedkd.pipeline import data_check
 
@@ -114,10 +113,10 @@ def test_a_run_resuming_from_its_checkpoint_is_not_asked_for_the_weights(tmp_pat
     monkeypatch.setattr(data_check, "missing_weights", lambda names: asked.append(names) or ["x"])
     spec = RunSpec(dataset="synthtext", model="auto", model_options={"pretrained": "bert"})
     with pytest.raises(ValueError, match="^x$"):
-        cli.refuse_missing_weights(spec, tmp_path)
+        data_check.refuse_missing_weights(spec, tmp_path)
     (tmp_path / "checkpoint.pt").touch()
-    cli.refuse_missing_weights(spec, tmp_path)
-    cli.refuse_missing_weights(RunSpec(dataset="mnist5k", model="cnn"), tmp_path / "new")
+    data_check.refuse_missing_weights(spec, tmp_path)
+    data_check.refuse_missing_weights(RunSpec(dataset="mnist5k", model="cnn"), tmp_path / "new")
     assert asked == [["bert"]]
 
 

@@ -157,29 +157,14 @@ def check_writable_out(out: str | Path) -> None:
         raise read_only_out(out, folder)
 
 
-def refuse_missing_weights(spec, out: Path) -> None:
-    """A run asking for pretrained weights that are not on disk does not start: the model would
-    train a small DistilBERT from scratch under their name (fedkd.models.text falls back, with a
-    warning only). A run resuming from its checkpoint is left alone: it rebuilds the model it
-    saved, and a model of another size fails to load that checkpoint."""
-    from fedkd.files import CHECKPOINT
-    from fedkd.pipeline.data_check import missing_weights
-
-    pretrained = (spec.model_options or {}).get("pretrained")
-    if spec.resolved_model != "distilbert" or not pretrained or (out / CHECKPOINT).exists():
-        return
-    reasons = missing_weights([pretrained])
-    if reasons:
-        raise ValueError(reasons[0])
-
-
 def cmd_train(args) -> int:
     from fedkd.engine.run import Run
+    from fedkd.pipeline import data_check
 
     check_output_path(args.out, "directory")
     check_writable_out(args.out)
     spec = _spec_from_args(args)
-    refuse_missing_weights(spec, Path(args.out))
+    data_check.refuse_missing_weights(spec, Path(args.out))
     labels = dict(parse_label(t) for t in args.label or [])
     try:
         record = Run(spec, args.out, labels=labels).run()

@@ -11,6 +11,7 @@ wrong with it); otherwise its loader is asked, with downloads off, and only its 
 counts. With ``FEDKD_DOWNLOAD=1`` the jobs fetch missing datasets and tokenizers, which are not
 checked then; pretrained weights are never downloaded by a run, so they are checked always. Not
 checked: a strategy's second dataset (FedDF's unlabelled set); its jobs name it when missing.
+``fedkd train`` makes the weights check too, before a run starts (``refuse_missing_weights``).
 
 The names live here, not in the loaders (fedkd.data.cifar, .mnist, .tinyimagenet, .text): a
 loader's source is part of the code hash of every run on its dataset, so moving them there would
@@ -124,6 +125,29 @@ def missing_weights(names) -> list[str]:
     return reasons
 
 
+def pretrained_asked(dataset: str, model: str, model_options: dict | None) -> str | None:
+    """The pretrained DistilBERT a run asks for, or None (model "auto" is its dataset's model)."""
+    from fedkd.data import default_model
+
+    if (default_model(dataset) if model == "auto" else model) != "distilbert":
+        return None
+    return (model_options or {}).get("pretrained") or None
+
+
+def refuse_missing_weights(spec, out: Path) -> None:
+    """``fedkd train``'s check: a run (a RunSpec, writing to ``out``) asking for pretrained weights
+    that are not on disk does not start. A run resuming from its checkpoint is left alone: it
+    rebuilds the model it saved, and a model of another size fails to load that checkpoint."""
+    from fedkd.files import CHECKPOINT
+
+    pretrained = pretrained_asked(spec.dataset, spec.model, spec.model_options)
+    if not pretrained or (out / CHECKPOINT).exists():
+        return
+    reasons = missing_weights([pretrained])
+    if reasons:
+        raise ValueError(reasons[0])
+
+
 # the text datasets whose loader tokenises with a Hugging Face tokenizer unless told otherwise
 TOKENIZED = ("agnews", "sst5")
 
@@ -132,8 +156,6 @@ def missing_inputs(specs) -> list[str]:
     """What the runs of ``specs`` (run specs as the plan gives them: dataset, data_root, model,
     model_options, dataset_options) read that is not there, one reason each: datasets, then
     tokenizers (of datasets that are there), then pretrained weights."""
-    from fedkd.data import default_model
-
     specs = list(specs)
     roots = {spec["dataset"]: spec.get("data_root") for spec in specs}
     absent = missing_datasets(roots)
@@ -147,12 +169,10 @@ def missing_inputs(specs) -> list[str]:
         }
         reasons += missing_tokenizers(tokenizers - {"word"})
     weights = {
-        (s.get("model_options") or {}).get("pretrained")
+        pretrained_asked(s["dataset"], s.get("model", "auto"), s.get("model_options"))
         for s in specs
-        if (default_model(s["dataset"]) if s.get("model", "auto") == "auto" else s["model"])
-        == "distilbert"
     }
-    reasons += missing_weights(weights - {None, ""})
+    reasons += missing_weights(weights - {None})
     return reasons
 
 
