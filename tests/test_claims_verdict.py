@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from fedkd.report.claims.claim import Claim
 from fedkd.report.claims.compare import Comparison
 from fedkd.report.claims.evaluate import _average
+from fedkd.report.claims.residual import two_way_residual
 from fedkd.report.claims.verdict import (
     ALPHA,
     MAX_SEEDS,
@@ -30,7 +31,6 @@ from fedkd.report.claims.verdict import (
     t_quantile,
     t_sf,
     tost_power,
-    two_way_residual,
     verdicts,
 )
 
@@ -195,7 +195,9 @@ def test_the_settings_variance_is_a_diagnostic_only():
     """The verdict takes no setting variance: a contrast is its differences (and the step)."""
     import inspect
 
-    assert list(inspect.signature(contrast).parameters) == ["diffs", "lost", "failed", "step"]
+    assert list(inspect.signature(contrast).parameters) == [
+        "diffs", "lost", "failed", "step", "open_above", "open_below"
+    ]  # fmt: skip
     quiet = {"base": {0: 70.0, 1: 60.0, 2: 65.0}, "treated": {0: 72.1, 1: 62.0, 2: 66.9}}
     collapsed = {**quiet, "moon": {0: 10.0, 1: 10.0, 2: 10.0}}
     assert (
@@ -274,12 +276,67 @@ def test_larger_or_smaller_than_stated_is_what_the_interval_shows(effect, se, g,
         assert v.verdict == "holds"
 
 
-def test_no_spread_is_the_limit_of_the_t_test():
+def test_no_spread_without_a_step_gives_no_verdict():
+    """Three differences that coincide exactly, with no measurement step known to floor their
+    spread: a variance estimated as 0 from three values would let any three coinciding numbers
+    hold (t = ±inf, p 0), so no side is shown, however far from the bound they lie."""
     hyp = Hypothesis()
-    assert verdicts([_est(1.0, 0.0)], hyp)[0].verdict == "holds"
-    assert verdicts([_est(-1.0, 0.0)], hyp)[0].verdict == "contradicted"
-    on = verdicts([_est(0.0, 0.0)], hyp)[0]
-    assert on.verdict == "inconclusive" and on.p_holds == 0.5
+    for diffs in ([1.0, 1.0, 1.0], [-1.0, -1.0, -1.0], [0.0, 0.0, 0.0]):
+        v = verdicts([contrast(diffs)], hyp)[0]
+        assert v.verdict == "inconclusive" and math.isnan(v.p_holds), diffs
+        assert math.isnan(v.p_contradicted)
+    # with the step the floor decides: 1 ± 4.30 · 0.1/√3 lies above 0
+    assert verdicts([contrast([1.0, 1.0, 1.0], step=0.1)], hyp)[0].verdict == "holds"
+    with pytest.raises(ValueError, match="standard error"):
+        hyp.pvalues(1.0, 0.0, 2)
+
+
+def test_an_equivalence_is_contradicted_at_the_nominal_level():
+    """The complement of "within ±m" is two regions; each one-sided test at 2.5% would
+    contradict a true equivalence in up to 5% of cases as m/se shrinks. Bonferroni over the two
+    keeps it at 2.5%: 20,000 simulated rows of 3 seeds with the effect on a margin."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    hyp = Hypothesis("equivalence", "higher", 0.05)
+    contradicted = 0
+    reps = 20_000
+    for x in rng.normal(0.05, 1.0, (reps, 3)):
+        contradicted += verdicts([contrast(x.tolist())], hyp)[0].verdict == "contradicted"
+    assert contradicted / reps <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / reps)
+    # the p of the complement is twice the smaller one-sided p
+    eq = Hypothesis("equivalence", "higher", 1.0)
+    _, against = eq.pvalues(2.0, 0.3, 2)
+    assert against == pytest.approx(2 * t_sf((2.0 - 1.0) / 0.3, 2))
+
+
+@pytest.mark.parametrize("test", ["superiority", "non-inferiority", "stated-gap", "equivalence"])
+@pytest.mark.parametrize("way", ["higher", "lower"])
+def test_a_bound_rules_out_only_the_verdict_it_could_undo(test, way):
+    """Counted differences that are bounds (a target missed, counted as R + 1; a column chosen
+    on the values compared): were the truth above them, only a verdict the truth above could
+    undo is withheld — for a claim in direction "higher" that is a contradiction, never a holds;
+    an equivalence loses both."""
+    hyp = Hypothesis(test, way, 1.0)
+    sign = hyp.sign
+    far = 10.0 * sign  # far on the claimed side of every bound (an equivalence: outside)
+    for above, below in ((True, False), (False, True), (True, True)):
+        holds_off, against_off = hyp.withheld(above, below)
+        if test == "equivalence":
+            assert holds_off and against_off
+            continue
+        # the truth may lie further on the claimed side: holds stands, contradicted does not
+        toward = above if sign > 0 else below
+        away = below if sign > 0 else above
+        assert (holds_off, against_off) == (away, toward)
+        est = Estimate(far, 0.5, 2, 3, open_above=above, open_below=below)
+        v = verdicts([est], hyp)[0]
+        assert v.verdict == ("inconclusive" if away else "holds"), (above, below)
+        assert math.isnan(v.p_holds) == away and math.isnan(v.p_contradicted) == toward
+        opposite = Estimate(-far, 0.5, 2, 3, open_above=above, open_below=below)
+        w = verdicts([opposite], hyp)[0]
+        assert w.verdict == ("inconclusive" if toward else "contradicted"), (above, below)
+    assert hyp.withheld(False, False) == (False, False)
 
 
 def test_power_only_from_five_seeds_on():

@@ -57,12 +57,32 @@ def pick_best_of(
     statistic of a run, used where some candidate has no validation accuracy (always, when not
     ``by_validation``: rounds to a target rank by rounds). With validation accuracy the choice
     never reads the test set."""
+    df, chosen, _ = best_of_choices(
+        df, keys, opts, fallback, higher_better=higher_better, partial_ok=partial_ok,
+        by_validation=by_validation,
+    )  # fmt: skip
+    return df, chosen
+
+
+def best_of_choices(
+    df: pd.DataFrame,
+    keys: list[str],
+    opts: Options,
+    fallback: Callable[[pd.DataFrame, str], float | None],
+    *,
+    higher_better: bool = True,
+    partial_ok: bool = False,
+    by_validation: bool = True,
+) -> tuple[pd.DataFrame, dict[tuple[tuple, str], str], dict[tuple[tuple, str], int]]:
+    """``pick_best_of``, and {(row, label): candidates} for the choices made on ``fallback``,
+    the statistic of the test set (a test comparing the chosen variant on it needs to know)."""
     sweeps = best_of_option(opts)
     if not sweeps or df.empty:
-        return df, {}
+        return df, {}, {}
     ddof = opts.ddof()
     drop: set[tuple[str, str]] = set()  # (label, run)
     chosen: dict[tuple[tuple, str], str] = {}
+    on_test: dict[tuple[tuple, str], int] = {}
     for row, by_label in group_runs(df[df["label"].isin(sweeps)], keys).items():
         for label, runs in by_label.items():
             listed = sweeps[label]
@@ -89,11 +109,13 @@ def pick_best_of(
                     for v in candidates
                 }
                 better_high = higher_better
+                if len(candidates) > 1:
+                    on_test[(row, label)] = len(candidates)
             best = _best(candidates, scores, better_high)
             chosen[(row, label)] = best
             drop |= {(label, run) for v in candidates if v != best for run in by_variant[v]}
     keep = [(lab, run) not in drop for lab, run in zip(df["label"], df["run"], strict=True)]
-    return df[keep].reset_index(drop=True), chosen
+    return df[keep].reset_index(drop=True), chosen, on_test
 
 
 def _best_validation(rows: pd.DataFrame, status: str) -> float:

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from fedkd.collapse import MARK
 from fedkd.report.claims.claim import Claim, stands_for
 from fedkd.report.claims.paper_check import trend_ends
+from fedkd.report.claims.residual import Residual
 from fedkd.report.claims.runs import SettingValues, setting_text
-from fedkd.report.claims.verdict import Residual, Verdict
+from fedkd.report.claims.verdict import Verdict
 from fedkd.report.names import display_name, paper_dataset_name
 from fedkd.report.text import DASH
 
@@ -38,6 +39,11 @@ class Comparison:
     step: float = 0.0  # the measurement's resolution in the claim's unit (0: not known)
     parts: tuple = ()  # a trend: its (start, end) rows, whose per-seed gaps it differences
     neither_reached: bool = False  # rounds to target: neither method reached it on any seed
+    # some true difference may lie above / below the one counted, and why (verdict.Hypothesis
+    # .withheld says which verdicts that rules out)
+    open_above: bool = False
+    open_below: bool = False
+    open_why: list[str] = field(default_factory=list)
 
 
 def _value_kind(claim: Claim, sub: str, setting: dict):
@@ -87,8 +93,48 @@ def comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict) -> l
             if claim.metric == "rounds_to_target" and diffs and not failed and not missing:
                 never = float(sv.setting["rounds_planned"] + 1)
                 row.neither_reached = all(sv.pair(sub, s) == (never, never) for s in diffs)
+            row.open_above, row.open_below, row.open_why = _bounds(claim, sv, sub, sorted(diffs))
             out.append(row)
     return out
+
+
+# the statistic a tuned column is chosen on where it reads the test set, and the direction in
+# which the chosen variant is the best: a claim on that statistic knows which way it flatters
+CHOSEN_ON = {"rounds_to_target": "lower", "best": "higher"}
+
+
+def _bounds(claim: Claim, sv: SettingValues, sub: str, seeds: list[int]):
+    """Whether the true per-seed differences may lie above or below those counted, and why: a
+    target a run did not reach is counted as R + 1, the fewest rounds it could need; a column
+    tuned on the test values compared shows its variant better than it is (on the claim's own
+    statistic, in a known direction; on another, either way)."""
+    above = below = False
+    why = []
+    if claim.metric == "rounds_to_target":
+        never = float(sv.setting["rounds_planned"] + 1)
+        pairs = [sv.pair(sub, s) for s in seeds]
+        if any(t == never for t, _ in pairs):  # the treatment needs more rounds than counted
+            above = True
+        if any(b == never for _, b in pairs):
+            below = True
+        if above or below:
+            why.append("a target not reached counts as R + 1 rounds, the fewest it could need")
+    good = CHOSEN_ON.get(claim.metric)
+    for label, sign in ((claim.treatment, 1), (claim.baseline, -1)):
+        if label not in sv.tuned:
+            continue
+        # the chosen variant looks better than it is: its true value lies on the worse side
+        if good is None:
+            above = below = True
+        elif (good == "higher") == (sign > 0):
+            below = True
+        else:
+            above = True
+        why.append(
+            f"{display_name(label)} is the best of {sv.tuned[label]} variants chosen on these "
+            "test values, so it looks better than it is"
+        )
+    return above, below, why
 
 
 def _missing_comparison(claim: Claim, sv: SettingValues, stand_ins: dict) -> Comparison:
@@ -157,6 +203,10 @@ def trend_comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict
             missing=start.missing + end.missing + (0 if lacking else len(lost)),
             parts=(start, end),
             step=max(start.step, end.step),
+            # the change end − start: the start's bounds point the other way
+            open_above=end.open_above or start.open_below,
+            open_below=end.open_below or start.open_above,
+            open_why=list(dict.fromkeys(start.open_why + end.open_why)),
         ))  # fmt: skip
     if not out and reasons:
         out.append(Comparison(rows[0].table if rows else "", {}, DASH, {}, 0, reasons[:1],

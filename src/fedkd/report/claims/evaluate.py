@@ -86,6 +86,7 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict,
         r.verdict = v
         _note_no_spread(r, h)
         _note_floor(r, est)
+        _note_withheld(r, h)
     result.rows = rows
     if claim.aggregate == "mean":
         result.average = _average(claim, rows)
@@ -124,8 +125,19 @@ def _note_no_spread(r: Comparison, hyp: Hypothesis) -> None:
         return
     r.notes.append(
         "no spread at all between the pair's per-seed differences, and no measurement step "
-        "known to floor it: the t-test's limit decides (p 0 beyond the bound, 0.5 on it)"
+        "known to floor it (the test-set size is not recorded): the t-test is undefined, so the "
+        "row has no verdict"
     )
+
+
+def _note_withheld(r: Comparison, hyp: Hypothesis) -> None:
+    """Say which verdict the bounds rule out, and why (``Hypothesis.withheld``)."""
+    holds, against = hyp.withheld(r.open_above, r.open_below)
+    if not (holds or against) or r.neither_reached or r.verdict is None or r.verdict.df < 1:
+        return
+    which = "hold nor be contradicted" if holds and against else "hold" if holds else (
+        "be contradicted")  # fmt: skip
+    r.notes.append(f"{'; '.join(r.open_why)}: the row cannot {which} on these values")
 
 
 def _note_floor(r: Comparison, est: Estimate) -> None:
@@ -143,7 +155,8 @@ def estimate(r: Comparison) -> Estimate:
     """The row's contrast: the paired t-test on its per-seed differences (for a trend, the
     per-seed change of the gap between its two settings)."""
     diffs = [r.diffs[s] for s in sorted(r.diffs)]
-    return contrast(diffs, lost=r.failed + r.missing, failed=r.failed, step=r.step)
+    return contrast(diffs, lost=r.failed + r.missing, failed=r.failed, step=r.step,
+                    open_above=r.open_above, open_below=r.open_below)  # fmt: skip
 
 
 def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
@@ -170,13 +183,16 @@ def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
     per_seed = {s: math.fsum(r.diffs[s] for r in used) / len(used) for s in seeds}
     missing = sum(r.missing for r in used) + len(every) - len(seeds)
     avg = Comparison("", {}, text, per_seed, failed, notes, ("average",), float(claim.margin),
-                     missing=missing)  # fmt: skip
+                     missing=missing, open_above=any(r.open_above for r in used),
+                     open_below=any(r.open_below for r in used),
+                     open_why=list(dict.fromkeys(w for r in used for w in r.open_why)))  # fmt: skip
     # the mean of k values on a lattice of step h lies on one of step h/k
     avg.step = max((r.step for r in used), default=0.0) / max(1, len(used))
     hyp = Hypothesis(claim.test, claim.direction, float(claim.margin), claim.gap_fraction)
     est = estimate(avg)
     avg.verdict = verdicts([est], hyp)[0]
     _note_floor(avg, est)
+    _note_withheld(avg, hyp)
     paper = [r.paper_gap for r in used if r.paper_gap is not None]
     avg.paper_gap = math.fsum(paper) / len(paper) if paper and len(paper) == len(used) else None
     return avg

@@ -10,21 +10,24 @@ import pandas as pd
 
 from fedkd.collapse import MARK
 from fedkd.report.aggregate import SETTING_KEYS, ReportError
-from fedkd.report.best_of import pick_best_of
+from fedkd.report.best_of import best_of_choices
 from fedkd.report.claims.claim import Claim
-from fedkd.report.claims.verdict import Residual, two_way_residual
+from fedkd.report.claims.residual import Residual, two_way_residual
 from fedkd.report.keys import check_same_setting, group_runs, order_rows
 from fedkd.report.names import display_name
 from fedkd.report.options import Options
 from fedkd.report.tables.at_rounds import DEFAULT_ROUNDS
 from fedkd.report.tables.rounds_to_target import target_accuracies
 from fedkd.report.text import key_value
+from fedkd.runtime.seeding import clients_a_round
 
 # the run keys that make a setting: the aggregate's setting keys but those of the method (the
 # claims compare methods within a setting); runs of one setting differ only in method and seed
 METHOD_KEYS = ("strategy", "params", "variant", "model")
 SETTING = [k for k in SETTING_KEYS if k not in METHOD_KEYS]
-FAILED_STATUSES = ("diverged", "failed")
+# a run that diverged ended by the method's own doing: it counts with what it reached; one that
+# failed (an error stopped its job) ended by no doing of the method: it has no result yet
+DIVERGED = "diverged"
 # metrics a run has whatever table lists it (no table option such as rounds or targets): the
 # variance of a setting pools every table's methods of that setting on these
 POOLED_METRICS = ("best", "final", "drop", "forgetting", "local_final")
@@ -54,6 +57,8 @@ class SettingValues:
     treated: MethodRuns
     base: MethodRuns
     methods: dict[str, MethodRuns] = field(default_factory=dict)
+    # label -> variants, for a tuned column (best_of) chosen on the test values compared
+    tuned: dict[str, int] = field(default_factory=dict)
 
     def subs(self) -> list[str]:
         found = [s for m in (self.treated, self.base) for v in m.values.values() for s in v]
@@ -101,6 +106,7 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
     memo = {} if memo is None else memo
     options = info.get("options") or {}
     groups = _groups(claim, table, info, df, memo)
+    on_test = memo[("on test", table, claim.metric == "rounds_to_target")]
     out = []
     for key in order_rows(SETTING, groups, {}):
         setting = dict(zip(SETTING, key, strict=True))
@@ -119,16 +125,19 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
             for label in dict.fromkeys([claim.treatment, claim.baseline, *by_label])
         }
         treated, base = methods[claim.treatment], methods[claim.baseline]
-        out.append(SettingValues(table, setting, treated, base, methods))
+        tuned = {label: k for (row, label), k in on_test.items() if row == key}
+        out.append(SettingValues(table, setting, treated, base, methods, tuned))
     return out
 
 
 def _groups(claim: Claim, table: str, info: dict, df, memo: dict) -> dict:
     """The table's runs by setting and label (``df``: its runs, or a function giving them)."""
-    picked = ("groups", table, claim.metric == "rounds_to_target")
+    rounds = claim.metric == "rounds_to_target"
+    picked = ("groups", table, rounds)
     if picked not in memo:
         df = df() if callable(df) else df
-        memo[picked] = group_runs(_best_of(claim, table, info, df), SETTING)
+        df, memo[("on test", table, rounds)] = _best_of(claim, table, info, df)
+        memo[picked] = group_runs(df, SETTING)
     return memo[picked]
 
 
@@ -176,11 +185,12 @@ def _same_key(key: tuple) -> tuple:
     return tuple(str(key_value(v)) for v in key)
 
 
-def _best_of(claim: Claim, table: str, info: dict, df: pd.DataFrame) -> pd.DataFrame:
-    """A tuned column (best_of) keeps per setting the variant its table shows."""
+def _best_of(claim: Claim, table: str, info: dict, df: pd.DataFrame):
+    """A tuned column (best_of) keeps per setting the variant its table shows; with
+    {(setting, label): variants} for the choices made on the test set."""
     sweeps = {k: v for k, v in (info.get("best_of") or {}).items() if k in set(df["label"])}
     if not sweeps:
-        return df
+        return df, {}
     opts = Options(table, {"best_of": sweeps}, ("best_of",))
     if claim.metric == "rounds_to_target":
         targets = target_accuracies(table, info.get("options") or {})
@@ -191,14 +201,14 @@ def _best_of(claim: Claim, table: str, info: dict, df: pd.DataFrame) -> pd.DataF
             r = metrics.rounds_to_target(rows, _target(targets, rows["alpha"].iloc[0], table))
             return None if r is None else float(r)
 
-        picked, _ = pick_best_of(
+        picked, _, on_test = best_of_choices(
             df, SETTING, opts, rounds, higher_better=False, partial_ok=True, by_validation=False
         )
     else:
         from fedkd.report.tables.common import stat_fn
 
-        picked, _ = pick_best_of(df, SETTING, opts, stat_fn("best"))
-    return picked
+        picked, _, on_test = best_of_choices(df, SETTING, opts, stat_fn("best"))
+    return picked, on_test
 
 
 def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, setting: dict):
@@ -212,9 +222,9 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
         played = rows[rows["round"] >= 1].sort_values("round", kind="mergesort")
         # accuracy at a round, or the round a target is reached, needs only the rounds up to it
         partial = claim.metric in ("at_round", "rounds_to_target")
-        # a run that diverged or failed ended there: it counts with what it reached (intention
-        # to treat); one still running is missing
-        stopped = status in FAILED_STATUSES
+        # a run that diverged ended there: it counts with what it reached (intention to treat);
+        # one still running, or stopped by an error, is missing
+        stopped = status == DIVERGED
         if "collapsed" in rows.columns and bool(rows["collapsed"].iloc[0]):
             out.collapsed = True
             events.append((f" collapsed to chance {MARK}, counted as it is", seed, run))
@@ -232,7 +242,12 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
             continue
         if status != "complete" and not stopped and not partial:
             out.lost[seed] = "missing"
-            events.append((f" {status or 'unfinished'}", seed, run))
+            what = (
+                "failed (an error stopped it, not the method: re-run to resume it)"
+                if status == "failed"
+                else status
+            )
+            events.append((f" {what or 'unfinished'}", seed, run))
             continue
         values, note = metric_values(
             claim.metric, played, "complete" if stopped else status, options, setting, table
@@ -257,15 +272,21 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
 def measurement_step(metric: str, rows: pd.DataFrame) -> float:
     """The smallest change of ``metric`` a run can show, in the claim's unit: one test example
     of an accuracy (100/test-set size pp), one of the forgetting F (a mean over classes of
-    accuracy drops: 1/test-set size), one round; 0 where it is not known (the test-set size not
-    recorded; the clients' local accuracies, on test sets of their own)."""
+    accuracy drops: 1/test-set size), one round; the clients' local accuracy is the mean over
+    the round's m clients of their models' accuracies on the test set, so one example of one
+    client, 100/(m · test-set size) pp. 0 where it is not known (the test-set size not
+    recorded)."""
     if metric == "rounds_to_target":
         return 1.0
-    if metric == "local_final":
-        return 0.0
     size = pd.to_numeric(rows.get("test_size"), errors="coerce") if "test_size" in rows else None
     if size is None or size.isna().all() or not float(size.max()) > 0:
         return 0.0
+    if metric == "local_final":
+        first = rows.iloc[0]
+        return 100.0 / (
+            float(size.max())
+            * clients_a_round(int(first["clients"]), float(first["participation"]))
+        )
     return (1.0 if metric == "forgetting" else 100.0) / float(size.max())
 
 

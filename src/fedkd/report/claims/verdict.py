@@ -13,9 +13,10 @@ assumption costs):
    100/test-set size pp for an accuracy, 1 round, 1/test-set size for the forgetting F):
    differences that coincide to within what the measurement resolves do not show a smaller
    spread than it can. With 3 seeds an effect under 2.5 steps never holds, whatever three
-   numbers happen to coincide.
+   numbers happen to coincide. With neither spread nor step there is no verdict.
 3. The claim's hypothesis (``Hypothesis``) is two one-sided tests at 2.5%, one for the claimed
-   region and one for its complement, read off the same 95% t-interval. A stated gap g is the
+   region and one for its complement, read off the same 95% t-interval (an equivalence's
+   complement, two regions, Bonferroni-corrected over them). A stated gap g is the
    effect shown above a stated fraction of it (``fraction``, 0.5 unless the claim says): a
    faithful reproduction holds with the power of that test, a tie never does; the interval
    says besides whether the effect is larger or smaller than stated, where it shows that.
@@ -32,13 +33,13 @@ assumption costs):
        when every setting is (intersection-union, no correction).
    A trend (the gap grows from one setting to another) is, per seed, the change of the gap
    between the two settings, tested the same way.
+5. Where counted differences are bounds (``Hypothesis.withheld``), a verdict stands only where
+   every bound points its way.
 
-The setting's seed-to-seed variance (``two_way_residual``: the residual mean square of the
-method × seed layout over every method of the setting) is a diagnostic only: it shows how noisy
-the setting's runs are beside the pair's own spread, and names a method holding most of it (a
-collapsed or unstable method). It decides nothing.
+The setting's seed-to-seed variance (``fedkd.report.claims.residual``) is a diagnostic only: it
+decides nothing.
 
-A verdict needs ``MIN_SEEDS`` paired seeds. A row missing a seed of its setting (a run without a
+A verdict needs ``MIN_SEEDS`` paired seeds. A row missing a seed of its pair (a run without a
 defined value, or without its pair) gets no verdict: a claim never holds on a subset of its
 seeds. Student's t, its quantiles and the noncentral t come from scipy.stats.
 """
@@ -65,9 +66,6 @@ VERDICTS = ("holds", "contradicted", "inconclusive", "too few seeds", "failed", 
 # a stated gap g is reproduced when the effect is shown above this fraction of it, unless the
 # claim states another (non-inferiority to the paper's own gap with margin (1 − fraction)·g)
 REPRODUCED_SHARE = GAP_FRACTION
-# a method holding more than this share of a setting's residual sum of squares (with 3 or more
-# methods) is named in the setting's diagnostic (a collapsed or unstable method)
-DOMINANT_SHARE = 0.5
 
 
 # --------------------------------------------------------------------------- distributions
@@ -181,94 +179,40 @@ class Hypothesis:
         return ""
 
     def pvalues(self, effect: float, se: float, df: int) -> tuple[float, float]:
-        """One-sided p-values (claimed region, its complement) of the t-tests. se = 0 (no spread
-        and no measurement step to floor it): the limit of the t-test as the spread shrinks, so
-        that less spread never weakens a result: p 0 beyond a bound, 1 short of it, 0.5 on it."""
+        """One-sided p-values (claimed region, its complement) of the t-tests (se > 0). The
+        complement of an equivalence is two regions, beyond −m or beyond +m: its p is
+        Bonferroni-corrected over the two, so that a contradiction has the 2.5% level too."""
+        if not se > 0:
+            raise ValueError(f"the t-test needs a standard error > 0, got {se!r}")
 
         def above(bound: float) -> float:  # H1: effect > bound
-            if se == 0:
-                return 0.0 if effect > bound else 1.0 if effect < bound else 0.5
             return t_sf((effect - bound) / se, df)
 
         def below(bound: float) -> float:  # H1: effect < bound
-            if se == 0:
-                return 0.0 if effect < bound else 1.0 if effect > bound else 0.5
             return t_sf((bound - effect) / se, df)
 
         if self.test == "equivalence":
             lo, hi = -self.margin, self.margin
-            return max(above(lo), below(hi)), min(below(lo), above(hi))
+            return max(above(lo), below(hi)), min(1.0, 2 * min(below(lo), above(hi)))
         (bound,) = self.bounds()
         if self.sign > 0:
             return above(bound), below(bound)
         return below(bound), above(bound)
 
+    def withheld(self, above: bool, below: bool) -> tuple[bool, bool]:
+        """(holds, contradicted): the verdicts that true differences lying ``above`` or
+        ``below`` those counted could undo, and which are therefore not given. The counted
+        values are bounds where a run missed its target (R + 1 rounds, the fewest it could
+        need) or where a column was tuned on the very values compared (its chosen variant looks
+        better than it is): a verdict stands only where every bound points its way."""
+        if self.test == "equivalence":
+            return (above or below,) * 2
+        toward, away = (above, below) if self.sign > 0 else (below, above)
+        return away, toward
+
     def distance(self, effect: float) -> float:
         """How far the effect lies from the nearest bound (what a power computation needs)."""
         return min(abs(effect - b) for b in self.bounds())
-
-
-# --------------------------------------------------------------------------- the setting's noise
-@dataclass(frozen=True)
-class Residual:
-    """The seed-to-seed variance of one run in a setting, a diagnostic beside the verdict: the
-    residual mean square of the additive two-way model method + seed, on ``methods`` × ``seeds``
-    runs."""
-
-    variance: float
-    df: int
-    methods: int
-    seeds: int
-    # the method with the largest share of the residual sum of squares, and that share
-    # (1/methods each if all are alike)
-    largest: str = ""
-    largest_share: float = 0.0
-
-    @property
-    def unequal(self) -> bool:
-        """Whether one method holds more than DOMINANT_SHARE of the residual (with 3+ methods)."""
-        return self.methods >= 3 and self.largest_share > DOMINANT_SHARE
-
-    @property
-    def text(self) -> str:
-        text = (
-            f"setting σ = {math.sqrt(self.variance):.3g} from {self.methods} methods × "
-            f"{self.seeds} seeds ({self.df} df; a diagnostic, not a test)"
-        )
-        if self.unequal:
-            text += (
-                f"; {self.largest} holds {self.largest_share:.0%} of the setting's residual (its "
-                "runs are the noisiest; the verdict rests on the pair's own differences)"
-            )
-        return text
-
-
-def two_way_residual(values: dict[str, dict[int, float]], seeds: Sequence[int]) -> Residual:
-    """The residual of the method × seed layout of ``values`` (method -> seed -> value) on
-    ``seeds``, from the methods that have a value at every one of them (a complete block)."""
-    names = [m for m, v in values.items() if all(s in v for s in seeds)]
-    rows = [[float(values[m][s]) for s in seeds] for m in names]
-    m, n = len(rows), len(seeds)
-    if m < 2 or n < 2:
-        return Residual(math.nan, 0, m, n)
-    for row in rows:
-        if not all(math.isfinite(y) for y in row):
-            raise ValueError(f"values must be finite numbers, got {row}")
-    grand = math.fsum(map(math.fsum, rows)) / (m * n)
-    row_means = [math.fsum(r) / n for r in rows]
-    col_means = [math.fsum(r[j] for r in rows) / m for j in range(n)]
-    per_method = [
-        math.fsum((y - row_means[i] - col_means[j] + grand) ** 2 for j, y in enumerate(r))
-        for i, r in enumerate(rows)
-    ]
-    ss = math.fsum(per_method)
-    df = (m - 1) * (n - 1)
-    scale = max([1.0] + [abs(y) for r in rows for y in r])
-    variance = ss / df
-    if variance <= (1e-12 * scale) ** 2:  # equal up to rounding: no spread at all
-        return Residual(0.0, df, m, n)
-    top = max(range(m), key=per_method.__getitem__)
-    return Residual(variance, df, m, n, names[top], per_method[top] / ss)
 
 
 # --------------------------------------------------------------------------- estimates
@@ -278,7 +222,8 @@ class Estimate:
     of freedom (the paired t-test's); ``n`` the seeds it rests on; ``lost``: seeds of its
     setting(s) without a defined pair, of which ``failed`` were lost to runs without a defined
     value; ``sd`` the differences' own standard deviation and ``step`` the measurement's, which
-    floors it (the standard error is max(sd, step)/√n)."""
+    floors it (the standard error is max(sd, step)/√n); ``open_above`` / ``open_below``: some
+    true difference may lie above / below the one counted (``Hypothesis.withheld``)."""
 
     effect: float
     se: float
@@ -288,6 +233,8 @@ class Estimate:
     failed: int = 0
     sd: float = math.nan
     step: float = 0.0
+    open_above: bool = False
+    open_below: bool = False
 
     @property
     def floored(self) -> bool:
@@ -302,8 +249,8 @@ class Estimate:
         return self.effect - half, self.effect + half
 
 
-def contrast(diffs: Sequence[float], *, lost: int = 0, failed: int = 0,
-             step: float = 0.0) -> Estimate:  # fmt: skip
+def contrast(diffs: Sequence[float], *, lost: int = 0, failed: int = 0, step: float = 0.0,
+             open_above: bool = False, open_below: bool = False) -> Estimate:  # fmt: skip
     """The paired t-test's estimate on per-seed differences (n − 1 degrees of freedom), the
     differences' spread floored at the measurement's ``step``."""
     values = [float(d) for d in diffs]
@@ -312,17 +259,18 @@ def contrast(diffs: Sequence[float], *, lost: int = 0, failed: int = 0,
     if not (math.isfinite(step) and step >= 0):
         raise ValueError(f"a measurement step must be a finite number >= 0, got {step!r}")
     n = len(values)
+    bounds = {"open_above": open_above, "open_below": open_below}
     if n == 0:
-        return Estimate(math.nan, math.nan, 0, 0, lost, failed)
+        return Estimate(math.nan, math.nan, 0, 0, lost, failed, **bounds)
     mean = math.fsum(values) / n
     if n < 2:
-        return Estimate(mean, math.nan, 0, n, lost, failed, step=step)
+        return Estimate(mean, math.nan, 0, n, lost, failed, step=step, **bounds)
     sd = math.sqrt(math.fsum((d - mean) ** 2 for d in values) / (n - 1))
     scale = max([1.0] + [abs(d) for d in values])
     if sd <= 1e-12 * scale:  # equal up to rounding: no spread at all
         sd = 0.0
     se = max(sd, step) / math.sqrt(n)
-    return Estimate(mean, se, n - 1, n, lost, failed, sd, step)
+    return Estimate(mean, se, n - 1, n, lost, failed, sd, step, **bounds)
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -348,11 +296,13 @@ class Verdict:
 def _untested_verdict(est: Estimate) -> str:
     if est.failed:
         return "failed"
+    if est.n >= MIN_SEEDS and est.lost == 0 and est.se == 0:
+        return "inconclusive"  # no spread and no step to floor it: the t statistic is undefined
     return "too few seeds" if est.n or est.lost else "not run"
 
 
 def _testable(est: Estimate) -> bool:
-    return est.n >= MIN_SEEDS and not math.isnan(est.se) and est.lost == 0
+    return est.n >= MIN_SEEDS and est.se > 0 and est.lost == 0
 
 
 def verdicts(estimates: Sequence[Estimate], hyps: Hypothesis | Sequence[Hypothesis],
@@ -369,6 +319,11 @@ def verdicts(estimates: Sequence[Estimate], hyps: Hypothesis | Sequence[Hypothes
         raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
     tested = [i for i, e in enumerate(estimates) if _testable(e)]
     raw = {i: hyps[i].pvalues(estimates[i].effect, estimates[i].se, estimates[i].df)
+           for i in tested}  # fmt: skip
+    # a side the bounds could undo is not tested: p 1 for the correction, shown as none
+    withheld = {i: hyps[i].withheld(estimates[i].open_above, estimates[i].open_below)
+                for i in tested}  # fmt: skip
+    raw = {i: tuple(1.0 if off else p for p, off in zip(raw[i], withheld[i], strict=True))
            for i in tested}  # fmt: skip
     p_for = {i: raw[i][0] for i in tested}
     p_against = {i: raw[i][1] for i in tested}
@@ -388,7 +343,8 @@ def verdicts(estimates: Sequence[Estimate], hyps: Hypothesis | Sequence[Hypothes
                 "holds" if p_for[i] <= ALPHA else "contradicted" if p_against[i] <= ALPHA
                 else "inconclusive"
             )  # fmt: skip
-            p_h, p_c = p_for[i], p_against[i]
+            p_h, p_c = (nan if off else p for p, off in
+                        zip((p_for[i], p_against[i]), withheld[i], strict=True))  # fmt: skip
             versus = hyps[i].versus_stated(low, high)
         else:
             verdict, p_h, p_c, versus = _untested_verdict(est), nan, nan, ""
