@@ -285,3 +285,15 @@ def test_partition_seed_has_the_bounds_and_words_of_train(value, tmp_path, capsy
 def test_partition_takes_the_largest_seed_train_takes():
     args = build_parser("partition").parse_args([*PARTITION, "--seed", str(2**63 - 1), "-o", "p"])
     assert args.seed == 2**63 - 1
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback():
+    """`fedkd strategies --details | head -1`: the reader has what it wanted and closed the pipe;
+    fedkd stops quietly with 141 (128 + SIGPIPE, as a shell reports it), not a BrokenPipeError
+    traceback. The pipe is closed before fedkd has started, so its first write finds it closed."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    cmd = [sys.executable, "-m", "fedkd", "strategies", "--details"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and err == "", err

@@ -423,6 +423,22 @@ def test_the_cluster_runtime_counts_the_clients_a_round_the_engine_draws():
     assert plan.train_runtime("mnist5k", setting) == 30
 
 
+def test_a_resource_its_rule_would_ignore_is_refused():
+    """Partition, aggregate and render jobs run one thread on a CPU: threads or a GPU for them
+    were accepted and never asked for."""
+    for rule, key in (("partition", "threads"), ("render", "gpu"),
+                      ("aggregate", "client_epoch_seconds")):  # fmt: skip
+        cfg = small_config()
+        cfg["resources"] = {rule: {key: 2}}
+        assert (
+            f"resources.{rule}: '{key}' was unexpected; the keys here are: mem_mb, runtime"
+            in errors_of(cfg)
+        )
+    cfg = small_config()
+    cfg["resources"] = {"train_datasets": {"mnist5k": {"threads": 2, "gpu": 0}}}
+    validate_config(cfg, SCHEMA)
+
+
 def test_a_typo_in_a_small_config_is_one_error_with_the_key_it_resembles():
     cfg = small_config()
     cfg["defaults"]["clinets"] = cfg["defaults"].pop("clients")

@@ -131,6 +131,33 @@ def test_render_options_too_large_for_one_argument_are_refused():
     assert "more than the 65,536 a job's command line takes" in message
 
 
+def test_an_option_its_layout_does_not_take_is_refused_at_planning():
+    """A misspelt option, or one a layout does not take (grid's decimals on a traits table),
+    was found by the render job, after every run of the table had trained."""
+    from fedkd.report.aggregate import ReportError
+    from fedkd.report.options import Options
+    from fedkd.report.targets import LAYOUTS
+
+    cfg = small_config()
+    cfg["tables"]["table3"]["options"] = {"rowz": ["dataset"], "decimals": 1}
+    assert (
+        "tables.table3.options: layout grid has no option(s) rowz; its options are: across, "
+        "best_of, caption, column_names, columns, ddof, decimals, highlight, label, order, "
+        "row_names, rows, stat, val_selected" in errors_of(cfg)
+    )
+    cfg = small_config()
+    cfg["tables"]["table1"] = {"layout": "traits", "caption": "x",
+                               "options": {"strategies": ["fedavg"], "decimals": 2}}  # fmt: skip
+    message = errors_of(cfg)
+    assert (
+        "tables.table1.options: layout traits has no option(s) decimals; its options are: "
+        "caption, label, names, strategies" in message
+    )
+    # the job's own refusal, which planning now spares the runs
+    with pytest.raises(ReportError, match=r"unknown option\(s\) \['decimals'\] for target"):
+        Options("table1", {"strategies": ["fedavg"], "decimals": 2}, LAYOUTS["traits"].options)
+
+
 def test_an_unknown_dataset_option_is_refused_at_planning():
     cfg = small_config()
     cfg["datasets"] = {"mnist5k": {"dataset_options": {"max_len": 10}}}

@@ -43,7 +43,7 @@ pytestmark = pytest.mark.slow  # a Snakemake dry run each (a few seconds)
 # rules' fallbacks, so each flag below can only come from the configuration
 RESOURCES = {
     "train": {"threads": 3, "gpu": 1, "mem_mb": 2500, "runtime": 7},
-    "train_datasets": {"mnist5k": {"mem_mb": 3100}},
+    "train_datasets": {"mnist5k": {"mem_mb": 3100, "threads": 5}},
     "partition": {"mem_mb": 1500, "runtime": 4},
     "aggregate": {"mem_mb": 1600, "runtime": 6},
     "render": {"mem_mb": 1700, "runtime": 8},
@@ -120,7 +120,7 @@ def test_the_profile_gives_gpus_to_training_only(tmp_path):
         if job["rule"] == "train":
             assert value(line, "-p") == "gpu", line
             assert "--gpus=1" in flags(line) and "--gres" not in line, line
-            assert "--cpus-per-task=3" in flags(line), line
+            assert "--cpus-per-task=5" in flags(line), line  # train_datasets.mnist5k
             assert value(line, "-t") == "7", line  # minutes
             assert value(line, "--mem") == "3100", line  # train_datasets.mnist5k
             assert job["srun_gpus"] == "--gpus=1", job  # the job step sees its GPU

@@ -52,6 +52,12 @@ def reporting_user_errors(command: str, run) -> int:
         return run()
     except KeyboardInterrupt:  # Ctrl-C: the run has said after which round it stopped
         return 130
+    except BrokenPipeError:  # `fedkd strategies | head`: the reader has what it wanted
+        import os
+
+        # Python flushes stdout at exit, which would raise again: point it at nothing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command a closed pipe stopped
     except Exception as exc:  # noqa: BLE001 (re-raised unless it is one the user can fix)
         message = user_error_message(exc, command)
         if message is None:

@@ -14,7 +14,7 @@ rule train:
         seed=r"[0-9]+",
     conda:
         "../../envs/fedkd.yaml"
-    threads: plan.rule_resource("train", "threads", 1)
+    threads: train_resource("threads", 1)
     resources:
         gpu=train_resource("gpu", 1),
         mem_mb=train_resource("mem_mb", 4000),

@@ -97,12 +97,23 @@ def data_root_errors(cfg: dict) -> list[str]:
 
 
 def render_option_errors(plan) -> list[str]:
-    """Each render job's options within what one command-line argument may hold."""
+    """Each render job's options: names its layout takes (the job would refuse any other after
+    the runs trained), within what one command-line argument may hold."""
     errors = []
     for name in plan.outputs:
-        size = len(json.dumps(plan.render_options(name), sort_keys=True).encode())
+        options = plan.render_options(name)
+        layout = plan.layout(name)
+        group = f"{layout.output}s"
+        takes = {*layout.options, "caption", "label"}
+        unknown = sorted(set(map(str, options)) - takes)
+        if unknown:
+            errors.append(
+                f"{group}.{name}.options: layout {layout.name} has no option(s) "
+                f"{', '.join(map(safe_text, unknown))}; its options are: {', '.join(sorted(takes))}"
+            )
+            continue
+        size = len(json.dumps(options, sort_keys=True).encode())
         if size > MAX_RENDER_OPTIONS_BYTES:
-            group = f"{plan.layout(name).output}s"
             errors.append(
                 f"{group}.{name}: its render options (caption, names, titles) come to "
                 f"{size:,} bytes, more than the {MAX_RENDER_OPTIONS_BYTES:,} a job's command "
