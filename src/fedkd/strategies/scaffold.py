@@ -15,7 +15,8 @@ Choices where the sources differ or are silent:
 - K in option II is the number of steps only for plain SGD: (x - y_i) / (K eta_l) is the mean
   corrected gradient because plain SGD moves lr * g per step. With momentum rho the weights move
   eta_l * a per unit gradient, a = (K - rho (1 - rho^K) / (1 - rho)) / (1 - rho) (FedNova's a_i),
-  so K is replaced by a; a = K at rho = 0 (NIID-Bench's default). Dividing by K under the
+  so K is replaced by a; a = K at rho = 0 (NIID-Bench's default). The FedNTD authors' SCAFFOLD
+  divides by the same a (their config/scaffold.json sets adaptive_divison). Dividing by K under the
   engine's momentum 0.9 overstates c_i up to 1/(1 - rho)-fold (a/K -> 1/(1 - rho) as K grows);
   on mnist5k that sent the model to chance accuracy by round 3.
   With Adam (the NLP setting) the corrected gradient goes through Adam's scaling and K is used
