@@ -240,3 +240,44 @@ def test_a_bystander_without_a_value_leaves_the_pairs_verdict_alone(tmp_path):
     assert list(found[True]["verdict"]) == ["holds", "holds"]
     assert found[True].reset_index(drop=True).equals(found[False].reset_index(drop=True))
     assert json.dumps(list(found[True]["setting"])).count("round") == 2
+
+
+def equivalence_runs(root: Path, collapsed: list[int], seeds: int) -> list:
+    """FedX and FedY per seed: both stuck at chance (10%) on the ``collapsed`` seeds, else 70%
+    and 70.2%."""
+    runs = []
+    for seed in range(seeds):
+        dead = seed in collapsed
+        for label, acc in (("fedx", 0.70), ("fedy", 0.702)):
+            final = 0.10 if dead else acc + seed / 100
+            d = make_run(root, f"{label}{seed}", [0.10, final], strategy=label, seed=seed,
+                         collapsed=dead)  # fmt: skip
+            runs.append((f"table3/{label}", d))
+    return runs
+
+
+def test_runs_stuck_at_chance_do_not_make_two_methods_comparable(tmp_path):
+    """FedX and FedY collapsed to chance together on seeds 0 and 1, and are 0.2 points apart on
+    seed 2. Counting the collapsed runs (intention to treat) they look alike: "comparable within
+    ±1 point" held. An equivalence must hold without them too (per protocol), which one seed
+    cannot show: inconclusive, the note says why. With five seeds, one of them collapsed, the
+    other four show it and it holds."""
+    table3 = {"table3": {"paper": "fedgkd_table3", "layout": "grid", "options": {},
+                         "best_of": {}}}  # fmt: skip
+    claim = {"statement": "FedX and FedY are comparable", "id": "x-y-comparable",
+             "tables": "table3", "treatment": "fedx", "baseline": "fedy",
+             "test": "equivalence", "margin": 1}  # fmt: skip
+    few = tmp_path / "few"
+    few.mkdir()
+    row = row_of(claims_table(few, equivalence_runs(few / "runs", [0, 1], 3), table3, [claim]),
+                 "x-y-comparable")  # fmt: skip
+    assert float(row["p_holds"]) <= 0.025 and row["verdict"] == "inconclusive"
+    assert (
+        "holds only with the collapsed runs counted: without seed(s) 0, 1 it is too few "
+        in (row["note"])
+    )
+    many = tmp_path / "many"
+    many.mkdir()
+    row = row_of(claims_table(many, equivalence_runs(many / "runs", [0], 5), table3, [claim]),
+                 "x-y-comparable")  # fmt: skip
+    assert row["verdict"] == "holds" and "holds only" not in row["note"]

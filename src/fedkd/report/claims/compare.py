@@ -44,6 +44,7 @@ class Comparison:
     open_above: bool = False
     open_below: bool = False
     open_why: list[str] = field(default_factory=list)
+    collapsed_seeds: frozenset = frozenset()  # seeds where a run of the pair collapsed
 
 
 def _value_kind(claim: Claim, sub: str, setting: dict):
@@ -94,6 +95,7 @@ def comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict) -> l
                 never = float(sv.setting["rounds_planned"] + 1)
                 row.neither_reached = all(sv.pair(sub, s) == (never, never) for s in diffs)
             row.open_above, row.open_below, row.open_why = _bounds(claim, sv, sub, sorted(diffs))
+            row.collapsed_seeds = frozenset(sv.treated.collapsed_seeds | sv.base.collapsed_seeds)
             out.append(row)
     return out
 
@@ -207,6 +209,7 @@ def trend_comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict
             open_above=end.open_above or start.open_below,
             open_below=end.open_below or start.open_above,
             open_why=list(dict.fromkeys(start.open_why + end.open_why)),
+            collapsed_seeds=start.collapsed_seeds | end.collapsed_seeds,
         ))  # fmt: skip
     if not out and reasons:
         out.append(Comparison(rows[0].table if rows else "", {}, DASH, {}, 0, reasons[:1],

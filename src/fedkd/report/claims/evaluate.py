@@ -4,7 +4,7 @@ page.py writes them out)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -87,6 +87,7 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict,
         _note_no_spread(r, h)
         _note_floor(r, est)
         _note_withheld(r, h)
+        _per_protocol(r, h)
     result.rows = rows
     if claim.aggregate == "mean":
         result.average = _average(claim, rows)
@@ -127,6 +128,28 @@ def _note_no_spread(r: Comparison, hyp: Hypothesis) -> None:
         "no spread at all between the pair's per-seed differences, and no measurement step "
         "known to floor it (the test-set size is not recorded): the t-test is undefined, so the "
         "row has no verdict"
+    )
+
+
+def _per_protocol(r: Comparison, hyp: Hypothesis) -> None:
+    """A non-inferiority or an equivalence that holds counting collapsed runs must hold without
+    them too (per protocol, as such trials are judged): runs of both methods stuck at chance
+    look alike whatever the methods, so intention to treat alone favours these claims."""
+    v = r.verdict
+    if hyp.test not in ("non-inferiority", "equivalence") or v is None or v.verdict != "holds":
+        return
+    if not r.collapsed_seeds:
+        return
+    kept = [r.diffs[s] for s in sorted(r.diffs) if s not in r.collapsed_seeds]
+    alone = verdicts([contrast(kept, step=r.step, open_above=r.open_above,
+                               open_below=r.open_below)], hyp)[0]  # fmt: skip
+    if alone.verdict == "holds":
+        return
+    r.verdict = replace(v, verdict="inconclusive")
+    r.notes.append(
+        f"holds only with the collapsed runs counted: without seed(s) "
+        f"{', '.join(map(str, sorted(r.collapsed_seeds)))} it is {alone.verdict} "
+        f"({len(kept)} seeds), and a {hyp.test} claim must hold both ways"
     )
 
 
@@ -185,7 +208,8 @@ def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
     avg = Comparison("", {}, text, per_seed, failed, notes, ("average",), float(claim.margin),
                      missing=missing, open_above=any(r.open_above for r in used),
                      open_below=any(r.open_below for r in used),
-                     open_why=list(dict.fromkeys(w for r in used for w in r.open_why)))  # fmt: skip
+                     open_why=list(dict.fromkeys(w for r in used for w in r.open_why)),
+                     collapsed_seeds=frozenset().union(*(r.collapsed_seeds for r in used)))  # fmt: skip
     # the mean of k values on a lattice of step h lies on one of step h/k
     avg.step = max((r.step for r in used), default=0.0) / max(1, len(used))
     hyp = Hypothesis(claim.test, claim.direction, float(claim.margin), claim.gap_fraction)
@@ -193,6 +217,7 @@ def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
     avg.verdict = verdicts([est], hyp)[0]
     _note_floor(avg, est)
     _note_withheld(avg, hyp)
+    _per_protocol(avg, hyp)
     paper = [r.paper_gap for r in used if r.paper_gap is not None]
     avg.paper_gap = math.fsum(paper) / len(paper) if paper and len(paper) == len(used) else None
     return avg

@@ -44,6 +44,7 @@ class MethodRuns:
     lost: dict[int, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     collapsed: bool = False
+    collapsed_seeds: set[int] = field(default_factory=set)
     step: float = 0.0  # the measurement's resolution in the claim's unit (0: not known)
 
 
@@ -227,6 +228,7 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
         stopped = status == DIVERGED
         if "collapsed" in rows.columns and bool(rows["collapsed"].iloc[0]):
             out.collapsed = True
+            out.collapsed_seeds.add(seed)
             events.append((f" collapsed to chance {MARK}, counted as it is", seed, run))
         compared = played
         if claim.metric == "at_round":  # rounds the claim leaves out are never compared
