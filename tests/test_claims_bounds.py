@@ -281,3 +281,31 @@ def test_runs_stuck_at_chance_do_not_make_two_methods_comparable(tmp_path):
     row = row_of(claims_table(many, equivalence_runs(many / "runs", [0], 5), table3, [claim]),
                  "x-y-comparable")  # fmt: skip
     assert row["verdict"] == "holds" and "holds only" not in row["note"]
+
+
+def test_a_row_a_bound_keeps_from_holding_is_the_weakest_of_its_claim(tmp_path):
+    """FedDF needs fewer rounds than FedAvg at α 1 (rounds 2, 2, 3 against 8, 9, 8: holds); at
+    α 0.1 it never reaches the target, FedAvg does at 10, 10, 9. That row cannot hold (its p
+    (claim) is withheld), so it is the every-setting claim's weakest and the effect the page
+    gives for the claim."""
+    root = tmp_path / "runs"
+    runs = []
+    reach = {1.0: {"feddf": [2, 2, 3], "fedavg": [8, 9, 8]},
+             0.1: {"feddf": [11, 11, 11], "fedavg": [10, 10, 9]}}  # fmt: skip
+    for alpha, by_label in reach.items():
+        for label, ats in by_label.items():
+            for seed, at in enumerate(ats):
+                d = make_run(root, f"{label}-{alpha}-{seed}", reaching(at), strategy=label,
+                             seed=seed, alpha=alpha)  # fmt: skip
+                runs.append((f"rounds_to_target/{label}", d))
+    targets = {"targets": [{"alpha": 1.0, "accuracy": 0.8}, {"alpha": 0.1, "accuracy": 0.8}]}
+    src = {"rounds_to_target": {**ROUNDS["rounds_to_target"], "options": targets}}
+    table = claims_table(tmp_path, runs, src)
+    rows = table[table["claim"] == "feddf-fewer-rounds-than-fedavg"].set_index("setting")
+    assert sorted(rows["verdict"]) == ["holds", "inconclusive"]
+    assert (rows["claim_verdict"] == "inconclusive").all()
+    page = (tmp_path / "out" / "claims.html").read_text()
+    index = page[page.index('<table class="index">') :]
+    line = index[index.index('href="#feddf-fewer-rounds-than-fedavg"') :]
+    line = line[: line.index("</tr>")]
+    assert "+1.3 rounds" in line and "weakest of 2 settings" in line, line

@@ -38,6 +38,16 @@ CSV_COLUMNS = [
 ]  # fmt: skip
 
 # how to read a row, in one line (the page's first note; docs/pipeline.md has the procedure)
+def _tested(v: Verdict) -> bool:
+    """Whether the row was tested: a p on either side (a bound may withhold one)."""
+    return not (math.isnan(v.p_holds) and math.isnan(v.p_contradicted))
+
+
+def _p(p: float) -> float:
+    """A side's p as it ranks rows: one withheld (NaN) is as far from deciding as can be."""
+    return 1.0 if math.isnan(p) else p
+
+
 READ_LINE = (
     f"How to read a row: the effect is the mean per-seed difference (first method − second); "
     f"its {LEVEL:.0%} interval and both p-values are the paired t-test's on the two methods' own "
@@ -189,19 +199,19 @@ class ClaimView:
         res = self.res
         if res.average is not None:
             return res.average, "average"
-        tested = [r for r in res.rows if r.verdict and not math.isnan(r.verdict.p_holds)]
+        tested = [r for r in res.rows if r.verdict and _tested(r.verdict)]
         if len(res.rows) == 1:
             return res.rows[0], ""
         if not tested:
             return None, ""
         k = len(res.rows)
         if res.claim.aggregate == "any":
-            best = min(tested, key=lambda r: r.verdict.p_holds)
+            best = min(tested, key=lambda r: _p(r.verdict.p_holds))
             return best, f"strongest of {k} settings"
         against = [r for r in tested if r.verdict.verdict == "contradicted"]
         if against:
             return min(against, key=lambda r: r.verdict.p_contradicted), f"1 of {k} settings"
-        return max(tested, key=lambda r: r.verdict.p_holds), f"weakest of {k} settings"
+        return max(tested, key=lambda r: _p(r.verdict.p_holds)), f"weakest of {k} settings"
 
     # ------------------------------------------------------------------ CSV
     def records(self) -> list[dict]:
