@@ -46,21 +46,15 @@ def pick_best_of(
     keys: list[str],
     opts: Options,
     fallback: Callable[[pd.DataFrame, str], float | None],
-    *,
-    higher_better: bool = True,
-    partial_ok: bool = False,
-    by_validation: bool = True,
+    **how,
 ) -> tuple[pd.DataFrame, dict[tuple[tuple, str], str]]:
     """Keep, per (row keys, best_of label), only the chosen variant's runs.
 
     Returns the filtered aggregate and {(row, label): chosen variant}. ``fallback`` is the table's
     statistic of a run, used where some candidate has no validation accuracy (always, when not
     ``by_validation``: rounds to a target rank by rounds). With validation accuracy the choice
-    never reads the test set."""
-    df, chosen, _ = best_of_choices(
-        df, keys, opts, fallback, higher_better=higher_better, partial_ok=partial_ok,
-        by_validation=by_validation,
-    )  # fmt: skip
+    never reads the test set. ``how``: ``best_of_choices``' keywords."""
+    df, chosen, _ = best_of_choices(df, keys, opts, fallback, **how)
     return df, chosen
 
 

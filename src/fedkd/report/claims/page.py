@@ -37,6 +37,7 @@ CSV_COLUMNS = [
     "paper_gap", "stated_gap", "gap_fraction", "shared_with", "note",
 ]  # fmt: skip
 
+
 # how to read a row, in one line (the page's first note; docs/pipeline.md has the procedure)
 def _tested(v: Verdict) -> bool:
     """Whether the row was tested: a p on either side (a bound may withhold one)."""
