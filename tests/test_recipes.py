@@ -117,7 +117,7 @@ def add_layout(root: Path, name: str, output: str, options: tuple, left_out: tup
         edit(readme, "`vs_paper`, `claims`" if output == "table" else "`forgetting`, `fedcad`",
              f", `{name}`")  # fmt: skip
     if "row" not in left_out:
-        edit(readme, "| `fedcad` | the aggregate (runs with `eval_local: true`) | `panels` |\n",
+        edit(readme, "| `fedcad` | the aggregate (runs with `eval_local: true`) | `panels` ‡ |\n",
              f"| `{name}` | the aggregate | {', '.join(options)} |\n")  # fmt: skip
 
 
@@ -205,8 +205,11 @@ def test_a_layout_and_a_figure_kind_that_follow_every_step_pass(problems):
 def test_a_layout_missing_a_step_fails_naming_it(problems, name, problem):
     assert problem in problems[name], problems[name]
     if name == "made_nocolumns":
-        # the workflow passes the column labels: render refuses them
-        assert any("unknown option(s) ['columns']" in p for p in problems[name]), problems[name]
+        # the workflow passes the column labels: planning refuses them, before any job
+        assert any(
+            "tables.made.options: layout made_nocolumns has no option(s) columns" in p
+            for p in problems[name]
+        ), problems[name]
 
 
 def test_a_dataset_that_follows_every_step_passes(problems):
