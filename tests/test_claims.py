@@ -900,6 +900,8 @@ def test_settings_where_neither_method_reached_the_target_are_shown_once(tmp_pat
     df = render_claims(tmp_path, runs, src)
     row = df.query("claim == 'feddf-fewer-rounds-than-fedavg'").iloc[0]
     assert row["neither_reached"] and row["effect"] == 0
+    # more seeds would not decide it (longer runs might): no "more seeds needed"
+    assert not row["more_seeds"] and pd.isna(row["seeds_needed"])
     page = (tmp_path / "out" / "claims.html").read_text()
     block = page[page.index('<section class="claim" id="feddf-fewer-rounds-than-fedavg"') :]
     block = block[: block.index("</section>")]

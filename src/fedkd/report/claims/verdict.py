@@ -349,7 +349,9 @@ def verdicts(estimates: Sequence[Estimate], hyps: Hypothesis | Sequence[Hypothes
         else:
             verdict, p_h, p_c, versus = _untested_verdict(est), nan, nan, ""
         needed, more = None, False
-        if verdict in ("inconclusive", "too few seeds") and est.n:
+        # bounds on both sides (targets neither run reached): more seeds cannot decide the row
+        seeds_can_decide = not all(hyps[i].withheld(est.open_above, est.open_below))
+        if verdict in ("inconclusive", "too few seeds") and est.n and seeds_can_decide:
             if est.n >= POWER_MIN_SEEDS and est.df >= 1:
                 needed = seeds_to_resolve(est, hyps[i])
             else:
