@@ -99,12 +99,14 @@ def data_root_errors(cfg: dict) -> list[str]:
 def render_option_errors(plan) -> list[str]:
     """Each render job's options: names its layout takes (the job would refuse any other after
     the runs trained), within what one command-line argument may hold."""
+    from fedkd.report.options import options_taken
+
     errors = []
     for name in plan.outputs:
         options = plan.render_options(name)
         layout = plan.layout(name)
         group = f"{layout.output}s"
-        takes = {*layout.options, "caption", "label"}
+        takes = options_taken(layout.options)
         unknown = sorted(set(map(str, options)) - takes)
         if unknown:
             errors.append(

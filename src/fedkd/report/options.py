@@ -41,13 +41,18 @@ def load_options(text: str | None) -> dict:
     return value
 
 
+def options_taken(allowed: Iterable[str]) -> set[str]:
+    """The option names a target takes: its layout's ``allowed`` and those of every target."""
+    return set(allowed) | {"caption", "label"}
+
+
 class Options:
     """Typed access to one target's options; unknown names and bad values raise ReportError."""
 
     def __init__(self, target: str, values: dict, allowed: Iterable[str]):
         self.target = target
         self.values = dict(values)
-        allowed = set(allowed) | {"caption", "label"}
+        allowed = options_taken(allowed)
         unknown = sorted(set(self.values) - allowed)
         if unknown:
             raise ReportError(

@@ -9,7 +9,7 @@ from fedkd.collapse import MARK
 from fedkd.report.claims.claim import Claim, stands_for
 from fedkd.report.claims.paper_check import trend_ends
 from fedkd.report.claims.residual import Residual
-from fedkd.report.claims.runs import SettingValues, setting_text
+from fedkd.report.claims.runs import SettingValues, not_reached, setting_text
 from fedkd.report.claims.verdict import Verdict
 from fedkd.report.names import display_name, paper_dataset_name
 from fedkd.report.text import DASH
@@ -92,7 +92,7 @@ def comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict) -> l
                 step=max(sv.treated.step, sv.base.step),
             )  # fmt: skip
             if claim.metric == "rounds_to_target" and diffs and not failed and not missing:
-                never = float(sv.setting["rounds_planned"] + 1)
+                never = not_reached(sv.setting)
                 row.neither_reached = all(sv.pair(sub, s) == (never, never) for s in diffs)
             row.open_above, row.open_below, row.open_why = _bounds(claim, sv, sub, sorted(diffs))
             row.collapsed_seeds = frozenset(sv.treated.collapsed_seeds | sv.base.collapsed_seeds)
@@ -113,7 +113,7 @@ def _bounds(claim: Claim, sv: SettingValues, sub: str, seeds: list[int]):
     above = below = False
     why = []
     if claim.metric == "rounds_to_target":
-        never = float(sv.setting["rounds_planned"] + 1)
+        never = not_reached(sv.setting)
         pairs = [sv.pair(sub, s) for s in seeds]
         if any(t == never for t, _ in pairs):  # the treatment needs more rounds than counted
             above = True

@@ -38,7 +38,6 @@ CSV_COLUMNS = [
 ]  # fmt: skip
 
 
-# how to read a row, in one line (the page's first note; docs/pipeline.md has the procedure)
 def _tested(v: Verdict) -> bool:
     """Whether the row was tested: a p on either side (a bound may withhold one)."""
     return not (math.isnan(v.p_holds) and math.isnan(v.p_contradicted))
@@ -49,6 +48,7 @@ def _p(p: float) -> float:
     return 1.0 if math.isnan(p) else p
 
 
+# how to read a row, in one line (the page's first note; docs/pipeline.md has the procedure)
 READ_LINE = (
     f"How to read a row: the effect is the mean per-seed difference (first method − second); "
     f"its {LEVEL:.0%} interval and both p-values are the paired t-test's on the two methods' own "

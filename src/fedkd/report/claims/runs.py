@@ -366,9 +366,14 @@ def metric_values(
             return {sub: float(r)}, ""
         if status != "complete":
             return {}, f"{status} before reaching T"
-        # never reached within the planned rounds: counted as one round more (a lower bound)
-        return {sub: float(setting["rounds_planned"] + 1)}, "T not reached, counted as R+1"
+        return {sub: not_reached(setting)}, "T not reached, counted as R+1"
     raise ValueError(f"unknown metric {metric!r}")
+
+
+def not_reached(setting: dict) -> float:
+    """The rounds a target never reached within the planned R counts as: R + 1, the fewest it
+    could need (a lower bound; fedkd.report.claims.compare tells it by this value)."""
+    return float(setting["rounds_planned"] + 1)
 
 
 def _target(targets: dict[float, float], alpha, table: str) -> float:

@@ -318,12 +318,12 @@ def verdicts(estimates: Sequence[Estimate], hyps: Hypothesis | Sequence[Hypothes
     if aggregate not in AGGREGATES:
         raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
     tested = [i for i, e in enumerate(estimates) if _testable(e)]
-    raw = {i: hyps[i].pvalues(estimates[i].effect, estimates[i].se, estimates[i].df)
-           for i in tested}  # fmt: skip
+    withheld = [h.withheld(e.open_above, e.open_below)
+                for h, e in zip(hyps, estimates, strict=True)]  # fmt: skip
     # a side the bounds could undo is not tested: p 1 for the correction, shown as none
-    withheld = {i: hyps[i].withheld(estimates[i].open_above, estimates[i].open_below)
-                for i in tested}  # fmt: skip
-    raw = {i: tuple(1.0 if off else p for p, off in zip(raw[i], withheld[i], strict=True))
+    raw = {i: tuple(1.0 if off else p for p, off in zip(
+               hyps[i].pvalues(estimates[i].effect, estimates[i].se, estimates[i].df),
+               withheld[i], strict=True))
            for i in tested}  # fmt: skip
     p_for = {i: raw[i][0] for i in tested}
     p_against = {i: raw[i][1] for i in tested}
@@ -350,8 +350,7 @@ def verdicts(estimates: Sequence[Estimate], hyps: Hypothesis | Sequence[Hypothes
             verdict, p_h, p_c, versus = _untested_verdict(est), nan, nan, ""
         needed, more = None, False
         # bounds on both sides (targets neither run reached): more seeds cannot decide the row
-        seeds_can_decide = not all(hyps[i].withheld(est.open_above, est.open_below))
-        if verdict in ("inconclusive", "too few seeds") and est.n and seeds_can_decide:
+        if verdict in ("inconclusive", "too few seeds") and est.n and not all(withheld[i]):
             if est.n >= POWER_MIN_SEEDS and est.df >= 1:
                 needed = seeds_to_resolve(est, hyps[i])
             else:
