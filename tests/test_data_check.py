@@ -236,6 +236,40 @@ def test_pretrained_weights_are_checked_for_distilbert_runs_only(tmp_path):
     assert data_check.missing_inputs([cnn]) == []
 
 
+def test_a_dataset_a_strategy_reads_besides_its_own_is_checked_like_it(tmp_path):
+    """FedDF on CIFAR-10 distils on CIFAR-100 (its default there): with CIFAR-10 in place and
+    CIFAR-100 absent, CIFAR-100 is named in its loader's words; a FedDF that distils on a slice of
+    its own data or on noise, and a strategy naming no dataset, read CIFAR-10 only."""
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    feddf = {"dataset": "cifar10", "data_root": str(tmp_path), "strategy": "feddf", "params": {}}
+    assert data_check.other_datasets(feddf) == {"cifar100"}
+    said = f"{loader_says('cifar100', tmp_path)} (read by the runs of feddf on cifar10)"
+    assert data_check.missing_inputs([feddf]) == [said]
+    # a dataset that runs train on too is named as such alone
+    cifar100_run = {"dataset": "cifar100", "data_root": str(tmp_path)}
+    assert data_check.missing_inputs([feddf, cifar100_run]) == [loader_says("cifar100", tmp_path)]
+    for unlabeled in ("train-slice", "noise"):
+        own = dict(feddf, params={"unlabeled": unlabeled})
+        assert data_check.other_datasets(own) == set()
+        assert data_check.missing_inputs([own]) == []
+    assert data_check.missing_inputs([dict(feddf, strategy="fedavg")]) == []
+    (tmp_path / "cifar-100-python").mkdir()
+    assert data_check.missing_inputs([feddf]) == []
+
+
+def test_the_paper_grids_feddf_runs_on_cifar10_read_cifar100():
+    import yaml
+
+    plan = Plan(yaml.safe_load((REPO / "config" / "paper.yaml").read_text()))
+    others = {}
+    for run in plan.all_runs():
+        dataset, variant, setting, seed = Path(run).relative_to("results/runs").parts
+        spec = plan.run_spec(dataset, variant, setting, seed.removeprefix("seed"))
+        others.setdefault((spec["strategy"], dataset), data_check.other_datasets(spec))
+    assert others[("feddf", "cifar10")] == {"cifar100"}
+    assert all(not found for (strategy, _), found in others.items() if strategy != "feddf")
+
+
 # ----------------------------------------------------------------------------- which runs count
 
 

@@ -9,8 +9,9 @@ The dataset check is cheap and errs towards starting: a dataset is taken as pres
 the names its loader looks for exists under its data root (the jobs read it and say what is
 wrong with it); otherwise its loader is asked, with downloads off, and only its "not found"
 counts. With ``FEDKD_DOWNLOAD=1`` the jobs fetch missing datasets and tokenizers, which are not
-checked then; pretrained weights are never downloaded by a run, so they are checked always. Not
-checked: a strategy's second dataset (FedDF's unlabelled set); its jobs name it when missing.
+checked then; pretrained weights are never downloaded by a run, so they are checked always. A
+dataset that a run's strategy reads besides the run's own (FedDF's unlabelled set) is checked
+like it.
 ``fedkd train`` makes the weights check too, before a run starts (``refuse_missing_weights``).
 
 The names live here, not in the loaders (fedkd.data.cifar, .mnist, .tinyimagenet, .text): a
@@ -152,14 +153,47 @@ def refuse_missing_weights(spec, out: Path) -> None:
 TOKENIZED = ("agnews", "sst5")
 
 
+def other_datasets(spec) -> set[str]:
+    """The datasets a run reads besides its own: each parameter of its strategy (its dataset's
+    defaults included) whose value is a dataset's name, as FedDF's ``unlabeled`` set is."""
+    from dataclasses import fields, is_dataclass
+
+    from fedkd.data import dataset_names, default_model
+    from fedkd.strategies import get_strategy_class
+
+    if not spec.get("strategy"):
+        return set()
+    dataset, model = spec["dataset"], spec.get("model", "auto")
+    model = default_model(dataset) if model == "auto" else model
+    params = get_strategy_class(spec["strategy"]).make_params(
+        dict(spec.get("params") or {}), dataset, model
+    )
+    if not is_dataclass(params):
+        return set()
+    values = [getattr(params, field.name) for field in fields(params)]
+    return {v for v in values if isinstance(v, str) and v in dataset_names()} - {dataset}
+
+
 def missing_inputs(specs) -> list[str]:
-    """What the runs of ``specs`` (run specs as the plan gives them: dataset, data_root, model,
-    model_options, dataset_options) read that is not there, one reason each: datasets, then
-    tokenizers (of datasets that are there), then pretrained weights."""
+    """What the runs of ``specs`` (run specs as the plan gives them: dataset, data_root, strategy,
+    params, model, model_options, dataset_options) read that is not there, one reason each:
+    datasets (the other datasets their strategies read included), then tokenizers (of datasets
+    that are there), then pretrained weights."""
     specs = list(specs)
     roots = {spec["dataset"]: spec.get("data_root") for spec in specs}
+    trained_on = set(roots)
+    readers: dict[str, set[str]] = {}  # a dataset no run trains on → the runs that read it
+    for spec in specs:
+        for name in other_datasets(spec) - trained_on:
+            roots.setdefault(name, spec.get("data_root"))
+            readers.setdefault(name, set()).add(f"{spec['strategy']} on {spec['dataset']}")
     absent = missing_datasets(roots)
-    reasons = list(absent.values())
+    reasons = [
+        f"{reason} (read by the runs of {', '.join(sorted(readers[name]))})"
+        if name in readers
+        else reason
+        for name, reason in absent.items()
+    ]
     text = [s for s in specs if s["dataset"] in TOKENIZED and s["dataset"] not in absent]
     if text:
         from fedkd.data.text import DEFAULT_TOKENIZER
