@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from claim_runs import make_run
 from fedkd.report import aggregate_runs, render, write_aggregate
-from test_claims import make_run
 
 TARGET = {"targets": [{"alpha": 1.0, "accuracy": 0.8}]}
 ROUNDS = {"rounds_to_target": {"paper": "feddf_table1", "layout": "rounds_to_target",

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from claim_runs import BYSTANDER_NOISE, TABLE3, config, make_run, pair_runs
 from fedkd.pipeline import Plan, validate_config
 from fedkd.pipeline.config_file import ConfigError
 from fedkd.report import aggregate_runs, render, write_aggregate
@@ -24,7 +25,6 @@ from fedkd.report.claims.declared import (
     entry_claims,
 )
 from fedkd.report.claims.runs import SETTING
-from test_claims import BYSTANDER_NOISE, TABLE3, config, make_run, pair_runs
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
