@@ -157,6 +157,35 @@ def test_vs_paper_tunes_rounds_to_target_as_its_table_does(tmp_path):
     assert "Rounds to target" in md and "Accuracy (%)" not in md
 
 
+def test_vs_paper_counts_a_stand_ins_rounds_to_its_tables_target(tmp_path):
+    """On a stand-in, FedDF Table 1's 80% at alpha 1 is answered by the table's own target there
+    (90%, scaled to the stand-in), which the row names; without the table's targets, by 80%."""
+    r = tmp_path / "runs"
+    curves = {"fedavg": [0.5, 0.7, 0.8, 0.85, 0.88, 0.9], "feddf": [0.6, 0.8, 0.85, 0.9, 0.9, 0.9]}
+    runs = [(label, make_run(r, f"{label}{s}", curve, dataset="mnist5k", alpha=1.0, seed=s,
+                             strategy=label))
+            for s in range(2) for label, curve in curves.items()]  # fmt: skip
+    aggregate = agg_file(tmp_path, runs)
+    opts = {"paper": "feddf_table1", "stand_ins": {"mnist5k": "CIFAR-10"}, "caption": "T."}
+    scaled = tmp_path / "scaled"
+    targets = [{"alpha": 1.0, "accuracy": 0.9}, {"alpha": 0.1, "accuracy": 0.8}]
+    render("vs_paper", scaled, aggregate=aggregate, options={**opts, "targets": targets})
+    by = csv_of(scaled).set_index("method")
+    assert list(by.loc[["fedavg", "feddf"], "mean"]) == [6.0, 4.0]
+    assert set(by["target_accuracy"]) == {0.8} and set(by["target_here"]) == {0.9}
+    md = scaled.with_name(scaled.name + ".md").read_text()
+    assert "rounds to 80% (run on mnist5k, to its 90%) | FedAvg |" in md
+    literal = tmp_path / "literal"
+    render("vs_paper", literal, aggregate=aggregate, options=opts)
+    assert list(csv_of(literal).set_index("method").loc[["fedavg", "feddf"], "mean"]) == [3.0, 2.0]
+    # the default configuration's table hands its targets to its companion
+    plan = Plan(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    assert plan.vs_paper_options("rounds_to_target")["targets"][0] == {
+        "alpha": 1.0,
+        "accuracy": 0.9,
+    }
+
+
 def test_best_of_option_and_config_errors(tmp_path, sweep):
     with pytest.raises(ReportError, match="two or more distinct"):
         render("grid", tmp_path / "t", aggregate=sweep,
@@ -311,6 +340,48 @@ def test_vs_paper_compares_the_papers_own_dataset_by_value(tmp_path):
     alone = tmp_path / "fedavg_vs_paper"
     render("vs_paper", alone, aggregate=agg_file(tmp_path, runs[:3], "alone.parquet"), options=opts)
     assert "Rank" not in alone.with_name(alone.name + ".md").read_text()
+
+
+def test_vs_paper_answers_the_papers_rounds_with_the_tables_own(tmp_path):
+    """Table 6's rounds 10/20/50/100 of 100, on runs of 10 rounds whose table shows rounds
+    1/2/5/10: each paper round is set beside the table's round in its place, and the row says
+    which. Without the table's rounds each paper round answers itself, and a round the runs never
+    had says so rather than "not reached"."""
+    r = tmp_path / "runs"
+    runs = []
+    for s in (0, 1):  # accuracy 10 + r (fedavg) and 20 + r (fedgkd) percent at round r
+        for label, base in (("fedavg", 0.10), ("fedgkd", 0.20)):
+            accs = [base + 0.01 * rnd + 0.001 * s for rnd in range(1, 11)]
+            runs.append((label, make_run(r, f"{label}{s}", accs, dataset="mnist5k", alpha=0.1,
+                                         seed=s, strategy=label)))  # fmt: skip
+    aggregate = agg_file(tmp_path, runs)
+    opts = {"paper": "fedgkd_table6", "stand_ins": {"mnist5k": "CIFAR-10"}, "caption": "At."}
+    scaled = tmp_path / "scaled"
+    render("vs_paper", scaled, aggregate=aggregate, options={**opts, "rounds": [1, 2, 5, 10]})
+    by = csv_of(scaled).set_index(["method", "round"])
+    for paper_round, here in ((10, 1), (20, 2), (50, 5), (100, 10)):
+        row = by.loc[("fedavg", paper_round)]
+        assert row["round_here"] == here and row["status"] == "ok"
+        assert row["mean"] == pytest.approx(10 + here + 0.05)
+        assert by.loc[("fedgkd", paper_round), "gap"] == pytest.approx(10.0)
+    md = scaled.with_name(scaled.name + ".md").read_text()
+    assert "| CIFAR-10, α=0.1, round 10 (run on mnist5k, at its round 1) | FedAvg |" in md
+    literal = tmp_path / "literal"
+    render("vs_paper", literal, aggregate=aggregate, options=opts)
+    by = csv_of(literal).set_index(["method", "round"])
+    assert by.loc[("fedavg", 10), "mean"] == pytest.approx(20.05)
+    assert by.loc[("fedavg", 20), "status"] == "no round 20"
+    md = literal.with_name(literal.name + ".md").read_text()
+    assert (
+        "| CIFAR-10, α=0.1, round 10 (run on mnist5k) | FedAvg |" in md and "not reached" not in md
+    )
+    # as many rounds as the paper's, or none of the table's is taken
+    render("vs_paper", tmp_path / "other", aggregate=aggregate, options={**opts, "rounds": [1, 2]})
+    assert csv_of(tmp_path / "other").set_index(["method", "round"]).loc[("fedavg", 10), "mean"] \
+        == pytest.approx(20.05)  # fmt: skip
+    # the default configuration's table 6 hands its rounds to its companion
+    plan = Plan(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    assert plan.vs_paper_options("table6")["rounds"] == [1, 2, 5, 10]
 
 
 def test_a_stand_ins_dataset_counts_are_not_compared(tmp_path):

@@ -443,15 +443,16 @@ def test_rounds_to_target_reached_and_not_reached(tmp_path):
     md = read(out, ".md")
     assert "| α | C | E | T | FedAvg | FedProx | FedDF |" in md
     # fedavg: rounds 3 and 5 -> 4 ± 1; feddf: rounds 1 and 2 -> 2 ± 0 (1.5 shown without decimals)
-    assert "| 1 | 0.2 | 20 | 80% | <u>4 ± 1</u> | not reached | **2 ± 0** |" in md
+    # fedprox: seed 1 reaches 80% in round 1, seed 0 never does
+    assert "| 1 | 0.2 | 20 | 80% | <u>4 ± 1</u> | not reached (1 of 2) | **2 ± 0** |" in md
+    assert "Not reached: a seed never reached T in its rounds; (k of n)" in md
     # one seed: no ±; seed 1 has no run there (‡)
     assert "| 0.1 | 0.2 | 20 | 75% | 2‡ | – | – |" in md
-    csv = pd.read_csv(out.with_suffix(".csv"))
+    csv = pd.read_csv(out.with_suffix(".csv"), dtype={"rounds_reached": str})
     feddf = csv[csv["label"] == "feddf"].iloc[0]
     assert (feddf["mean"], feddf["std"], feddf["target"]) == (1.5, 0.5, 0.8)
-    assert (
-        csv[(csv["label"] == "fedprox") & (csv["alpha"] == 1.0)]["status"].iloc[0] == "not reached"
-    )
+    fedprox = csv[(csv["label"] == "fedprox") & (csv["alpha"] == 1.0)].iloc[0]
+    assert fedprox["status"] == "not reached" and fedprox["rounds_reached"] == "1"
     with pytest.raises(ReportError, match="alpha 0.1"):
         render(
             "rounds_to_target",

@@ -396,7 +396,8 @@ class Plan:
     def vs_paper_options(self, name: str) -> dict:
         entry = self.outputs[name]
         options = {"paper": entry["paper"], "stand_ins": self.config.get("stand_ins") or {}}
-        for key in ("stat", "ddof"):
+        # the table's rounds and targets answer the paper's (shorter runs, a stand-in's targets)
+        for key in ("stat", "ddof", "rounds", "targets"):
             if key in (entry.get("options") or {}):
                 options[key] = entry["options"][key]
         if self.best_of(name):

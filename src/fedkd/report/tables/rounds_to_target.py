@@ -67,6 +67,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     rows = order_rows(keys, rows, opts.mapping("order"))
     show_target = "alpha" in keys
     body, recs = [], []
+    missed_any = False
     for row in rows:
         line = [Text.plain(format_key_value(k, v, names)) for k, v in zip(keys, row, strict=True)]
         target = None
@@ -80,9 +81,17 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         for label in labels:
             cell = cells[row][label]
             t = cell_text(cell, 1, decimals)
+            extra = {"metric": "rounds_to_target", "target": target}
+            if cell.kind == "not reached":
+                # the seeds that did reach T: "not reached (2 of 3)", their rounds in the CSV
+                missed_any = True
+                reached = [rounds_of(_first_rows(df, run, label), "") for run in cell.runs]
+                reached = [int(r) for r in reached if r is not None]
+                extra["rounds_reached"] = ";".join(str(r) for r in reached)
+                if reached:
+                    t = Text.plain(f"not reached ({len(reached)} of {len(cell.runs)})")
             t.style = styles.get(label, "")
             line.append(mark(t, label, chosen.get((row, label)), opts))
-            extra = {"metric": "rounds_to_target", "target": target}
             extra["variant"] = chosen.get((row, label), "")
             if target is None and cell.runs:
                 extra["target"] = _target_for(_first_rows(df, cell.runs[0], label), targets)
@@ -101,9 +110,17 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
             )
             + ")."
         )
+    if missed_any:
+        caption += f" {NOT_REACHED_NOTE}"
     caption = with_variant_note(caption, df, keys, labels, col_names, best_of_option(opts))
     n_stub = len(keys) + int(show_target)
     return TableDoc(caption, label, header, body, n_stub, pd.DataFrame(recs))
+
+
+NOT_REACHED_NOTE = (
+    "Not reached: a seed never reached T in its rounds; (k of n): k of the cell's n seeds did "
+    "(the CSV's rounds_reached lists their rounds)."
+)
 
 
 def _first_rows(df: pd.DataFrame, run: str, label: str) -> pd.DataFrame:

@@ -18,7 +18,10 @@ is compared depends on the data it ran on:
 
 The quantity follows the paper table: best or final accuracy (``stat``), accuracy at a round
 (``round``), rounds to a target (``target_accuracy``: fewer is better), a dataset count
-(``quantity``), else option ``stat``.
+(``quantity``), else option ``stat``. A table that shows other rounds than the paper's (option
+``rounds`` of an ``at_rounds`` table, as many as the paper's: shorter runs, the rounds scaled)
+answers the paper's rounds in order with its own; on a stand-in, a rounds-to-target table's
+``targets`` (scaled to the stand-in) answer the paper's target at each alpha.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from fedkd.report.keys import group_runs
 from fedkd.report.names import display_name, paper_dataset_name
 from fedkd.report.options import Options
 from fedkd.report.tables.common import STAT_NAMES, STATS, caption_and_label, stat_fn
+from fedkd.report.tables.rounds_to_target import target_accuracies
 from fedkd.report.text import DASH, Text, format_key_value, key_value
 from fedkd.report.writers import TableDoc
 
@@ -75,6 +79,8 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     stand_ins = {p: d for p, (d, _) in stand_in_map(opts.mapping("stand_ins")).items()}
     stat = opts.choice("stat", STATS, "best")
     ddof, decimals = opts.ddof(), opts.integer("decimals", 2, 0, 6)
+    rounds_here = round_map(table["cells"], opts.num_list("rounds", [], integer=True))
+    targets_here = target_accuracies(opts.target, {"targets": opts.values.get("targets")})
 
     recs, left_out, not_compared = [], [], 0
     for cell in table["cells"]:
@@ -84,9 +90,14 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         if relative and cell.get("quantity") is not None:
             not_compared += 1  # a stand-in's size or class count says nothing about the paper's
             continue
+        if cell.get("round") is not None:
+            cell = {**cell, "round_here": rounds_here.get(int(cell["round"]), int(cell["round"]))}
+        alpha = cell.get("alpha")
+        if relative and cell.get("target_accuracy") is not None and alpha is not None:
+            cell = {**cell, "target_here": targets_here.get(float(alpha), cell["target_accuracy"])}
         runs = _matching_runs(df, cell, used, opts)
-        value, scale, partial = _quantity(cell, stat)
-        got = make_cell(runs, value, ddof, partial_ok=partial, none_means="not reached")
+        value, scale, partial, none_means = _quantity(cell, stat)
+        got = make_cell(runs, value, ddof, partial_ok=partial, none_means=none_means)
         if got.kind == "missing":
             left_out.append(cell)
             continue
@@ -147,12 +158,22 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     return doc
 
 
+def round_map(cells: list[dict], rounds: list[int]) -> dict[int, int]:
+    """{the paper's round: the table's round answering it}: the paper's rounds in order onto
+    ``rounds`` (the table's option), where it names as many; else each round answers itself."""
+    paper = sorted({int(c["round"]) for c in cells if c.get("round") is not None})
+    if not rounds or len(rounds) != len(paper):
+        return {}
+    return dict(zip(paper, sorted(rounds), strict=True))
+
+
 RELATIVE, ABSOLUTE = "relative", "absolute"
 # the settings that make a paper table's row (the methods of one setting are ranked together)
 SETTING_KEYS = ("dataset", *MATCH_KEYS, "buffer", "round", "stat", "target_accuracy", "quantity")
 CSV_COLUMNS = [
     "setting", "cell", "method", "method_name", "paper_dataset", "dataset", "comparison",
-    "alpha", "participation", "local_epochs", "round", "stat", "paper_mean", "paper_std",
+    "alpha", "participation", "local_epochs", "round", "round_here", "target_accuracy",
+    "target_here", "stat", "paper_mean", "paper_std",
     "mean", "std", "min", "max", "difference", "within_2sd", "reference", "paper_rank",
     "rank", "paper_gap", "gap", "same_side", "n_seeds", "seeds", "status", "unit", "collapsed",
 ]  # fmt: skip
@@ -181,17 +202,25 @@ def paper_setting_text(cell: dict, dataset: str | None = None) -> str:
         else:
             parts.append(format_key_value(k, v, {}))
     text = ", ".join(parts) or "–"
+    here = []
     if dataset and dataset != cell.get("dataset"):
-        text += f" (run on {dataset})"
-    return text
+        here.append(f"run on {dataset}")
+    if cell.get("round_here") not in (None, cell.get("round")):
+        here.append(f"at its round {cell['round_here']}")
+    if cell.get("target_here") not in (None, cell.get("target_accuracy")):
+        here.append(f"to its {float(cell['target_here']) * 100:g}%")
+    return f"{text} ({', '.join(here)})" if here else text
 
 
 def _missing_text(cells: list[dict]) -> str:
-    datasets = list(dict.fromkeys(paper_dataset_name(c.get("dataset")) for c in cells))
-    methods = list(dict.fromkeys(display_name(str(c.get("method"))) for c in cells))
-    return (
-        f"{', '.join(datasets)}; {', '.join(methods)}" if len(methods) < 4 else ", ".join(datasets)
-    )
+    """The paper's settings of the cells left out (their datasets, where they are many), and
+    their methods where they are few."""
+    settings = list(dict.fromkeys(paper_setting_text(c) for c in cells))
+    where = "; ".join(settings)
+    if len(settings) > 4:
+        where = ", ".join(dict.fromkeys(paper_dataset_name(c.get("dataset")) for c in cells))
+    methods = list(dict.fromkeys(display_name(str(c["method"])) for c in cells if c.get("method")))
+    return f"{where}; {', '.join(methods)}" if methods and len(methods) < 4 else where
 
 
 def _record(cell: dict, dataset, got: Cell, scale: float, relative: bool) -> dict:
@@ -211,6 +240,9 @@ def _record(cell: dict, dataset, got: Cell, scale: float, relative: bool) -> dic
         "dataset": dataset or "",
         "comparison": RELATIVE if relative else ABSOLUTE,
         **{k: cell.get(k) for k in ("alpha", "participation", "local_epochs", "round", "stat")},
+        "round_here": cell.get("round_here"),
+        "target_accuracy": cell.get("target_accuracy"),
+        "target_here": cell.get("target_here"),
         "paper_mean": paper,
         "paper_std": cell.get("std"),
         "mean": got.mean * scale if ok else math.nan,
@@ -315,7 +347,7 @@ def _matching_runs(df: pd.DataFrame, cell: dict, dataset: str | None, opts: Opti
                 rows = rows[rows[k] == want]
     if rows.empty:
         return None
-    value, _, partial = _quantity(cell, opts.choice("stat", STATS, "best"))
+    value, _, partial, _ = _quantity(cell, opts.choice("stat", STATS, "best"))
     # as the paper's table tunes: accuracy on validation, rounds to a target by the fewest rounds
     accuracy = _unit(cell) == "points"
     rows, _ = pick_best_of(
@@ -326,7 +358,8 @@ def _matching_runs(df: pd.DataFrame, cell: dict, dataset: str | None, opts: Opti
 
 
 def _quantity(cell: dict, stat: str):
-    """(value of a run, display scale, whether rounds after it may be missing or diverged)."""
+    """(value of a run, display scale, whether rounds after it may be missing or diverged, what a
+    run without a value shows)."""
     from fedkd import metrics
 
     if cell.get("quantity") is not None:
@@ -336,23 +369,23 @@ def _quantity(cell: dict, stat: str):
             v = key_value(rows[column].iloc[0]) if column in rows else None
             return None if v is None else float(v)
 
-        return count, 1.0, True
+        return count, 1.0, True, "not recorded"
     if cell.get("round") is not None:
-        r = int(cell["round"])
+        r = int(cell.get("round_here", cell["round"]))
 
         def at_round(rows, status):
             return metrics.accuracy_at_round(rows, r) if (rows["round"] == r).any() else None
 
-        return at_round, 100.0, True
+        return at_round, 100.0, True, f"no round {r}"
     if cell.get("target_accuracy") is not None:
-        target = float(cell["target_accuracy"])
+        target = float(cell.get("target_here", cell["target_accuracy"]))
 
         def rounds(rows, status):
             found = metrics.rounds_to_target(rows, target)
             return None if found is None else float(found)
 
-        return rounds, 1.0, True
-    return stat_fn(cell.get("stat") or stat), 100.0, False
+        return rounds, 1.0, True, "not reached"
+    return stat_fn(cell.get("stat") or stat), 100.0, False, "missing"
 
 
 def _unit(cell: dict) -> str:
