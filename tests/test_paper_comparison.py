@@ -384,6 +384,24 @@ def test_vs_paper_answers_the_papers_rounds_with_the_tables_own(tmp_path):
     assert plan.vs_paper_options("table6")["rounds"] == [1, 2, 5, 10]
 
 
+def test_vs_paper_ranks_the_buffer_lengths_of_a_setting_as_methods(tmp_path):
+    """Table 7's rows are buffer lengths M of one setting: on the stand-in they are ranked against
+    each other (the paper: M=5 79.14 > M=1 78.58 at alpha 1), with M=1 the reference."""
+    r = tmp_path / "runs"
+    runs = [(label, make_run(r, f"{label}{s}", [0.1, acc], dataset="mnist5k", alpha=1.0, seed=s,
+                             strategy="fedgkd", params={"buffer": int(label[2:])}))
+            for s in range(2) for label, acc in (("M=1", 0.90), ("M=5", 0.93))]  # fmt: skip
+    out = tmp_path / "table7_vs_paper"
+    opts = {"paper": "fedgkd_table7", "stand_ins": {"mnist5k": "CIFAR-10"}, "caption": "M."}
+    render("vs_paper", out, aggregate=agg_file(tmp_path, runs), options=opts)
+    by = csv_of(out).set_index("method")
+    assert set(by["setting"]) == {"CIFAR-10, α=1 (run on mnist5k)"}
+    assert list(by.loc[["M=1", "M=5"], "rank"]) == [2, 1]
+    assert list(by.loc[["M=1", "M=5"], "paper_rank"]) == [2, 1]
+    assert by.loc["M=5", "gap"] == pytest.approx(3.0) and by.loc["M=5", "reference"] == "M=1"
+    assert "1 of 1 method pairs are ordered as in the paper" in out.with_suffix(".md").read_text()
+
+
 def test_a_stand_ins_dataset_counts_are_not_compared(tmp_path):
     r = tmp_path / "runs"
     runs = [("fedavg", make_run(r, "a0", [0.1, 0.5], dataset="mnist5k", alpha=1.0, seed=0))]

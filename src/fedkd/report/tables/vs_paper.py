@@ -168,8 +168,9 @@ def round_map(cells: list[dict], rounds: list[int]) -> dict[int, int]:
 
 
 RELATIVE, ABSOLUTE = "relative", "absolute"
-# the settings that make a paper table's row (the methods of one setting are ranked together)
-SETTING_KEYS = ("dataset", *MATCH_KEYS, "buffer", "round", "stat", "target_accuracy", "quantity")
+# the settings that make a paper table's row (the methods of one setting are ranked together; a
+# buffer length M is a method of Tables 7 and 8, whose cells name it "M=5", as the claims read it)
+SETTING_KEYS = ("dataset", *MATCH_KEYS, "round", "stat", "target_accuracy", "quantity")
 CSV_COLUMNS = [
     "setting", "cell", "method", "method_name", "paper_dataset", "dataset", "comparison",
     "alpha", "participation", "local_epochs", "round", "round_here", "target_accuracy",
@@ -184,7 +185,7 @@ def paper_setting_text(cell: dict, dataset: str | None = None) -> str:
     parts = []
     if cell.get("dataset") is not None:
         parts.append(paper_dataset_name(cell["dataset"]))
-    names = {"alpha": "α", "participation": "C", "local_epochs": "E", "buffer": "M"}
+    names = {"alpha": "α", "participation": "C", "local_epochs": "E"}
     for k in SETTING_KEYS[1:]:
         v = cell.get(k)
         if v is None:
