@@ -238,3 +238,47 @@ def test_every_supported_python_hashes_the_package_alike():
         theirs = json.loads(proc.stdout)
         differ = sorted(Path(f).name for f in ours if theirs.get(f) != ours[f])
         assert not differ, f"{exe} hashes these files otherwise: {differ}"
+
+
+WHAT_A_RUN_LOADS = """
+import json, sys
+from pathlib import Path
+from fedkd import cli
+cli.main(["train", "--out", sys.argv[1], *sys.argv[2:]])
+print(json.dumps(sorted(
+    str(Path(m.__file__).resolve()) for name, m in list(sys.modules.items())
+    if name.split(".")[0] == "fedkd" and getattr(m, "__file__", None)
+)))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "strategy, dataset, model",
+    [
+        ("fedavg", "mnist5k", "cnn"),
+        ("fedgkd", "mnist5k", "resnet8"),
+        ("fedprox", "synthtext", "auto"),
+    ],
+)
+def test_every_module_a_run_loads_is_in_its_code_hash(tmp_path, strategy, dataset, model):
+    """What a run really imports, however it imports it (the models inside a function, a loader
+    by name), is hashed with it, so editing it re-runs the run. Loaded besides: the command line,
+    its error reporting and data check, and the other strategies' modules, which the registry
+    imports to look a name up."""
+    from fedkd.provenance import PACKAGE_DIR, _closure, run_code_files, strategy_module_files
+
+    args = ["--strategy", strategy, "--dataset", dataset, "--model", model, "--rounds", "1",
+            "--clients", "10", "--participation", "0.1", "--device", "cpu"]  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", WHAT_A_RUN_LOADS, str(tmp_path / "run"), *args],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    loaded = {Path(f) for f in json.loads(out.stdout.splitlines()[-1])}
+    hashed = set(run_code_files(strategy, dataset))
+    registry = set(_closure(list(strategy_module_files().values())))
+    command = {PACKAGE_DIR / f for f in ("cli.py", "user_errors.py", "pipeline/__init__.py",
+                                         "pipeline/data_check.py")}  # fmt: skip
+    assert loaded - hashed - registry - command == set()
+    model_file = {"cnn": "cnn.py", "resnet8": "resnet.py", "auto": "text.py"}[model]
+    assert PACKAGE_DIR / "models" / model_file in loaded & hashed

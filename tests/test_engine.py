@@ -31,8 +31,42 @@ def test_client_sampling_depends_only_on_seed_and_round():
     assert len(sample_clients(0, 0, 10, 0.01)) == 1
 
 
-def test_derive_seed_is_stable_and_key_sensitive():
-    assert derive_seed(0, "client", 1, 2) == derive_seed(0, "client", 1, 2)
+SEEDS_OF_A_PROCESS = """
+import json
+import numpy as np
+from fedkd.data.partition import partition_labels
+from fedkd.runtime.seeding import derive_seed, sample_clients
+labels = np.arange(200) % 10
+print(json.dumps([
+    derive_seed(0, "client", 1, 2),
+    sample_clients(0, 1, 20, 0.2),
+    partition_labels(labels, "dirichlet", 10, 0, alpha=0.5).tolist(),
+]))
+"""
+
+
+def test_seeds_clients_and_partitions_are_the_same_in_every_process():
+    """Every job of a run, and the job resuming it, draws the same seeds, clients and partition:
+    nothing may come from Python's per-process string hash. Two processes with different hash
+    seeds agree, and derive_seed is its documented digest."""
+    import hashlib
+    import subprocess
+    import sys
+
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", SEEDS_OF_A_PROCESS], capture_output=True, text=True,
+            check=True, env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        ).stdout
+        for hash_seed in ("1", "2")
+    ]  # fmt: skip
+    assert outs[0] == outs[1]
+    seed, clients, assignment = json.loads(outs[0])
+    digest = hashlib.sha256(repr((0, "client", 1, 2)).encode()).digest()
+    assert (
+        seed == int.from_bytes(digest[:8], "little") & (2**63 - 1) == derive_seed(0, "client", 1, 2)
+    )
+    assert clients == sample_clients(0, 1, 20, 0.2) and len(set(assignment)) > 1
     assert derive_seed(0, "client", 1, 2) != derive_seed(0, "client", 2, 1)
 
 

@@ -208,6 +208,20 @@ def test_fedcad_client_begin_uses_the_global_model_on_local_data():
     assert strategy.sample_weights(batch, ctx).tolist() == [0.25, 0.5, 0.25]
 
 
+def test_fedcad_class_weights_read_the_global_model_at_the_loss_temperature():
+    """p^g is softened by the same T as the loss: logits (1, 0, 0) at T = 2 give class 0
+    e^0.5 / (e^0.5 + 2) and class 1 1 / (e^0.5 + 2), each weight (γ−β)/2 (2 p_y − 1) + (γ+β)/2."""
+    teacher = ConstantTeacher([[1.0, 0.0, 0.0]])
+    data = ArraySplit(torch.zeros(2, 4), torch.tensor([0, 1]))
+    strategy = FedCAD(FedCADParams(beta=0.25, gamma=0.5, temperature=2.0), ctx=None)
+    c = client(teacher, data=data, classes=3)
+    strategy.client_begin(c)
+    e = math.exp(0.5)
+    p = {0: e / (e + 2), 1: 1 / (e + 2)}
+    want = [(0.5 - 0.25) / 2 * (2 * p[y] - 1) + (0.5 + 0.25) / 2 for y in (0, 1)] + [0.375]
+    assert c.declared.own["class_weights"].tolist() == pytest.approx(want, rel=1e-6)
+
+
 def test_fedcad_with_equal_bounds_is_fedlsd():
     # FedCAD: "when gamma = beta = C ... our approach degrades to FedLSD"
     torch.manual_seed(3)

@@ -75,11 +75,13 @@ def test_killed_process_resumes_to_the_same_metrics(tmp_path):
     """A real SIGKILL mid-run, then the same command again: metrics equal an uninterrupted run."""
     args = ["--dataset", "mnist5k", "--clients", "10", "--participation", "0.4", "--alpha", "1",
             "--local-epochs", "1", "--rounds", "4", "--device", "cpu"]  # fmt: skip
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    # each process its own string-hash seed: nothing a run draws may depend on it
+    env = {**os.environ, "PYTHONHASHSEED": "1"}
     cmd = [sys.executable, "-m", "fedkd", "train", *args]
     subprocess.run(
         [*cmd, "--out", str(tmp_path / "full")], check=True, env=env, capture_output=True
     )
+    env["PYTHONHASHSEED"] = "2"
     killed_out = tmp_path / "killed"
     proc = subprocess.Popen(
         [*cmd, "--out", str(killed_out)], env=env, stderr=subprocess.PIPE, text=True
@@ -94,6 +96,7 @@ def test_killed_process_resumes_to_the_same_metrics(tmp_path):
     proc.wait()
     rounds_before = len(pd.read_parquet(killed_out / "metrics.parquet"))
     assert rounds_before < 4, "the run finished before it could be killed; make it longer"
+    env["PYTHONHASHSEED"] = "3"
     done = subprocess.run([*cmd, "--out", str(killed_out)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "resuming" in done.stderr
