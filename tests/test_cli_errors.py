@@ -185,6 +185,33 @@ def test_an_output_below_a_file_is_refused(argv, paths, capsys):
     assert f"error: --out {a_file / 'out'}: {a_file} is a file, not a directory" in err
 
 
+@pytest.mark.parametrize("slash", ["", "/"])
+def test_render_refuses_a_prefix_that_is_a_directory(slash, paths, capsys):
+    _, a_dir = paths
+    err = refused(["render", "grid", "-o", f"{a_dir}{slash}"], capsys)
+    assert f"--out {a_dir}{slash} is a directory, and this command writes files named by" in err
+    assert f"e.g. {a_dir / 'table3'}" in err
+
+
+def test_an_output_in_a_place_that_cannot_be_written_is_named(tmp_path, monkeypatch, capsys):
+    """A read-only mount (or a folder root may not write, which no check beforehand can see)
+    met while writing: one line naming the path, no traceback."""
+    import errno
+
+    import fedkd.data.partition
+
+    def read_only(path, *args):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(fedkd.data.partition, "write_partition", read_only)
+    out = tmp_path / "p.parquet"
+    err = refused([*PARTITION, "--out", str(out)], capsys)
+    assert f"fedkd partition: error: {out}: Read-only file system; give a path this" in err
+    exc = PermissionError(errno.EACCES, "Permission denied", "results/tables/t.md.tmp")
+    message = user_error_message(exc, "render")
+    assert message.startswith("fedkd render: error: results/tables/t.md.tmp: Permission denied;")
+
+
 def test_a_path_of_the_wrong_kind_met_while_writing_is_named():
     exc = IsADirectoryError(21, "Is a directory", "t.parquet.tmp", None, "t.parquet")
     message = user_error_message(exc, "aggregate")
@@ -222,6 +249,12 @@ BENCH = ["bench", "--device", "cpu", "--skip-run", "--skip-throughput", "--round
 def test_bench_refuses_bad_flags_naming_flag_and_value(flag, value, fragment, capsys):
     err = refused_by_argparse([*BENCH, flag, value], capsys)
     assert f"fedkd bench: error: {fragment}" in err
+
+
+@pytest.mark.parametrize("flag", ["--strategies", "--ops-strategies"])
+def test_bench_refuses_an_unknown_strategy_before_any_benchmark(flag):
+    with pytest.raises(SystemExit, match=f"fedkd bench: {flag}: 'fedavgg' is unknown; choose one"):
+        main([*BENCH, flag, "fedavg,fedavgg"])
 
 
 def test_bench_reads_integers_as_train_does():

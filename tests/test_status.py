@@ -514,7 +514,41 @@ def test_a_configuration_that_cannot_be_planned_is_named(tmp_path, capsys, monke
     Path("broken.yaml").write_text(yaml.safe_dump(broken))
     assert main(["status", "results/tables/table3.tex", "--configfile", "broken.yaml"]) == 2
     err = capsys.readouterr().err
-    assert "--configfile broken.yaml cannot be planned" in err and "snakemake -n" in err
+    assert "--configfile broken.yaml: the configuration has 1 error(s):" in err
+    assert "'defaults' is a required property" in err
+
+
+def test_a_configuration_the_workflow_refuses_is_refused_with_its_errors(tmp_path, capsys,
+                                                                          monkeypatch):  # fmt: skip
+    """As snakemake -n refuses it (docs/pipeline.md: every reader of a configuration): a misspelt
+    key and a value out of range, each named, and no count of runs."""
+    monkeypatch.chdir(tmp_path)
+    config = yaml.safe_load((REPO / "config" / "tiny.yaml").read_text())
+    config["defaults"]["clinets"] = config["defaults"].pop("clients")
+    config["defaults"]["participation"] = 1.5
+    Path("typo.yaml").write_text(yaml.safe_dump(config))
+    assert main(["status", "--configfile", "typo.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "--configfile typo.yaml: the configuration has 2 error(s):" in err
+    assert "'clinets' was unexpected; did you mean 'clients'?" in err
+    assert "defaults.participation: 1.5 is greater than the maximum of 1" in err
+
+
+def test_a_folder_beside_a_configuration_or_targets_is_refused(tmp_path, capsys, monkeypatch):
+    """`fedkd status FOLDER` reads the runs found there; beside --configfile or a target a folder
+    is no target, and taking it for the runs folder gave wrong counts."""
+    monkeypatch.chdir(tmp_path)
+    Path("results/runs/mnist5k").mkdir(parents=True)
+    config = str(REPO / "config" / "tiny.yaml")
+    for argv in (["results/runs/mnist5k", "--configfile", config],
+                 ["results/tables/table3.tex", "results/runs/mnist5k"],
+                 ["results/runs/mnist5k", "--runs", "results/runs"]):  # fmt: skip
+        assert main(["status", *argv]) == 2
+        err = capsys.readouterr().err
+        assert (
+            "results/runs/mnist5k is a folder, not a target; give a runs folder with --runs" in err
+        )
+    assert main(["status", "results/runs/mnist5k"]) == 0
 
 
 def _started_without_record(root: Path, log_text: str | None, age: float) -> str:

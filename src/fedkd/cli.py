@@ -297,10 +297,15 @@ def cmd_render(args) -> int:
 def cmd_status(args) -> int:
     from fedkd.tools.status import status_main
 
-    targets, runs = [], args.runs
+    targets, runs = [], args.runs or "results/runs"
     for t in args.targets:
         if Path(t).is_dir() and not t.rstrip("/").endswith(("results/tables", "results/figures")):
-            runs = t  # a folder, as `fedkd status RUNS` took before targets
+            if args.configfile or args.runs or len(args.targets) > 1:
+                raise ValueError(
+                    f"{t} is a folder, not a target; give a runs folder with --runs, or a "
+                    "table or figure such as results/tables/table3.tex"
+                )
+            runs = t  # `fedkd status RUNS`: every run found in that folder
         else:
             targets.append(t)
     print(status_main(runs, args.configfile, args.stale_after, targets))
@@ -453,9 +458,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "targets", nargs="*", metavar="TARGET",
         help="workflow targets, e.g. results/tables/table3.tex (planned from --configfile, "
-        "default config/config.yaml)",
+        "default config/config.yaml); a folder alone: every run found in it (as --runs)",
     )  # fmt: skip
-    p.add_argument("--runs", default="results/runs", help="runs folder [results/runs]")
+    p.add_argument("--runs", help="runs folder [results/runs]")
     p.add_argument(
         "--configfile", metavar="FILE",
         help="the workflow's configuration (as snakemake's --configfile) [config/config.yaml]",

@@ -23,6 +23,11 @@ def check_output_path(path: str | Path, kind: str, example: str = "") -> None:
     folder or file written through one would replace what it points to)."""
     from fedkd.files import refuse_link
 
+    if kind == "prefix" and (str(path).endswith("/") or Path(path).is_dir()):
+        raise OutputPathError(
+            f"--out {path} is a directory, and this command writes files named by the prefix "
+            f"(PREFIX.tex, PREFIX.md, ...); give the prefix, e.g. {Path(path) / 'table3'}"
+        )
     path = Path(path)
     if kind != "prefix":
         refuse_link(path)
@@ -77,6 +82,13 @@ def user_error_message(exc: Exception, command: str) -> str | None:
             f"fedkd {command}: error: no space left on device writing "
             f"{exc.filename or 'its output'}; nothing half-written was left. Free some space and "
             f"run the same command again (a run resumes from its last checkpoint)"
+        )
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        # an --out in a read-only place that no check before the work could see (root's, a
+        # read-only mount); train says it before it starts (cli.check_writable_out)
+        return (
+            f"fedkd {command}: error: {exc.filename or 'its output'}: {exc.strerror}; give a "
+            "path this command may write (and read), or change the folder's permissions"
         )
     if isinstance(exc, ValueError):  # SpecError, DatasetCorruptError, an absent device, ...
         return f"fedkd {command}: error: {exc}"

@@ -41,10 +41,28 @@ DEFAULT_CONFIG = Path("config/config.yaml")
 RUNS_PREFIX = Path("results/runs")
 
 
+# the workflow's schema: in the folder status runs in (the workflow's, as its targets are named),
+# else in the checkout this package is installed from
+SCHEMA = Path("workflow", "schemas", "config.schema.yaml")
+
+
+def _schema() -> Path | None:
+    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        if (base / SCHEMA).is_file():
+            return base / SCHEMA
+    return None
+
+
 def _load_config(configfile: Path) -> dict:
     """The configuration as the workflow reads it (fedkd.pipeline.validation.read_config_file:
-    a regular file within the bounds train applies to a spec file, at most 1 MiB)."""
-    from fedkd.pipeline.validation import ConfigError, normalise_config, read_config_file
+    a regular file within the bounds train applies to a spec file, at most 1 MiB), refused as the
+    workflow refuses it (validate_config, where the workflow's schema is found)."""
+    from fedkd.pipeline.validation import (
+        ConfigError,
+        normalise_config,
+        read_config_file,
+        validate_config,
+    )
 
     where = f"--configfile {configfile}"
     try:
@@ -53,7 +71,14 @@ def _load_config(configfile: Path) -> dict:
         raise StatusError(str(exc)) from None
     if config is None:
         raise StatusError(f"{where} is empty; give the workflow's configuration")
-    normalise_config(config)  # numbers as the workflow reads them, defaults completed
+    schema = _schema()
+    if schema is None:
+        normalise_config(config)  # numbers as the workflow reads them, defaults completed
+        return config
+    try:
+        validate_config(config, schema)  # completes it as normalise_config does
+    except ConfigError as exc:
+        raise StatusError(f"{where}: {exc}") from None
     return config
 
 
