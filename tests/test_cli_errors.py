@@ -315,6 +315,15 @@ def test_partition_seed_has_the_bounds_and_words_of_train(value, tmp_path, capsy
     assert SEED_BOUNDS in err
 
 
+def test_partition_names_its_flags_in_its_errors(tmp_path, capsys):
+    out = str(tmp_path / "p.parquet")
+    err = refused_by_argparse([*PARTITION[:3], "--clients", "-3", "--out", out], capsys)
+    assert "argument --clients: '-3' must be an integer of at least 1" in err
+    err = refused([*PARTITION, "--scheme", "shards", "--out", out], capsys)
+    assert "fedkd partition: error: --scheme shards needs --shards N" in err
+    assert not Path(out).exists()
+
+
 def test_partition_takes_the_largest_seed_train_takes():
     args = build_parser("partition").parse_args([*PARTITION, "--seed", str(2**63 - 1), "-o", "p"])
     assert args.seed == 2**63 - 1

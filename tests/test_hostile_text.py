@@ -305,4 +305,4 @@ def test_a_user_modules_summary_and_an_out_path_reach_the_terminal_escaped(
     assert main(["aggregate", "--out", str(folder / "agg.parquet"), "--run", f"a={run}"]) == 0
     err = capsys.readouterr().err
     assert_inert(err)
-    assert f"out{safe_text(HOSTILE, None)}/agg.parquet: 1 runs, 2 rows" in err
+    assert f"out{safe_text(HOSTILE, None)}/agg.parquet: 1 run, 2 rows" in err

@@ -190,6 +190,8 @@ def cmd_partition(args) -> int:
     from fedkd.data.partition import draw_partition, write_partition
 
     out = Path(args.out)
+    if args.scheme == "shards" and args.shards is None:
+        raise ValueError("--scheme shards needs --shards N, the shards each client gets (e.g. 2)")
     # before the check below, which would keep a directory there as if it were the partition
     check_output_path(out, "file", "partition.parquet")
     if out.exists() and not args.force:
@@ -271,8 +273,9 @@ def cmd_aggregate(args) -> int:
         .value_counts()
         .drop("complete", errors="ignore")
     )
-    extra = "".join(f", {n} {s}" for s, n in bad.items())
-    say(f"{args.out}: {n_runs} runs, {len(df)} rows{extra}", sys.stderr)
+    # run.json says "running" until the run ends: a killed one too (fedkd status tells them apart)
+    extra = "".join(f", {n} {'unfinished' if s == 'running' else s}" for s, n in bad.items())
+    say(f"{args.out}: {n_runs} run{'s' * (n_runs != 1)}, {len(df)} rows{extra}", sys.stderr)
     return 0
 
 
@@ -340,13 +343,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("partition", help="split a dataset's training set over clients (Parquet)")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help="dataset name, as train's --dataset")
     p.add_argument(
-        "--scheme", default="dirichlet-equal", help="dirichlet-equal, dirichlet, shards, iid"
-    )
+        "--scheme", default="dirichlet-equal",
+        help="dirichlet-equal, dirichlet, shards, iid [dirichlet-equal]",
+    )  # fmt: skip
     p.add_argument("--alpha", type=number, help="Dirichlet concentration (dirichlet schemes)")
-    p.add_argument("--shards", type=integer, help="shards per client (shards scheme)")
-    p.add_argument("--clients", type=integer, required=True)
+    p.add_argument(
+        "--shards", type=integer_from(1), help="shards per client (needed by the shards scheme)"
+    )
+    p.add_argument("--clients", type=integer_from(1), required=True, help="number of clients")
     p.add_argument("--seed", type=seed, default=0, help="0 to 2^63 - 1, as a run's seed [0]")
     p.add_argument("--data-root", help="directory of real datasets (default $FEDKD_DATA or ./data)")
     p.add_argument("--out", "-o", required=True, help="output Parquet file")
