@@ -145,7 +145,7 @@ def test_status_reads_no_fifo_or_device_in_a_files_place(tmp_path):
 # --------------------------------------------------------------------------- aggregate
 def aggregate_run(root: Path, name: str) -> Path:
     """A run folder as training leaves it for the report: two rounds done, a checkpoint."""
-    from test_report import make_run
+    from report_runs import make_run
 
     run = make_run(root, name, [0.3, 0.5])
     record = json.loads((run / RUN_JSON).read_text())

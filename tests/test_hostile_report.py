@@ -247,7 +247,7 @@ HOSTILE_LABELS = {
 
 def hostile_table(tmp_path) -> Path:
     from fedkd.report.render import render
-    from test_report import agg_file, make_run
+    from report_runs import agg_file, make_run
 
     runs = []
     for i, (label, strategy) in enumerate(HOSTILE_LABELS.items()):
@@ -304,7 +304,7 @@ def test_a_csv_cell_that_starts_a_formula_starts_with_a_quote(tmp_path):
 def test_a_latex_label_cannot_end_itself(tmp_path):
     from fedkd.report.aggregate import ReportError
     from fedkd.report.render import render
-    from test_report import agg_file, make_run
+    from report_runs import agg_file, make_run
 
     agg = agg_file(tmp_path, [("fedavg", make_run(tmp_path / "runs", "a", [0.5]))])
     with pytest.raises(ReportError, match=r"label 'x}\\\\input\{/etc/passwd' is not a LaTeX"):

@@ -164,7 +164,7 @@ def test_a_bidi_override_in_a_label_reaches_no_table_format(tmp_path):
     neither planning nor the command line sees: every format writes a bidi override or an
     escape as the replacement character."""
     from fedkd.report.render import render
-    from test_report import agg_file, make_run
+    from report_runs import agg_file, make_run
 
     label = "Fed\u202eAvg\x1b[2J"
     run = make_run(tmp_path / "runs", "a", [0.1, 0.5])
@@ -181,7 +181,7 @@ def test_a_bidi_override_in_a_label_reaches_no_table_format(tmp_path):
 def test_fedkd_aggregate_refuses_a_label_with_a_bidi_override(form, tmp_path, capsys):
     """As planning and `fedkd train --label` refuse it: one line naming the label, the
     character and the fix, nothing written."""
-    from test_report import make_run
+    from report_runs import make_run
 
     run = make_run(tmp_path / "runs", "a", [0.1, 0.5])
     label = "Fed\u202eAvg"
@@ -283,7 +283,7 @@ def test_a_user_modules_summary_and_an_out_path_reach_the_terminal_escaped(
 ):
     """What the commands print on success is the user's text too: a strategy module's paper and
     summary (its fields still tab-separated), and the --out path aggregate reports."""
-    from test_report import make_run
+    from report_runs import make_run
 
     module = tmp_path / "loud.py"
     module.write_text(

@@ -254,7 +254,7 @@ def test_the_workflow_refuses_a_planted_link_in_a_runs_paths_naming_it(tmp_path,
 
 def test_a_subprocess_writer_names_the_link_on_the_command_line(tmp_path, victim):
     """`fedkd render` (as a job runs it) exits 2 with the message, not a traceback."""
-    from test_report import agg_file, make_run
+    from report_runs import agg_file, make_run
 
     agg = agg_file(tmp_path, [("fedavg", make_run(tmp_path / "runs", "a", [0.5]))])
     out = tmp_path / "tables" / "t"

@@ -16,7 +16,7 @@ from fedkd.report import render
 from fedkd.report.aggregate import ReportError
 from fedkd.report.tables.vs_paper import stand_in_map
 from fedkd.run_paths import parse_run_dir, parse_setting, setting_id
-from test_report import agg_file, make_run
+from report_runs import agg_file, make_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
