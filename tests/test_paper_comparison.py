@@ -402,6 +402,20 @@ def test_vs_paper_ranks_the_buffer_lengths_of_a_setting_as_methods(tmp_path):
     assert "1 of 1 method pairs are ordered as in the paper" in out.with_suffix(".md").read_text()
 
 
+def test_a_stand_in_for_two_paper_datasets_says_its_pairs_count_for_each(tmp_path):
+    r = tmp_path / "runs"
+    runs = [(label, make_run(r, f"{label}{s}", [0.1, acc + 0.01 * s], dataset="synthtext",
+                             alpha=0.1, seed=s, strategy=label))
+            for s in range(2) for label, acc in (("fedavg", 0.5), ("fedprox", 0.6))]  # fmt: skip
+    out = tmp_path / "table4_vs_paper"
+    opts = {"paper": "fedgkd_table4", "stand_ins": {"synthtext": "AG News and SST-5"},
+            "caption": "Text."}  # fmt: skip
+    render("vs_paper", out, aggregate=agg_file(tmp_path, runs), options=opts)
+    assert set(csv_of(out)["paper_dataset"]) == {"agnews", "sst5"}
+    md = out.with_suffix(".md").read_text()
+    assert "synthtext stands in for AG News and SST-5: its runs are set beside each" in md
+
+
 def test_a_stand_ins_dataset_counts_are_not_compared(tmp_path):
     r = tmp_path / "runs"
     runs = [("fedavg", make_run(r, "a0", [0.1, 0.5], dataset="mnist5k", alpha=1.0, seed=0))]

@@ -132,6 +132,13 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
                 if agree["sided"] else "."
             )
         )  # fmt: skip
+        for dataset in sorted({d for _, d in stood_in}):
+            papers = sorted(paper_dataset_name(p) for p, d in stood_in if d == dataset)
+            if len(papers) > 1:
+                about.append(
+                    f"{dataset} stands in for {' and '.join(papers)}: its runs are set beside "
+                    "each, so its method pairs count once for each."
+                )
     absolute = [r for r in recs if r["comparison"] == ABSOLUTE and r["status"] == "ok"]
     if absolute:
         judged = [r for r in absolute if r["within_2sd"] is not None]
