@@ -68,6 +68,19 @@ def test_a_column_label_a_job_would_refuse_is_refused_at_planning(label, says):
     assert f"tables.table3.columns: the label {shown(label)} {says}" in message
 
 
+def test_a_misspelt_variant_is_refused_with_the_closest_defined_one():
+    cfg = small_config()
+    cfg["variants"]["fedgkd-M1"] = {"strategy": "fedgkd", "params": {"buffer": 1}}
+    cfg["tables"]["table3"]["columns"] = {"fedgkd": "fedgkd-M11", "other": "no-such-thing"}
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg, SCHEMA, check_specs=False)
+    assert (
+        "tables.table3.columns.fedgkd: variant 'fedgkd-M11' is not defined under variants; "
+        "did you mean 'fedgkd-M1'?" in str(err.value)
+    )
+    assert "variant 'no-such-thing' is not defined under variants\n" in f"{err.value}\n"
+
+
 def test_the_shipped_labels_pass():
     validate_config(with_label("FedGKD (M=3, KL)"), SCHEMA)
     validate_config(with_label("alpha_0=0.1"), SCHEMA)

@@ -301,11 +301,13 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
             names += [
                 c["variant"] for c in ([] if isinstance(column, str) else column.get("cases", []))
             ]
-        errors += [
-            f"{where}.columns.{safe_text(label)}: variant {shown(n)} is not defined under variants"
-            for n in names
-            if n not in variants
-        ]
+        for n in (n for n in names if n not in variants):
+            close = difflib.get_close_matches(str(n), [str(v) for v in variants], n=1)
+            hint = f"; did you mean {shown(close[0])}?" if close else ""
+            errors.append(
+                f"{where}.columns.{safe_text(label)}: variant {shown(n)} is not defined under "
+                f"variants{hint}"
+            )
     if errors:
         return errors
     if layout.input == "partitions":
