@@ -315,6 +315,20 @@ def test_partition_seed_has_the_bounds_and_words_of_train(value, tmp_path, capsy
     assert SEED_BOUNDS in err
 
 
+def test_an_unknown_flag_is_refused_with_its_commands_usage(capsys):
+    err = refused_by_argparse(["strategies", "--detials"], capsys)
+    assert err.startswith("usage: fedkd strategies [-h] [--details]\n")
+    assert "fedkd strategies: error: unrecognized arguments: --detials" in err
+
+
+def test_the_version_is_the_installed_distributions(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"fedkd {version('fedkd')}\n"
+
+
 def test_partition_names_its_flags_in_its_errors(tmp_path, capsys):
     out = str(tmp_path / "p.parquet")
     err = refused_by_argparse([*PARTITION[:3], "--clients", "-3", "--out", out], capsys)

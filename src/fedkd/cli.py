@@ -267,12 +267,8 @@ def cmd_aggregate(args) -> int:
         runs += read_runs_file(path, args.runs_sha256)
     df = aggregate_runs(runs, reading_progress(lambda line: say(f"{args.out}: {line}", sys.stderr)))
     write_aggregate(df, args.out)
-    n_runs = df[["label", "run"]].drop_duplicates().shape[0]
-    bad = (
-        df.drop_duplicates(["label", "run"])["status"]
-        .value_counts()
-        .drop("complete", errors="ignore")
-    )
+    statuses = df.drop_duplicates(["label", "run"])["status"]  # one a run
+    n_runs, bad = len(statuses), statuses.value_counts().drop("complete", errors="ignore")
     # run.json says "running" until the run ends: a killed one too (fedkd status tells them apart)
     extra = "".join(f", {n} {'unfinished' if s == 'running' else s}" for s, n in bad.items())
     say(f"{args.out}: {n_runs} run{'s' * (n_runs != 1)}, {len(df)} rows{extra}", sys.stderr)
@@ -298,24 +294,23 @@ def cmd_render(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from fedkd.tools.status import status_main
+    from fedkd.tools.status import status_main, targets_and_runs
 
-    targets, runs = [], args.runs or "results/runs"
-    for t in args.targets:
-        if Path(t).is_dir() and not t.rstrip("/").endswith(("results/tables", "results/figures")):
-            if args.configfile or args.runs or len(args.targets) > 1:
-                raise ValueError(
-                    f"{t} is a folder, not a target; give a runs folder with --runs, or a "
-                    "table or figure such as results/tables/table3.tex"
-                )
-            runs = t  # `fedkd status RUNS`: every run found in that folder
-        else:
-            targets.append(t)
+    targets, runs = targets_and_runs(args.targets, args.runs, args.configfile)
     print(status_main(runs, args.configfile, args.stale_after, targets))
     return 0
 
 
 # --------------------------------------------------------------------------- parser
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fedkd")
+    except PackageNotFoundError:  # its sources on PYTHONPATH, not installed
+        return "(not installed)"
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command-line parser; given the ``command`` about to run, other commands' help texts
     that are costly to build (render's) are left short."""
@@ -324,7 +319,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Federated knowledge-distillation reproduction: partition data, train runs, "
         "aggregate and render the papers' tables.",
     )
+    parser.add_argument("--version", action="version", version=f"fedkd {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.set_defaults(commands=sub.choices)  # a command's own usage for its unknown flags
 
     p = sub.add_parser("train", help="train one federated run (resumes from its checkpoint)")
     p.add_argument("spec", nargs="?", help="run spec file (YAML or JSON); flags override its keys")
@@ -345,13 +342,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("partition", help="split a dataset's training set over clients (Parquet)")
     p.add_argument("--dataset", required=True, help="dataset name, as train's --dataset")
     p.add_argument(
-        "--scheme", default="dirichlet-equal",
-        help="dirichlet-equal, dirichlet, shards, iid [dirichlet-equal]",
-    )  # fmt: skip
-    p.add_argument("--alpha", type=number, help="Dirichlet concentration (dirichlet schemes)")
-    p.add_argument(
-        "--shards", type=integer_from(1), help="shards per client (needed by the shards scheme)"
+        "--scheme",
+        default="dirichlet-equal",
+        help="dirichlet-equal (the default), dirichlet, shards, iid",
     )
+    p.add_argument("--alpha", type=number, help="Dirichlet concentration (dirichlet schemes)")
+    p.add_argument("--shards", type=integer_from(1), help="shards per client (shards scheme)")
     p.add_argument("--clients", type=integer_from(1), required=True, help="number of clients")
     p.add_argument("--seed", type=seed, default=0, help="0 to 2^63 - 1, as a run's seed [0]")
     p.add_argument("--data-root", help="directory of real datasets (default $FEDKD_DATA or ./data)")
@@ -495,5 +491,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return reporting_user_errors("bench", lambda: bench_main(argv[1:]))
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        args.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     return reporting_user_errors(args.command, lambda: args.func(args))

@@ -82,6 +82,24 @@ def _load_config(configfile: Path) -> dict:
     return config
 
 
+def targets_and_runs(given: list[str], runs: str | None, configfile: str | None):
+    """``fedkd status``'s TARGETs and runs folder: a folder given alone is the runs folder (``fedkd
+    status RUNS``: every run found there); beside --configfile, --runs or a target it is refused,
+    as the runs folder it would replace is theirs."""
+    targets = []
+    for t in given:
+        if Path(t).is_dir() and not t.rstrip("/").endswith(("results/tables", "results/figures")):
+            if configfile or runs or len(given) > 1:
+                raise StatusError(
+                    f"{t} is a folder, not a target; give a runs folder with --runs, or a "
+                    "table or figure such as results/tables/table3.tex"
+                )
+            runs = t
+        else:
+            targets.append(t)
+    return targets, runs or str(RUNS_PREFIX)
+
+
 def target_names(plan, targets: list[str]) -> list[str]:
     """The outputs (config entry names) the targets stand for, as the workflow's rules name their
     files: results/tables/<name>.{tex,md,csv,html} (and <name>_vs_paper.*),
