@@ -1,23 +1,21 @@
 """Hostile inputs and faults: a run resumed at its last round, crafted checkpoints, two runs on
-one directory, damaged run records, a full disk, crafted dataset files, collapsed runs, and kills
-at random moments. Each test is an attack that once succeeded."""
+one directory, damaged run records, a full disk, and kills at random moments (crafted dataset
+files: tests/test_hostile_data.py; collapsed runs: tests/test_collapse.py). Each test is an
+attack that once succeeded."""
 
 from __future__ import annotations
 
 import errno
-import gzip
 import hashlib
 import io
 import json
 import math
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +23,7 @@ import pandas as pd
 import pytest
 import torch
 
-import data_fixtures as fx
-from fedkd.collapse import CAPTION_NOTE, MARK, collapse_threshold, is_collapsed
 from fedkd.config import RunSpec
-from fedkd.data.base import DatasetCorruptError
 from fedkd.engine.checkpoint import (
     MAGIC,
     CheckpointUnsafeError,
@@ -43,7 +38,6 @@ from fedkd.engine.run_outputs import (
     RunConflictError,
     RunLock,
     read_metrics,
-    summarize,
 )
 from fedkd.files import METRICS, RUN_JSON, RunRecordError
 from fedkd.report import ReportError, aggregate_runs, render, write_aggregate
@@ -374,264 +368,6 @@ def test_aggregate_and_table_writers_leave_no_temporary_file_on_failure(tmp_path
         render("grid", tables / "t", aggregate=tmp_path / "agg.parquet")
     monkeypatch.undo()
     assert not list(tables.glob("*.tmp")) and not list(tables.glob("*"))
-
-
-# --------------------------------------------------------------------------- 7. loaders
-def test_an_mnist_gzip_bomb_is_refused_before_it_inflates(tmp_path, monkeypatch):
-    from fedkd.data import mnist
-
-    monkeypatch.setattr(mnist, "MAX_IDX_BYTES", 1 << 20)
-    raw = tmp_path / "MNIST" / "raw"
-    raw.mkdir(parents=True)
-    bomb = raw / "train-images-idx3-ubyte.gz"
-    n = 40_000  # 40,000 28x28 images: 31 MB inflated, 31 kB compressed
-    with gzip.open(bomb, "wb", compresslevel=9) as f:
-        f.write(b"\0\0\x08\x03" + n.to_bytes(4, "big") + (28).to_bytes(4, "big") * 2)
-        for _ in range(n // 1000):
-            f.write(bytes(1000 * 28 * 28))
-    assert bomb.stat().st_size < 200_000
-    tracemalloc.start()
-    try:
-        with pytest.raises(DatasetCorruptError, match=r"more than 1048576 bytes once decompressed"):
-            mnist._read_idx(bomb, ndim=3)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 8 << 20, f"inflated {peak} bytes before refusing"
-
-
-def crafted_idx(path: Path, ndim: int, shape: tuple[int, ...], body: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(
-        bytes([0, 0, 0x08, ndim]) + b"".join(n.to_bytes(4, "big") for n in shape) + body
-    )
-    return path
-
-
-@pytest.mark.parametrize(
-    "ndim,shape,body,fragment",
-    [
-        (0, (), b"\x07", "announces 0 dimensions where MNIST's images have 3"),
-        (1, (4,), bytes(4), "announces 1 dimensions where MNIST's images have 3"),
-        # 2^96 - ...: a product that wraps around in 64-bit arithmetic
-        (3, (2**32 - 1,) * 3, bytes(16), "announces shape (4294967295, 4294967295, 4294967295) "
-         "(79,228,162,458,924,105,385,300,197,375 bytes) but 16 bytes follow"),
-        (3, (2**32 - 1, 2**32 - 1, 1), bytes(16), "but 16 bytes follow"),
-    ],
-)  # fmt: skip
-def test_a_crafted_mnist_header_is_named_with_its_reason(tmp_path, ndim, shape, body, fragment):
-    from fedkd.data import load_dataset
-
-    fx.write_mnist(tmp_path)
-    raw = tmp_path / "MNIST" / "raw"
-    for old in raw.glob("train-images-idx3-ubyte*"):
-        old.unlink()
-    images = crafted_idx(raw / "train-images-idx3-ubyte", ndim, shape, body)
-    with pytest.raises(DatasetCorruptError) as err:
-        load_dataset("mnist", tmp_path, seed=0)
-    assert str(images) in str(err.value) and fragment in str(err.value)
-
-
-def test_a_labels_file_with_image_dimensions_is_refused(tmp_path):
-    from fedkd.data import mnist
-
-    labels = crafted_idx(tmp_path / "t10k-labels-idx1-ubyte", 3, (1, 1, 1), b"\x01")
-    with pytest.raises(DatasetCorruptError, match="announces 3 dimensions where MNIST's labels"):
-        mnist._read_idx(labels, ndim=1)
-    assert mnist._read_idx(crafted_idx(labels, 1, (2,), b"\x01\x02"), ndim=1).tolist() == [1, 2]
-
-
-def test_official_mnist_files_are_read_below_the_cap(tmp_path):
-    from fedkd.data import mnist
-
-    exp = fx.write_mnist(tmp_path)
-    ds = mnist.load_mnist(tmp_path, seed=0, download=False)
-    assert len(ds.train) + len(ds.val) == len(exp["train_y"])
-    # the real training images file (47,040,016 bytes) fits
-    assert 16 + 60_000 * 28 * 28 <= mnist.MAX_IDX_BYTES
-
-
-def test_tinyimagenet_folder_mode_refuses_names_that_leave_the_data_root(tmp_path):
-    import zipfile
-
-    from fedkd.data import load_dataset
-
-    fx.write_tinyimagenet(tmp_path / "zip")
-    folder = tmp_path / "data" / "tiny-imagenet-200"
-    with zipfile.ZipFile(tmp_path / "zip" / "tiny-imagenet-200.zip") as z:
-        z.extractall(tmp_path / "data")
-    # an image outside the data root, named through ../ in val_annotations.txt
-    outside = tmp_path / "secret.JPEG"
-    outside.write_bytes((folder / "val" / "images" / "val_0.JPEG").read_bytes())
-    ann = folder / "val" / "val_annotations.txt"
-    lines = ann.read_text().splitlines()
-    lines[0] = "../../../../secret.JPEG\t" + lines[0].split("\t", 1)[1]
-    ann.write_text("\n".join(lines) + "\n")
-    with pytest.raises(DatasetCorruptError, match=r"val_annotations\.txt names '\.\./\.\./"):
-        load_dataset("tinyimagenet", tmp_path / "data", seed=0, cache=False)
-
-
-def test_a_partition_with_empty_clients_is_refused(tmp_path):
-    from fedkd.data.partition import read_partition, write_partition
-
-    labels = np.arange(40) % 4
-    assignment = np.arange(40) % 3  # clients 0..2 hold everything, client 3 nothing
-    path = tmp_path / "p.parquet"
-    write_partition(path, assignment, labels, {"clients": 4, "num_samples": 40})
-    with pytest.raises(
-        ValueError, match=r"p\.parquet: 1 of its 4 clients hold no training sample \(client 3\)"
-    ):
-        read_partition(path)
-    write_partition(path, assignment, labels, {"clients": 3, "num_samples": 40})
-    assert read_partition(path)[0].tolist() == assignment.tolist()
-
-
-@pytest.mark.parametrize("clients", [4.0, "4", True, 1e18])
-def test_partition_metadata_is_read_by_its_types(tmp_path, clients):
-    """A client count written as 4.0 (by another tool) is 4, and the empty-client check runs;
-    one of another type is refused naming the key, where it used to skip the check, and so is a
-    float beyond 2^53 (1e18), which no longer holds every integer (it was read as one)."""
-    from fedkd.data.partition import read_partition, write_partition
-
-    labels = np.arange(40) % 4
-    assignment = np.arange(40) % 3  # client 3 holds nothing
-    path = tmp_path / "p.parquet"
-    write_partition(path, assignment, labels, {"clients": clients, "num_samples": 40})
-    if clients == 4.0 and not isinstance(clients, bool):
-        match = r"1 of its 4 clients hold no training sample \(client 3\)"
-    else:
-        match = re.escape(f"its metadata holds clients={clients!r} (must be a positive integer)")
-    with pytest.raises(ValueError, match=match) as err:
-        read_partition(path)
-    assert str(path) in str(err.value)
-
-
-def test_partition_metadata_of_the_wrong_shape_is_refused(tmp_path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from fedkd.data.partition import read_partition
-
-    table = pa.table({"index": pa.array([0, 1]), "client": pa.array([0, 1], pa.int32()),
-                      "label": pa.array([0, 1], pa.int32())})  # fmt: skip
-    for meta, fragment in [
-        (b"[1, 2]", "its metadata is a JSON list, not an object"),
-        (b"[" * 100_000, "nested deeper than 50 levels"),
-        (b'{"seed": -1, "alpha": "x"}', "seed=-1 (must be an integer >= 0), alpha='x'"),
-    ]:
-        pq.write_table(table.replace_schema_metadata({b"fedkd": meta}), tmp_path / "p.parquet")
-        with pytest.raises(ValueError, match=re.escape(fragment)):
-            read_partition(tmp_path / "p.parquet")
-
-
-# --------------------------------------------------------------------------- 8. collapsed runs
-def test_the_collapse_rule():
-    assert collapse_threshold(10) == pytest.approx(0.145)
-    assert collapse_threshold(2) == pytest.approx(0.525)
-    assert collapse_threshold(100) == pytest.approx(0.0595)
-    assert is_collapsed([0.1] * 50, 10)  # MOON at alpha 0.1: 10.00 % in every round
-    assert is_collapsed([0.1, 0.12, 0.144], 10)
-    assert not is_collapsed([0.1, 0.12, 0.146], 10)
-    assert not is_collapsed([0.1, float("nan"), 0.3], 10)
-    assert is_collapsed([0.52], 2) and not is_collapsed([0.53], 2)
-    assert not is_collapsed([], 10) and not is_collapsed([0.1], None)
-    rows = [{"round": 1, "test_acc": 0.1, "val_acc": 0.1, "seconds": 1.0}]
-    assert summarize(rows, 10)["collapsed"] and summarize(rows, 10)["chance_acc"] == 0.1
-    rows[0]["test_acc"] = 0.9
-    assert not summarize(rows, 10)["collapsed"]
-
-
-def test_a_collapsed_run_is_marked_in_the_aggregate_and_in_every_cell_it_feeds(tmp_path):
-    from test_report import make_run
-
-    root = tmp_path / "runs"
-    runs = [
-        ("fedavg", make_run(root, "fedavg0", [0.3, 0.6], seed=0)),
-        ("fedavg", make_run(root, "fedavg1", [0.3, 0.62], seed=1)),
-        ("moon", make_run(root, "moon0", [0.1, 0.1], seed=0, strategy="moon")),
-        ("moon", make_run(root, "moon1", [0.3, 0.5], seed=1, strategy="moon")),
-    ]
-    # the record's own mark wins; a record without one (older) is judged from its rows
-    rec = json.loads((root / "moon1" / RUN_JSON).read_text())
-    rec["summary"]["collapsed"] = False
-    (root / "moon1" / RUN_JSON).write_text(json.dumps(rec))
-    df = aggregate_runs([(label, str(d)) for label, d in runs])
-    flagged = df.drop_duplicates("run").set_index("run")["collapsed"]
-    assert flagged.to_dict() == {str(d): d.name == "moon0" for _, d in runs}
-    agg = tmp_path / "agg.parquet"
-    write_aggregate(df, agg)
-    prefix = tmp_path / "table"
-    render("grid", prefix, aggregate=agg, options={"columns": ["fedavg", "moon"]})
-    md = prefix.with_name("table.md").read_text()
-    tex = prefix.with_name("table.tex").read_text()
-    moon_cell = "30.00 ± 20.00"  # best rounds 10 % and 50 %
-    assert f"{moon_cell}{MARK}" in md and "61.00 ± 1.00" in md and f"61.00 ± 1.00{MARK}" not in md
-    assert r"$^\dagger$" in tex
-    assert CAPTION_NOTE in md and "collapsed" in tex
-    csv = pd.read_csv(prefix.with_name("table.csv"))
-    best = csv[csv["stat"] == "best"].set_index("label")["collapsed"]
-    assert best.to_dict() == {"fedavg": 0, "moon": 1}
-    # without a collapsed run: no mark and no note
-    healthy = tmp_path / "healthy.parquet"
-    write_aggregate(df[df["run"] != str(root / "moon0")], healthy)
-    render("grid", tmp_path / "h", aggregate=healthy, options={"columns": ["fedavg", "moon"]})
-    text = (tmp_path / "h.md").read_text()
-    assert MARK not in text and "collapsed" not in text
-
-
-@pytest.mark.parametrize(
-    "column,values,fragment",
-    [
-        ("test_acc", [0.3, 1.5], "test_acc=1.5 in round 2 lies outside [0, 1]"),
-        ("test_acc", [-0.1, 0.5], "test_acc=-0.1 in round 1 lies outside [0, 1]"),
-        ("test_acc", [0.3, math.nan], "test_acc=nan in round 2 is missing"),
-        ("test_acc", [0.3, math.inf], "test_acc=inf in round 2 is not finite"),
-        ("local_acc", [0.3, 2.0], "local_acc=2.0 in round 2 lies outside [0, 1]"),
-        ("class_acc", [[0.5, 0.5], [0.5, 7.0]], "class_acc=7.0 in round 2 lies outside [0, 1]"),
-    ],
-)  # fmt: skip
-def test_an_accuracy_outside_0_1_is_refused_at_aggregation_naming_the_run(
-    tmp_path, column, values, fragment
-):
-    from test_report import make_run
-
-    good = make_run(tmp_path, "good", [0.3, 0.5])
-    bad = make_run(tmp_path, "bad", [0.3, 0.5])
-    metrics = pd.read_parquet(bad / "metrics.parquet")
-    metrics[column] = pd.Series(values, dtype=object if column == "class_acc" else float)
-    metrics.to_parquet(bad / "metrics.parquet")
-    with pytest.raises(ReportError) as err:
-        aggregate_runs([("fedavg", str(good)), ("fedavg", str(bad))])
-    assert f"run {bad} (label 'fedavg'): {fragment}" in str(err.value)
-    assert "metrics.parquet was damaged or edited" in str(err.value)
-
-
-def test_accuracies_not_measured_and_a_run_that_completed_no_round_are_let_through(tmp_path):
-    """NaN is how a run records what it did not measure (no validation split, local models not
-    evaluated), and a run that diverged in round 1 has only the aggregate's round-0 row."""
-    from test_report import make_run
-
-    run = make_run(tmp_path, "run", [0.3, 0.5])
-    metrics = pd.read_parquet(run / "metrics.parquet")
-    metrics["val_acc"] = math.nan
-    metrics["local_acc"] = math.nan
-    metrics["class_acc"] = pd.Series([[0.5, math.nan], [1.0, 0.0]], dtype=object)
-    metrics.to_parquet(run / "metrics.parquet")
-    diverged = make_run(tmp_path, "diverged", [], status="diverged", rounds=3)
-    df = aggregate_runs([("fedavg", str(run)), ("fedavg", str(diverged))])
-    assert df["test_acc"].isna().sum() == 1  # the diverged run's round-0 row
-    assert df.loc[df["run"] == str(diverged), "round"].tolist() == [0]
-
-
-def test_a_collapsed_run_records_it(tmp_path, monkeypatch):
-    def chance_round(self, r: int) -> dict:
-        return {"round": r + 1, "test_acc": 0.1, "test_loss": 2.3, "val_acc": 0.1,
-                "val_loss": 2.3, "seconds": 0.0}  # fmt: skip
-
-    monkeypatch.setattr(Run, "_round", chance_round)
-    record = Run(RunSpec(**TINY, rounds=2), tmp_path / "run", log=quiet).run()
-    assert record["status"] == "complete"
-    assert record["summary"]["collapsed"] is True and record["summary"]["chance_acc"] == 0.1
 
 
 # --------------------------------------------------------------------------- kills at random moments

@@ -1,9 +1,12 @@
-"""Crafted dataset files that are small on disk and huge in memory: CIFAR batch pickles declaring
-50,000-image arrays, Tiny-ImageNet images declaring thousands of pixels a side or a decompression
-bomb. Each is refused with the loader's error, naming the file, before the memory is taken."""
+"""Crafted dataset and partition files: small on disk and huge in memory (CIFAR batch pickles
+declaring 50,000-image arrays, Tiny-ImageNet images declaring thousands of pixels a side, a
+decompression bomb, an MNIST gzip bomb), crafted MNIST headers, Tiny-ImageNet names that leave the
+data root, partitions with empty clients or metadata of the wrong shape. Each is refused with the
+loader's error, naming the file, before the memory is taken."""
 
 from __future__ import annotations
 
+import gzip
 import pickle
 import re
 import struct
@@ -191,3 +194,151 @@ def test_a_tinyimagenet_image_file_larger_than_any_official_one_is_refused_unrea
         z.extractall(tmp_path / "data")
     with pytest.raises(DatasetCorruptError, match=r"n01443537_0\.JPEG is damaged"):
         load_dataset("tinyimagenet", tmp_path / "data", seed=0, cache=False)
+
+
+# --------------------------------------------------------------------------- 7. loaders
+def test_an_mnist_gzip_bomb_is_refused_before_it_inflates(tmp_path, monkeypatch):
+    from fedkd.data import mnist
+
+    monkeypatch.setattr(mnist, "MAX_IDX_BYTES", 1 << 20)
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    bomb = raw / "train-images-idx3-ubyte.gz"
+    n = 40_000  # 40,000 28x28 images: 31 MB inflated, 31 kB compressed
+    with gzip.open(bomb, "wb", compresslevel=9) as f:
+        f.write(b"\0\0\x08\x03" + n.to_bytes(4, "big") + (28).to_bytes(4, "big") * 2)
+        for _ in range(n // 1000):
+            f.write(bytes(1000 * 28 * 28))
+    assert bomb.stat().st_size < 200_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(DatasetCorruptError, match=r"more than 1048576 bytes once decompressed"):
+            mnist._read_idx(bomb, ndim=3)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"inflated {peak} bytes before refusing"
+
+
+def crafted_idx(path: Path, ndim: int, shape: tuple[int, ...], body: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        bytes([0, 0, 0x08, ndim]) + b"".join(n.to_bytes(4, "big") for n in shape) + body
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    "ndim,shape,body,fragment",
+    [
+        (0, (), b"\x07", "announces 0 dimensions where MNIST's images have 3"),
+        (1, (4,), bytes(4), "announces 1 dimensions where MNIST's images have 3"),
+        # 2^96 - ...: a product that wraps around in 64-bit arithmetic
+        (3, (2**32 - 1,) * 3, bytes(16), "announces shape (4294967295, 4294967295, 4294967295) "
+         "(79,228,162,458,924,105,385,300,197,375 bytes) but 16 bytes follow"),
+        (3, (2**32 - 1, 2**32 - 1, 1), bytes(16), "but 16 bytes follow"),
+    ],
+)  # fmt: skip
+def test_a_crafted_mnist_header_is_named_with_its_reason(tmp_path, ndim, shape, body, fragment):
+    from fedkd.data import load_dataset
+
+    fx.write_mnist(tmp_path)
+    raw = tmp_path / "MNIST" / "raw"
+    for old in raw.glob("train-images-idx3-ubyte*"):
+        old.unlink()
+    images = crafted_idx(raw / "train-images-idx3-ubyte", ndim, shape, body)
+    with pytest.raises(DatasetCorruptError) as err:
+        load_dataset("mnist", tmp_path, seed=0)
+    assert str(images) in str(err.value) and fragment in str(err.value)
+
+
+def test_a_labels_file_with_image_dimensions_is_refused(tmp_path):
+    from fedkd.data import mnist
+
+    labels = crafted_idx(tmp_path / "t10k-labels-idx1-ubyte", 3, (1, 1, 1), b"\x01")
+    with pytest.raises(DatasetCorruptError, match="announces 3 dimensions where MNIST's labels"):
+        mnist._read_idx(labels, ndim=1)
+    assert mnist._read_idx(crafted_idx(labels, 1, (2,), b"\x01\x02"), ndim=1).tolist() == [1, 2]
+
+
+def test_official_mnist_files_are_read_below_the_cap(tmp_path):
+    from fedkd.data import mnist
+
+    exp = fx.write_mnist(tmp_path)
+    ds = mnist.load_mnist(tmp_path, seed=0, download=False)
+    assert len(ds.train) + len(ds.val) == len(exp["train_y"])
+    # the real training images file (47,040,016 bytes) fits
+    assert 16 + 60_000 * 28 * 28 <= mnist.MAX_IDX_BYTES
+
+
+def test_tinyimagenet_folder_mode_refuses_names_that_leave_the_data_root(tmp_path):
+    import zipfile
+
+    from fedkd.data import load_dataset
+
+    fx.write_tinyimagenet(tmp_path / "zip")
+    folder = tmp_path / "data" / "tiny-imagenet-200"
+    with zipfile.ZipFile(tmp_path / "zip" / "tiny-imagenet-200.zip") as z:
+        z.extractall(tmp_path / "data")
+    # an image outside the data root, named through ../ in val_annotations.txt
+    outside = tmp_path / "secret.JPEG"
+    outside.write_bytes((folder / "val" / "images" / "val_0.JPEG").read_bytes())
+    ann = folder / "val" / "val_annotations.txt"
+    lines = ann.read_text().splitlines()
+    lines[0] = "../../../../secret.JPEG\t" + lines[0].split("\t", 1)[1]
+    ann.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetCorruptError, match=r"val_annotations\.txt names '\.\./\.\./"):
+        load_dataset("tinyimagenet", tmp_path / "data", seed=0, cache=False)
+
+
+def test_a_partition_with_empty_clients_is_refused(tmp_path):
+    from fedkd.data.partition import read_partition, write_partition
+
+    labels = np.arange(40) % 4
+    assignment = np.arange(40) % 3  # clients 0..2 hold everything, client 3 nothing
+    path = tmp_path / "p.parquet"
+    write_partition(path, assignment, labels, {"clients": 4, "num_samples": 40})
+    with pytest.raises(
+        ValueError, match=r"p\.parquet: 1 of its 4 clients hold no training sample \(client 3\)"
+    ):
+        read_partition(path)
+    write_partition(path, assignment, labels, {"clients": 3, "num_samples": 40})
+    assert read_partition(path)[0].tolist() == assignment.tolist()
+
+
+@pytest.mark.parametrize("clients", [4.0, "4", True, 1e18])
+def test_partition_metadata_is_read_by_its_types(tmp_path, clients):
+    """A client count written as 4.0 (by another tool) is 4, and the empty-client check runs;
+    one of another type is refused naming the key, where it used to skip the check, and so is a
+    float beyond 2^53 (1e18), which no longer holds every integer (it was read as one)."""
+    from fedkd.data.partition import read_partition, write_partition
+
+    labels = np.arange(40) % 4
+    assignment = np.arange(40) % 3  # client 3 holds nothing
+    path = tmp_path / "p.parquet"
+    write_partition(path, assignment, labels, {"clients": clients, "num_samples": 40})
+    if clients == 4.0 and not isinstance(clients, bool):
+        match = r"1 of its 4 clients hold no training sample \(client 3\)"
+    else:
+        match = re.escape(f"its metadata holds clients={clients!r} (must be a positive integer)")
+    with pytest.raises(ValueError, match=match) as err:
+        read_partition(path)
+    assert str(path) in str(err.value)
+
+
+def test_partition_metadata_of_the_wrong_shape_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fedkd.data.partition import read_partition
+
+    table = pa.table({"index": pa.array([0, 1]), "client": pa.array([0, 1], pa.int32()),
+                      "label": pa.array([0, 1], pa.int32())})  # fmt: skip
+    for meta, fragment in [
+        (b"[1, 2]", "its metadata is a JSON list, not an object"),
+        (b"[" * 100_000, "nested deeper than 50 levels"),
+        (b'{"seed": -1, "alpha": "x"}', "seed=-1 (must be an integer >= 0), alpha='x'"),
+    ]:
+        pq.write_table(table.replace_schema_metadata({b"fedkd": meta}), tmp_path / "p.parquet")
+        with pytest.raises(ValueError, match=re.escape(fragment)):
+            read_partition(tmp_path / "p.parquet")
