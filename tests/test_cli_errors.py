@@ -324,9 +324,14 @@ def test_an_unknown_flag_is_refused_with_its_commands_usage(capsys):
 def test_the_version_is_the_installed_distributions(capsys):
     from importlib.metadata import version
 
-    with pytest.raises(SystemExit) as exc:
-        main(["--version"])
-    assert exc.value.code == 0 and capsys.readouterr().out == f"fedkd {version('fedkd')}\n"
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"fedkd {version('fedkd')}\n"
+
+
+def test_a_flag_before_the_command_is_the_top_level_commands(capsys):
+    err = refused_by_argparse(["--detials", "strategies"], capsys)
+    assert err.startswith("usage: fedkd [-h] [--version] COMMAND ...\n")
+    assert "fedkd: error: unrecognized arguments: --detials" in err
 
 
 def test_partition_names_its_flags_in_its_errors(tmp_path, capsys):

@@ -379,6 +379,20 @@ def test_vs_paper_answers_the_papers_rounds_with_the_tables_own(tmp_path):
     render("vs_paper", tmp_path / "other", aggregate=aggregate, options={**opts, "rounds": [1, 2]})
     assert csv_of(tmp_path / "other").set_index(["method", "round"]).loc[("fedavg", 10), "mean"] \
         == pytest.approx(20.05)  # fmt: skip
+    # rounds not the paper's scaled by one factor, or the paper's own dataset: each its own round
+    render("vs_paper", tmp_path / "uneven", aggregate=aggregate,
+           options={**opts, "rounds": [1, 2, 4, 10]})  # fmt: skip
+    by = csv_of(tmp_path / "uneven").set_index(["method", "round"])
+    assert by.loc[("fedavg", 10), "round_here"] == 10 and by.loc[("fedavg", 20), "status"] != "ok"
+    own = [(label, make_run(r / "own", f"{label}{s}", [0.2 + 0.01 * k for k in range(1, 11)],
+                            dataset="cifar10", alpha=0.1, seed=s, strategy=label))
+           for s in (0, 1) for label in ("fedavg",)]  # fmt: skip
+    mine = {"paper": "fedgkd_table6", "caption": "At.", "rounds": [1, 2, 5, 10]}  # no stand-in
+    render("vs_paper", tmp_path / "own", aggregate=agg_file(tmp_path, own, "own.parquet"),
+           options=mine)  # fmt: skip
+    row = csv_of(tmp_path / "own").set_index("round").loc[10]
+    assert row["comparison"] == "absolute" and row["round_here"] == 10
+    assert row["mean"] == pytest.approx(30.0)  # round 10's accuracy, beside the paper's round 10
     # the default configuration's table 6 hands its rounds to its companion
     plan = Plan(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
     assert plan.vs_paper_options("table6")["rounds"] == [1, 2, 5, 10]

@@ -154,7 +154,7 @@ def test_cli_aggregate_with_runs_file(tmp_path, capsys):
     # a run.json still saying running (in progress, or killed): unfinished, as status may not tell
     c = make_run(tmp_path, "c", [0.3], seed=2, status="running")
     assert main(["aggregate", "-o", str(again), "--run", f"M=1={c}"]) == 0
-    assert f"{again}: 1 run, 1 rows, 1 unfinished\n" in capsys.readouterr().err
+    assert f"{again}: 1 run, 1 row, 1 unfinished\n" in capsys.readouterr().err
     assert df["label"].unique().tolist() == ["M=1"]
     assert df["seed"].tolist() == [0, 0, 1, 1]
     assert main(["aggregate", "--out", str(out), "--run", f"x={tmp_path / 'gone'}"]) == 2

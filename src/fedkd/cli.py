@@ -271,7 +271,8 @@ def cmd_aggregate(args) -> int:
     n_runs, bad = len(statuses), statuses.value_counts().drop("complete", errors="ignore")
     # run.json says "running" until the run ends: a killed one too (fedkd status tells them apart)
     extra = "".join(f", {n} {'unfinished' if s == 'running' else s}" for s, n in bad.items())
-    say(f"{args.out}: {n_runs} run{'s' * (n_runs != 1)}, {len(df)} rows{extra}", sys.stderr)
+    rows = f"{len(df)} row{'s' * (len(df) != 1)}"
+    say(f"{args.out}: {n_runs} run{'s' * (n_runs != 1)}, {rows}{extra}", sys.stderr)
     return 0
 
 
@@ -302,15 +303,6 @@ def cmd_status(args) -> int:
 
 
 # --------------------------------------------------------------------------- parser
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("fedkd")
-    except PackageNotFoundError:  # its sources on PYTHONPATH, not installed
-        return "(not installed)"
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command-line parser; given the ``command`` about to run, other commands' help texts
     that are costly to build (render's) are left short."""
@@ -319,7 +311,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Federated knowledge-distillation reproduction: partition data, train runs, "
         "aggregate and render the papers' tables.",
     )
-    parser.add_argument("--version", action="version", version=f"fedkd {_version()}")
+    parser.add_argument("--version", action="store_true", help="print fedkd's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parser.set_defaults(commands=sub.choices)  # a command's own usage for its unknown flags
 
@@ -451,11 +443,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="progress of the training runs: done / running / stopped / failed / damaged, and an "
         "ETA",
         description="Read run.json and metrics.parquet of the runs that TARGETs need (the same "
-        "targets and --configfile as snakemake; --configfile alone: every run of that "
-        "configuration; neither: every run under --runs) and print how many are done, running, stopped (their process is gone: "
-        "a re-run resumes them), failed (diverged, or an error it recorded, shown), damaged (a file that cannot be read, named with "
-        "its fix) or not started; each running run's round and "
-        "speed; and an ETA from the measured seconds per round.",
+        "targets and --configfile as snakemake; --configfile alone: every run of that configuration;"
+        " neither: every run under --runs) and print how many are done, running, stopped (their "
+        "process is gone: a re-run resumes them), failed (diverged, or an error it recorded, shown),"
+        " damaged (a file that cannot be read, named with its fix) or not started; each running "
+        "run's round and speed; and an ETA from the measured seconds per round.",
     )
     p.add_argument(
         "targets", nargs="*", metavar="TARGET",
@@ -490,8 +482,17 @@ def main(argv: list[str] | None = None) -> int:
         from fedkd.tools.bench.command import main as bench_main
 
         return reporting_user_errors("bench", lambda: bench_main(argv[1:]))
+    if argv == ["--version"]:  # looked up only when asked: 30 ms a call otherwise
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return say(f"fedkd {version('fedkd')}") or 0
+        except PackageNotFoundError:  # its sources on PYTHONPATH, not installed
+            return say("fedkd (not installed)") or 0
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        args.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    if unknown:  # the command's own usage, unless the flag came before the command
+        before = unknown[0] in argv[: argv.index(args.command)]
+        message = f"unrecognized arguments: {' '.join(unknown)}"
+        (parser if before else args.commands[args.command]).error(message)
     return reporting_user_errors(args.command, lambda: args.func(args))

@@ -26,7 +26,8 @@ def check_output_path(path: str | Path, kind: str, example: str = "") -> None:
     if kind == "prefix" and (str(path).endswith("/") or Path(path).is_dir()):
         raise OutputPathError(
             f"--out {path} is a directory, and this command writes files named by the prefix "
-            f"(PREFIX.tex, PREFIX.md, ...); give the prefix, e.g. {Path(path) / 'table3'}"
+            f"(PREFIX.tex, .md, .csv, .html; a figure PREFIX.pdf, .png); give the prefix, e.g. "
+            f"{Path(path) / 'table3'}"
         )
     path = Path(path)
     if kind != "prefix":

@@ -90,8 +90,9 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         if relative and cell.get("quantity") is not None:
             not_compared += 1  # a stand-in's size or class count says nothing about the paper's
             continue
-        if cell.get("round") is not None:
-            cell = {**cell, "round_here": rounds_here.get(int(cell["round"]), int(cell["round"]))}
+        if cell.get("round") is not None:  # on the paper's own dataset, its own rounds
+            r = int(cell["round"])
+            cell = {**cell, "round_here": rounds_here.get(r, r) if relative else r}
         alpha = cell.get("alpha")
         if relative and cell.get("target_accuracy") is not None and alpha is not None:
             cell = {**cell, "target_here": targets_here.get(float(alpha), cell["target_accuracy"])}
@@ -167,11 +168,15 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
 
 def round_map(cells: list[dict], rounds: list[int]) -> dict[int, int]:
     """{the paper's round: the table's round answering it}: the paper's rounds in order onto
-    ``rounds`` (the table's option), where it names as many; else each round answers itself."""
+    ``rounds`` (the table's option), where it names as many, each the paper's scaled by one
+    factor (10/20/50/100 onto 1/2/5/10); else each round answers itself."""
     paper = sorted({int(c["round"]) for c in cells if c.get("round") is not None})
     if not rounds or len(rounds) != len(paper):
         return {}
-    return dict(zip(paper, sorted(rounds), strict=True))
+    pairs = list(zip(paper, sorted(rounds), strict=True))
+    p0, t0 = pairs[0]
+    # one factor for every pair (t / p = t0 / p0, in integers)
+    return dict(pairs) if all(t * p0 == t0 * p for p, t in pairs) else {}
 
 
 RELATIVE, ABSOLUTE = "relative", "absolute"
