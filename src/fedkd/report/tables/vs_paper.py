@@ -18,9 +18,9 @@ is compared depends on the data it ran on:
 
 The quantity follows the paper table: best or final accuracy (``stat``), accuracy at a round
 (``round``), rounds to a target (``target_accuracy``: fewer is better), a dataset count
-(``quantity``), else option ``stat``. A table that shows other rounds than the paper's (option
-``rounds`` of an ``at_rounds`` table, as many as the paper's: shorter runs, the rounds scaled)
-answers the paper's rounds in order with its own; on a stand-in, a rounds-to-target table's
+(``quantity``), else option ``stat``. On a stand-in, a table that shows other rounds than the
+paper's (option ``rounds`` of an ``at_rounds`` table: shorter runs, the paper's rounds scaled by
+one factor) answers the paper's rounds in order with its own, and a rounds-to-target table's
 ``targets`` (scaled to the stand-in) answer the paper's target at each alpha.
 """
 
