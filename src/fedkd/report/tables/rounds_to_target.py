@@ -38,25 +38,17 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         opts.boolean("highlight", True),
     )
 
-    def make(runs):
-        if not runs:
-            return make_cell(runs, None, ddof)
-        target = _target_for(next(iter(runs.values())), targets)
-
-        def value(rows, status):
-            from fedkd import metrics
-
-            r = metrics.rounds_to_target(rows, target)
-            return None if r is None else float(r)
-
-        # reaching the target needs only the rounds up to it: a run that diverged later counts
-        return make_cell(runs, value, ddof, partial_ok=True, none_means="not reached")
-
     def rounds_of(rows, status):
         from fedkd import metrics
 
         r = metrics.rounds_to_target(rows, _target_for(rows, targets))
         return None if r is None else float(r)
+
+    def make(runs):
+        if runs:  # an alpha without a target is refused, whether its runs played a round or not
+            _target_for(next(iter(runs.values())), targets)
+        # reaching the target needs only the rounds up to it: a run that diverged later counts
+        return make_cell(runs, rounds_of, ddof, partial_ok=True, none_means="not reached")
 
     # a tuned column (best_of) keeps per setting the variant that needs the fewest rounds
     df, chosen = pick_best_of(

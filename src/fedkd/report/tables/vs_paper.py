@@ -96,8 +96,8 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         alpha = cell.get("alpha")
         if relative and cell.get("target_accuracy") is not None and alpha is not None:
             cell = {**cell, "target_here": targets_here.get(float(alpha), cell["target_accuracy"])}
-        runs = _matching_runs(df, cell, used, opts)
         value, scale, partial, none_means = _quantity(cell, stat)
+        runs = _matching_runs(df, cell, used, opts, value, partial)
         got = make_cell(runs, value, ddof, partial_ok=partial, none_means=none_means)
         if got.kind == "missing":
             left_out.append(cell)
@@ -343,8 +343,10 @@ def _reference_text(recs: list[dict]) -> str:
     return display_name(refs.pop()) if len(refs) == 1 else "the setting's first method"
 
 
-def _matching_runs(df: pd.DataFrame, cell: dict, dataset: str | None, opts: Options):
-    """{run: rows} for the paper cell (the chosen variant of a best_of column), or None."""
+def _matching_runs(df: pd.DataFrame, cell: dict, dataset: str | None, opts: Options, value,
+                   partial: bool):  # fmt: skip
+    """{run: rows} for the paper cell (the chosen variant of a best_of column, tuned on
+    ``value``, the cell's quantity of a run; ``partial``: as _quantity says), or None."""
     method = cell.get("method")
     if method is None or df.empty:
         return None
@@ -360,7 +362,6 @@ def _matching_runs(df: pd.DataFrame, cell: dict, dataset: str | None, opts: Opti
                 rows = rows[rows[k] == want]
     if rows.empty:
         return None
-    value, _, partial, _ = _quantity(cell, opts.choice("stat", STATS, "best"))
     # as the paper's table tunes: accuracy on validation, rounds to a target by the fewest rounds
     accuracy = _unit(cell) == "points"
     rows, _ = pick_best_of(

@@ -145,12 +145,13 @@ def precisions(text: str) -> list[str]:
 def check_arguments(args) -> None:
     from fedkd.strategies import choose_a_strategy, strategy_names
 
+    known = strategy_names()
     for flag, given in (
         ("--strategies", args.strategies),
         ("--ops-strategies", args.ops_strategies),
     ):
         for name in names(given):
-            if name not in strategy_names():
+            if name not in known:
                 raise SystemExit(f"fedkd bench: {flag}: {name!r} is unknown; {choose_a_strategy()}")
     for name in names(args.engine):
         if name not in BENCH_ENGINES:
