@@ -89,3 +89,21 @@ def victim(tmp_path) -> Path:
     path.parent.mkdir()
     path.write_bytes(VICTIM_TEXT)
     return path
+
+
+@pytest.fixture
+def connections(monkeypatch) -> list:
+    """Every network connection the test's code attempts, refused and recorded."""
+    import socket
+
+    attempts = []
+
+    def refuse(*args, **kwargs):
+        attempts.append(args)
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    return attempts

@@ -16,12 +16,8 @@ import fedkd.strategies.fedgen as fedgen_mod
 from fedkd.config import RunSpec, SpecError
 from fedkd.strategies import get_strategy_class
 from fedkd.strategies.fedgen import FedGen, FedGenParams, teacher_label_weights
-from test_strategy_baselines import (
-    _declared_steps,
-    _fedgen_round,
-    tiny_client,
-    tiny_ctx,
-)
+from test_strategy_baselines import tiny_client, tiny_ctx
+from test_strategy_fedgen_method import _declared_steps, _fedgen_round
 
 ROOT = Path(__file__).resolve().parents[1]
 # a generator small enough that a few server rounds take well under a second
