@@ -380,7 +380,7 @@ def _spec_errors(specs: dict) -> list[str]:
 
 
 # training-set sizes (after the 90/10 train/validation split) of the datasets whose size is fixed
-# by their files; tests/test_pipeline.py loads the offline ones to hold these to the loaders
+# by their files; tests/test_pipeline_values.py loads the offline ones to hold these to the loaders
 TRAIN_SIZES = {
     "cifar10": 45_000, "cifar100": 45_000, "tinyimagenet": 90_000, "mnist": 54_000,
     "mnist5k": 3_600, "sst5": 8_544,
