@@ -344,12 +344,13 @@ def test_rounds_to_target_reached_and_not_reached(tmp_path):
     render("rounds_to_target", out, aggregate=agg_file(tmp_path, runs), options=opts)
     md = read(out, ".md")
     assert "| α | C | E | T | FedAvg | FedProx | FedDF |" in md
-    # fedavg: rounds 3 and 5 -> 4 ± 1; feddf: rounds 1 and 2 -> 2 ± 0 (1.5 shown without decimals)
-    # fedprox: seed 1 reaches 80% in round 1, seed 0 never does
-    assert "| 1 | 0.2 | 20 | 80% | <u>4 ± 1</u> | not reached (1 of 2) | **2 ± 0** |" in md
+    # fedavg: rounds 3 and 5 -> 4 ± 1; feddf: rounds 1 and 2 -> 1.5 ± 0.5, one decimal by default
+    # (without it, 1.5 ± 0.5 would print as "2 ± 0"); fedprox: seed 1 reaches 80% in round 1,
+    # seed 0 never does
+    assert "| 1 | 0.2 | 20 | 80% | <u>4.0 ± 1.0</u> | not reached (1 of 2) | **1.5 ± 0.5** |" in md
     assert "Not reached: a seed never reached T in its rounds; (k of n)" in md
     # one seed: no ±; seed 1 has no run there (‡)
-    assert "| 0.1 | 0.2 | 20 | 75% | 2‡ | – | – |" in md
+    assert "| 0.1 | 0.2 | 20 | 75% | 2.0‡ | – | – |" in md
     csv = pd.read_csv(out.with_suffix(".csv"), dtype={"rounds_reached": str})
     feddf = csv[csv["label"] == "feddf"].iloc[0]
     assert (feddf["mean"], feddf["std"], feddf["target"]) == (1.5, 0.5, 0.8)

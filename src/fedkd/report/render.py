@@ -146,7 +146,7 @@ options shared by the accuracy tables and figures:
   column_names      {label: shown text}; a shown text may be {"tex": LaTeX, "md": text}
   order             {run key: [values in order]}; default: datasets as in `fedkd train --help`,
                     alpha descending, other numbers ascending
-  ddof (0 | 1), decimals (2; 0 for rounds), highlight (true)
+  ddof (0 | 1), decimals (2; 1 for rounds), highlight (true)
 
 example:
   fedkd render grid --aggregate results/aggregate/table3.parquet --out results/table3 \\

@@ -34,7 +34,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     ddof, decimals, marks = (
         opts.ddof(),
-        opts.integer("decimals", 0, 0, 6),
+        opts.integer("decimals", 1, 0, 6),
         opts.boolean("highlight", True),
     )
 
