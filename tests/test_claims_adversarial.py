@@ -93,6 +93,9 @@ def test_one_seed_nan_and_no_spread():
     # constant differences without a step: no spread, the t statistic undefined: no verdict
     assert paired_verdict([5.0, 5.0, 5.0], "higher").verdict == "inconclusive"
     assert paired_verdict([-5.0, -5.0, -5.0], "higher").verdict == "inconclusive"
+    # and no interval: a zero-width 95% interval [5, 5] would claim a certainty the test lacks
+    v = paired_verdict([5.0, 5.0, 5.0], "higher")
+    assert math.isnan(v.ci_low) and math.isnan(v.ci_high), v
 
 
 def test_an_own_claim_on_rounds_to_target_needs_a_table_with_targets():
