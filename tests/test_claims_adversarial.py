@@ -107,3 +107,20 @@ def test_an_own_claim_on_rounds_to_target_needs_a_table_with_targets():
                       "metric": "rounds_to_target"}]  # fmt: skip
     with pytest.raises(ConfigError, match="rounds_to_target"):
         validate_config(cfg, SCHEMA, check_specs=False)
+
+
+@pytest.mark.parametrize(
+    ("trend", "message"),
+    [
+        ({"key": "dataset", "start": "mnist5k", "end": "synthtext"},
+         "got start 'mnist5k', end 'synthtext'"),
+        ({"key": "alpha"}, "grows toward 'low' or 'high', got ''"),
+    ],
+)  # fmt: skip
+def test_a_bad_trend_is_refused_naming_the_value_given(trend, message):
+    cfg = config("tiny")
+    cfg["claims"] = [{"statement": "The gap grows.", "tables": "table3", "treatment": "fedgkd",
+                      "baseline": "fedavg", "trend": trend}]  # fmt: skip
+    with pytest.raises(ConfigError) as refused:
+        validate_config(cfg, SCHEMA, check_specs=False)
+    assert message in str(refused.value), str(refused.value)
