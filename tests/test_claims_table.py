@@ -60,6 +60,10 @@ def test_claims_table_gives_each_verdict_on_constructed_runs(tmp_path):
     assert "α=0.1 against α=1" in trend["setting"]
     md = (tmp_path / "out" / "claims.md").read_text()
     assert "paired t-test" in md and f"Table: {len(CLAIMS)} claims: " in md and "Holm" in md
+    # the Markdown and LaTeX say, beside the verdict, which of the paper's settings it is about
+    for ext in ("md", "tex"):
+        text = (tmp_path / "out" / f"claims.{ext}").read_text()
+        assert "[fedgkd-beats-fedavg] (tested on 3 of the paper's 11 settings)" in text
 
 
 def test_a_nan_or_inf_run_is_named_and_fails_its_setting(tmp_path):

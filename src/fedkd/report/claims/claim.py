@@ -54,9 +54,15 @@ class Trend:
             raise ValueError(f"a trend's key must be one of {TREND_KEYS}, got {self.key!r}")
         if self.key == "dataset":
             if not (self.start in PAPER_DATASETS and self.end in PAPER_DATASETS):
-                raise ValueError("a dataset trend names its start and end datasets (cifar10, ...)")
+                raise ValueError(
+                    f"a dataset trend's start and end are the papers' datasets "
+                    f"({', '.join(PAPER_DATASETS)}; a stand-in matches the one it stands for), "
+                    f"got start {self.start!r}, end {self.end!r}"
+                )
         elif self.toward not in ("low", "high"):
-            raise ValueError(f"a trend along {self.key} grows toward 'low' or 'high'")
+            raise ValueError(
+                f"a trend along {self.key} grows toward 'low' or 'high', got {self.toward!r}"
+            )
 
     @property
     def text(self) -> str:

@@ -216,6 +216,15 @@ def declared_errors(config: dict, outputs: dict) -> list[str]:
                     "compare; name a table or figure drawn from runs"
                 )
                 continue
+            if claim.metric == "rounds_to_target" and not (entry_out.get("options") or {}).get(
+                "targets"
+            ):
+                errors.append(
+                    f"{where}: metric 'rounds_to_target' counts the rounds to a table's target "
+                    f"accuracies, and {table!r} (layout {layout.name}) has no options.targets; "
+                    "name a table of layout rounds_to_target, or another metric"
+                )
+                continue
             columns = list(entry_out.get("columns") or {})
             lacking = sorted({lab for c in claims for lab in (c.treatment, c.baseline)}
                              - set(columns))  # fmt: skip

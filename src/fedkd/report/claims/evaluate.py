@@ -210,8 +210,10 @@ def _average(claim: Claim, rows: list[Comparison]) -> Comparison:
                      open_below=any(r.open_below for r in used),
                      open_why=list(dict.fromkeys(w for r in used for w in r.open_why)),
                      collapsed_seeds=frozenset().union(*(r.collapsed_seeds for r in used)))  # fmt: skip
-    # the mean of k values on a lattice of step h lies on one of step h/k
-    avg.step = max((r.step for r in used), default=0.0) / max(1, len(used))
+    # the floor is the measurement's step, not the finer lattice (h/k) the mean of k values
+    # lies on: k settings that coincide (correlated at 1) are one setting's evidence, and with
+    # h/k three per-seed means one example ahead would hold where no setting can
+    avg.step = max((r.step for r in used), default=0.0)
     hyp = Hypothesis(claim.test, claim.direction, float(claim.margin), claim.gap_fraction)
     est = estimate(avg)
     avg.verdict = verdicts([est], hyp)[0]

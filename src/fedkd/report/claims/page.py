@@ -269,7 +269,9 @@ class ClaimView:
     def lines(self) -> list[list[Text]]:
         """The Markdown and LaTeX rows: the claim, then its settings (indented)."""
         c = self.res.claim
-        head = [f"{c.statement} [{c.id}]", self.res.verdict.upper(), "", "", "", "", "",
+        # the paper's settings it was tested on: the verdict is about those, not beyond them
+        scope = f" ({self.scope})" if self.scope else ""
+        head = [f"{c.statement} [{c.id}]{scope}", self.res.verdict.upper(), "", "", "", "", "",
                 self.paper, ""]  # fmt: skip
         out = [[Text.plain(t) for t in head]]
         rows = self.all_rows()

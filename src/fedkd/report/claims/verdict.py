@@ -242,8 +242,9 @@ class Estimate:
         return self.step > 0 and self.sd < self.step
 
     def interval(self) -> tuple[float, float]:
-        """The 95% t-interval of the effect."""
-        if self.df < 1 or math.isnan(self.se):
+        """The 95% t-interval of the effect; none without a spread (no step floors a variance
+        of 0 estimated from the differences: a zero-width interval would claim certainty)."""
+        if self.df < 1 or math.isnan(self.se) or self.se == 0:
             return math.nan, math.nan
         half = t_quantile(0.5 + LEVEL / 2, self.df) * self.se
         return self.effect - half, self.effect + half
