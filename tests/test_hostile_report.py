@@ -283,6 +283,41 @@ def test_a_label_or_caption_is_text_in_every_table_format(tmp_path):
     assert "&lt;b&gt;x&lt;/b&gt;" in files[".html"]
 
 
+MARKDOWN_LABELS = [
+    "[mine](https://evil.example/x)",
+    "**bold** _em_ ~~gone~~",
+    "a`b`c",
+    "![i](x.png)",
+]
+
+
+def test_markdown_in_a_label_or_caption_shows_as_the_characters_typed(tmp_path):
+    """The .md table parsed as CommonMark (with GFM's tables and strikethrough): a label or a
+    caption that spells a link, an image, emphasis or strikethrough shows those characters, and
+    a caption's `code` span, the one markup captions have in every format, stays code."""
+    from markdown_it import MarkdownIt
+
+    from fedkd.report.render import render
+    from report_runs import agg_file, make_run
+
+    runs = [(label, make_run(tmp_path / "runs", f"r{i}", [0.1, 0.5]))
+            for i, label in enumerate(MARKDOWN_LABELS)]  # fmt: skip
+    out = tmp_path / "t"
+    caption = "See [here](https://evil.example/c), *this* and `a_key: 1`."
+    # without the table's own markup (its best and second-best cells in bold and underlined)
+    render("grid", out, aggregate=agg_file(tmp_path, runs),
+           options={"columns": MARKDOWN_LABELS, "caption": caption, "highlight": False})  # fmt: skip
+    parser = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    tokens = parser.parse(out.with_suffix(".md").read_text())
+    inline = [child for tok in tokens if tok.type == "inline" for child in tok.children]
+    markup = {c.type for c in inline} - {"text", "softbreak", "code_inline"}
+    assert not markup, markup
+    assert [c.content for c in inline if c.type == "code_inline"] == ["a_key: 1"]
+    shown = "".join(c.content for c in inline)
+    for text in [*MARKDOWN_LABELS, "See [here](https://evil.example/c), *this* and "]:
+        assert text in shown, text
+
+
 def test_a_csv_cell_that_starts_a_formula_starts_with_a_quote(tmp_path):
     import pandas as pd
 

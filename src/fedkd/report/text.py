@@ -117,21 +117,49 @@ def tex_escape(text: str) -> str:
     return "".join(_TEX_SPECIAL.get(ch, ch) for ch in text)
 
 
-_MD_SPECIAL = {"\\": "\\\\", "|": r"\|", "&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_MD_SPECIAL = {
+    "\\": "\\\\",
+    "|": r"\|",
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    "`": r"\`",
+    "*": r"\*",
+    "~": r"\~",
+}
 LINE_BREAK = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
+# CommonMark's inline markup a plain text could still form: a link or image ("](", "][", a
+# reference definition's "]:"), and "_" emphasis, which an "_" between two letters or digits
+# cannot open or close (so "head_init" stays as written)
+_MD_LINK = re.compile(r"\](?=[(\[:])")
+_MD_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
 
 
 def md_escape(text: str) -> str:
-    """Plain text -> a Markdown table cell or caption line: "|" and "\\" escaped, HTML's "<",
-    ">" and "&" as entities (Markdown passes raw HTML through), line breaks as a space (one
-    would end the table row), control characters as U+FFFD."""
+    """Plain text -> a Markdown table cell or caption line, shown as written and never as markup:
+    "|", "\\", "`", "*", "~", a "]" that would close a link and a "_" that could emphasise are
+    backslash-escaped, HTML's "<", ">" and "&" written as entities (Markdown passes raw HTML
+    through), line breaks as a space (one would end the table row), control characters as
+    U+FFFD."""
     text = CONTROL.sub(REPLACEMENT, LINE_BREAK.sub(" ", str(text)))
-    return "".join(_MD_SPECIAL.get(ch, ch) for ch in text)
+    text = "".join(_MD_SPECIAL.get(ch, ch) for ch in text)
+    return _MD_UNDERSCORE.sub(r"\\_", _MD_LINK.sub(r"\\]", text))
+
+
+_MD_BLOCK_START = re.compile(r"[#+=-]|\d+[.)]")
+
+
+def md_paragraph(text: str) -> str:
+    """Plain text -> a Markdown paragraph of its own line: ``md_escape``, and a start that would
+    make it a heading, a list item or a code block escaped or dropped (leading spaces)."""
+    text = md_escape(str(text).lstrip())
+    start = _MD_BLOCK_START.match(text)
+    return text if start is None else f"{text[: start.end() - 1]}\\{text[start.end() - 1 :]}"
 
 
 def md_unescape(md: str) -> str:
     """The text ``md_escape`` escaped (Markdown a name gives, as text: its tags stay characters)."""
-    return html.unescape(re.sub(r"\\([\\|])", r"\1", md))
+    return html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", md))  # every ASCII punctuation
 
 
 @dataclass

@@ -17,7 +17,16 @@ import pandas as pd
 
 from fedkd.files import atomic_write
 from fedkd.report.aggregate import ReportError
-from fedkd.report.text import CONTROL, REPLACEMENT, TEX_REPLACEMENT, Text, md_escape, tex_escape
+from fedkd.report.text import (
+    CONTROL,
+    LINE_BREAK,
+    REPLACEMENT,
+    TEX_REPLACEMENT,
+    Text,
+    md_escape,
+    md_paragraph,
+    tex_escape,
+)
 
 PNG_DPI = 150
 
@@ -80,6 +89,17 @@ def caption_tex(caption: str) -> str:
 
 def caption_html(caption: str) -> str:
     return CODE.sub(lambda m: f"<code>{m[1]}</code>", html.escape(caption))
+
+
+def caption_md(caption: str) -> str:
+    """A plain-text caption in Markdown: escaped as any text, but for its `code` spans."""
+    parts = re.split(r"(`[^`]+`)", str(caption))
+    return "".join(
+        f"`{CONTROL.sub(REPLACEMENT, LINE_BREAK.sub(' ', part[1:-1]))}`"
+        if part.startswith("`") and part.endswith("`") and len(part) > 1
+        else md_escape(part)
+        for part in parts
+    )
 
 
 # what a LaTeX \label may hold here: no brace, backslash or comment character, which would end
@@ -146,7 +166,7 @@ def to_markdown(doc: TableDoc) -> str:
                 if text.md:
                     headers[j] = f"{text.md} {headers[j]}".strip()
             col += span
-    lines = [f"Table: {md_escape(doc.caption)}", ""]
+    lines = [f"Table: {caption_md(doc.caption)}", ""]
     lines.append("| " + " | ".join(headers) + " |")
     lines.append(
         "|" + "|".join(":--" if j < doc.n_stub else ":-:" for j in range(len(headers))) + "|"
@@ -154,7 +174,7 @@ def to_markdown(doc: TableDoc) -> str:
     for row in doc.body:
         lines.append("| " + " | ".join(_styled_md(t) for t in row) + " |")
     lines.append("")
-    lines += [f"{md_escape(note)}\n" for note in doc.notes]
+    lines += [f"{md_paragraph(note)}\n" for note in doc.notes]
     return CONTROL.sub(REPLACEMENT, "\n".join(lines))
 
 
