@@ -300,3 +300,36 @@ def test_a_crash_mid_run_leaves_run_json_saying_failed_with_the_rounds_done(
     record = on_disk(out)
     assert (record["status"], record["rounds_done"]) == ("failed", 2)
     assert record["error"] == "ValueError: a strategy's state went wrong"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a retry does not read the failed capture its earlier attempt recorded in run.json",
+)
+def test_a_retry_after_a_sticky_replay_failure_runs_eagerly(graphs, monkeypatch, tmp_path):
+    """On a GPU, "an illegal instruction was encountered" is sticky: every later CUDA call of the
+    process fails, the eager step included, so the attempt fails (run.json: failed, and
+    cuda_graphs false with the reason). The job's retry is a new process with a working
+    context; it must not capture again (and fail again, as every retry would) but take the eager
+    step that the earlier attempt recorded it fell back to."""
+    step, dead = batched.BatchedTrainer._step, {"context": False}
+
+    def replay(self) -> None:
+        dead["context"] = True
+        raise RuntimeError("CUDA error: an illegal instruction was encountered")
+
+    def sticky_step(self) -> None:
+        if dead["context"]:
+            raise RuntimeError("CUDA error: an illegal instruction was encountered")
+        step(self)
+
+    monkeypatch.setattr(RecordedGraph, "replay", replay)
+    monkeypatch.setattr(batched.BatchedTrainer, "_step", sticky_step)
+    spec, out = RunSpec(**BATCHED, seed=1), tmp_path / "run"
+    with pytest.raises(RuntimeError, match="illegal instruction"):
+        Run(spec, out, log=lambda msg: None).run()
+    assert on_disk(out)["engine"]["cuda_graphs"] is False
+    dead["context"], captures = False, graphs.captures  # the retry: a new process
+    record = Run(spec, out, log=lambda msg: None).run()
+    assert graphs.captures == captures, "the retry captured again"
+    assert record["status"] == "complete"

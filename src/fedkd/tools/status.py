@@ -16,7 +16,9 @@ or it recorded why it stopped, e.g. a full disk, or its job ended without a run.
 removes a failed job's outputs, the line then giving its log's last line; re-running the workflow
 resumes it from its checkpoint), damaged (its run.json cannot be read or holds a field of the wrong
 type, or a finished run's metrics.parquet is missing, cannot be read or holds fewer rounds than
-run.json records; the line names the file, the reason and the fix) or not started. A directory, FIFO
+run.json records; the line names the file, the reason and the fix), outdated (with a
+configuration: started by the workflow under other flags or code than the configuration and the
+sources give now, by its ``.stamp``, so Snakemake trains it again from round 1) or not started. A directory, FIFO
 or device in a file's place is refused unread (fedkd.files). A process counts as the run's only if
 its start time is the one run.json recorded (fedkd.runtime.processes), not merely its pid. The ETA
 adds the rounds left at the measured seconds per round, divided over the runs in flight.
@@ -26,9 +28,11 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from fedkd.echo import safe_message
+from fedkd.files import read_regular_file
 from fedkd.pipeline.console import fmt_duration
 from fedkd.tools.run_progress import STALE_SECONDS, RunProgress, collect
 
@@ -132,6 +136,11 @@ def target_names(plan, targets: list[str]) -> list[str]:
 def planned_runs(configfile: Path, root: Path, targets: list[str] | None = None) -> list[str]:
     """The run folders, relative to ``root`` (results/runs), that the configuration needs for
     ``targets`` (None or empty: for every output)."""
+    return _planned(configfile, targets)[1]
+
+
+def _planned(configfile: Path, targets: list[str] | None):
+    """The configuration's plan and ``planned_runs``."""
     from fedkd.pipeline import Plan
 
     config = _load_config(configfile)
@@ -146,7 +155,24 @@ def planned_runs(configfile: Path, root: Path, targets: list[str] | None = None)
             f"--configfile {configfile} cannot be planned ({type(exc).__name__}: {exc}); "
             f"`snakemake -n --configfile {configfile}` names what is wrong"
         ) from None
-    return sorted(_relative(r) for r in runs)
+    return plan, sorted(_relative(r) for r in runs)
+
+
+def outdated_runs(plan, root: Path, runs: list[str]) -> set[str]:
+    """The runs among ``runs`` (relative to ``root``) whose ``.stamp`` (the flags and code hash
+    the workflow's train job started them under) is not the one the configuration and sources
+    give now: Snakemake trains them again (the train rule's params changed), from round 1."""
+    from fedkd.run_paths import parse_run_dir
+
+    stale = set()
+    for run in runs:
+        try:
+            stamp = read_regular_file(root / run / ".stamp", "a run's stamp", 1024).decode()
+        except (OSError, ValueError):  # UnreadableFileError and UnicodeDecodeError included
+            continue  # not started by the workflow, or not yet
+        if stamp.strip() != plan.train_stamp(**parse_run_dir(str(RUNS_PREFIX / run))):
+            stale.add(run)
+    return stale
 
 
 def _relative(run: str) -> str:
@@ -161,13 +187,14 @@ def eta_seconds(runs: list[RunProgress]) -> float | None:
     if not measured:
         return None
     typical = statistics.median(measured)
-    pending = [r for r in runs if r.state in ("running", "stopped", "not started") or _to_rerun(r)]
+    pending = [r for r in runs if r.state in LEFT or _to_rerun(r)]
     work = sum(r.rounds_left * (r.seconds_per_round or typical) for r in pending)
     in_flight = max(1, sum(r.state == "running" for r in runs))
     return work / in_flight
 
 
-STATES = ("done", "running", "stopped", "failed", "damaged", "not started")
+STATES = ("done", "running", "stopped", "failed", "damaged", "outdated", "not started")
+LEFT = ("running", "stopped", "outdated", "not started")  # trained (again) by the workflow
 
 
 def _to_rerun(run: RunProgress) -> bool:
@@ -202,6 +229,10 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None,
         lines.append(
             f"  {r.state:8} {r.path}  round {r.rounds_done}/{r.rounds}, {speed}{left}{unverified}"
         )
+    lines += [f"  outdated {r.path}" for r in runs if r.state == "outdated"]
+    if counts["outdated"]:
+        lines.append("outdated: trained under other flags or code than the configuration and "
+                     "the sources give now; the workflow trains them again from round 1")  # fmt: skip
     if counts["stopped"]:
         lines.append("stopped: killed or crashed (the process is gone, or no round for a while); "
                      "re-run the workflow to resume them from their checkpoints")  # fmt: skip
@@ -215,9 +246,7 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None,
             lines.append(f"  failed   {r.path}  diverged after round {r.rounds_done}")
         if r.state == "damaged":
             lines.append(f"  damaged  {r.problem}")
-    left = sum(
-        r.state in ("running", "stopped", "damaged", "not started") or _to_rerun(r) for r in runs
-    )
+    left = sum(r.state in (*LEFT, "damaged") or _to_rerun(r) for r in runs)
     eta = eta_seconds(runs)
     runs_left = f"{left:,} run{'s' if left > 1 else ''}"
     if not left:
@@ -256,7 +285,7 @@ def status_main(root: str | Path = "results/runs", configfile: str | Path | None
                     "workflow's folder or give the configuration with --configfile"
                 )
             configfile = DEFAULT_CONFIG
-        planned = planned_runs(Path(configfile), root, targets)
+        plan, planned = _planned(Path(configfile), targets)
         what = f"{' '.join(targets) or 'all outputs'} of {configfile}"
     else:
         planned, what = None, None
@@ -266,4 +295,13 @@ def status_main(root: str | Path = "results/runs", configfile: str | Path | None
             "(default results/runs, under the workflow's working directory), or the targets and "
             "--configfile the workflow was started with to count the runs it plans"
         )
-    return report(collect(root, planned, stale_after=stale_after), root, what, notes)
+    runs = collect(root, planned, stale_after=stale_after)
+    if planned is not None:
+        stale = outdated_runs(plan, root, [r.path for r in runs if r.state in REDONE])
+        runs = [replace(r, state="outdated", rounds_done=0) if r.path in stale else r for r in runs]
+    return report(runs, root, what, notes)
+
+
+# the states of a run that the workflow trains again when its stamp changed (a running run's job
+# is Snakemake's own; a damaged one is named with its fix)
+REDONE = ("done", "stopped", "failed")
