@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from fedkd.config import RunSpec
@@ -202,3 +203,48 @@ def test_a_flip_in_a_features_file_is_refused_or_reads_the_same(tmp_path):
         return pd.DataFrame({"key": [k for k, _ in rows], "value": [repr(v) for _, v in rows]})
 
     check(outcomes(path, read, FeaturesError))
+
+
+def test_train_makes_an_edited_record_or_other_metrics_again_from_the_checkpoint(trained, tmp_path):
+    """A finished run whose run.json was edited (a better accuracy written in), or whose
+    metrics.parquet is another sound file (sealed, checksummed, one value changed), is not
+    taken as finished: the same command makes both again from the checkpoint, as they were."""
+    from fedkd.digests import write_parquet
+
+    record_before = json.loads((trained / RUN_JSON).read_text())
+    metrics_before = read_metrics_table(trained / METRICS).to_pandas()
+    spec = RunSpec(**TINY, rounds=2, seed=0)
+    for damage in ("edited record", "other metrics"):
+        copy = tmp_path / damage / trained.relative_to(trained.parents[4])
+        shutil.copytree(trained, copy)
+        if damage == "edited record":
+            record = json.loads((copy / RUN_JSON).read_text())
+            record["summary"]["best_acc"] = 0.9
+            (copy / RUN_JSON).write_text(json.dumps(record))
+        else:
+            other = metrics_before.copy()
+            other.loc[0, "test_acc"] = 0.999
+            with (copy / METRICS).open("wb") as file:
+                write_parquet(pa.Table.from_pandas(other, preserve_index=False), file)
+            read_metrics_table(copy / METRICS)  # a sound file, on its own
+        messages = []
+        record = Run(spec, copy, log=messages.append, labels={"variant": "fedavg"}).run()
+        assert any("rebuilding" in m for m in messages), (damage, messages)
+        assert record["summary"] == record_before["summary"], damage
+        pd.testing.assert_frame_equal(
+            read_metrics_table(copy / METRICS).to_pandas(), metrics_before
+        )
+
+
+def test_features_refuse_another_runs_checkpoint(trained, tmp_path):
+    """A checkpoint copied in from another run of the same settings (another seed) would give
+    the t-SNE figure that run's models and accuracies."""
+    from fedkd.engine.features import FeaturesError, tsne_features
+
+    other = tmp_path / "other"
+    Run(RunSpec(**TINY, rounds=2, seed=1), other, log=quiet).run()
+    copy = tmp_path / "copy"
+    shutil.copytree(trained, copy)
+    shutil.copyfile(other / "checkpoint.pt", copy / "checkpoint.pt")
+    with pytest.raises(FeaturesError, match="checkpoint.pt is another run's"):
+        tsne_features(copy, tmp_path / "f.npz", samples=10)

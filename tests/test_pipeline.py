@@ -185,10 +185,11 @@ def test_a_code_edit_reaches_exactly_the_outputs_that_depend_on_it():
         "mnist5k", "fedgkd-M2"
     )
     assert plan.train_code_hash("mnist5k", "fedgkd-M1") != plan.train_code_hash("mnist5k", "fedavg")
-    # the loader is the dataset's: the image and text loaders are other modules
+    # the loader is the dataset's: each family's reader is a module of its own
     assert plan.train_code_hash("mnist5k", "fedavg") != plan.train_code_hash("synthtext", "fedavg")
     assert plan.partition_code_hash("mnist5k") != plan.partition_code_hash("synthtext")
-    assert plan.partition_code_hash("mnist5k") == plan.partition_code_hash("cifar10")
+    assert plan.partition_code_hash("mnist5k") != plan.partition_code_hash("cifar10")
+    assert plan.partition_code_hash("mnist5k") == plan.partition_code_hash("mnist")
 
 
 def test_a_loader_edit_reaches_the_runs_and_partitions_of_its_datasets_only():
@@ -201,16 +202,13 @@ def test_a_loader_edit_reaches_the_runs_and_partitions_of_its_datasets_only():
         run_code_hash,
     )
 
-    text, vision = PACKAGE_DIR / "data" / "text.py", PACKAGE_DIR / "data" / "vision.py"
-    assert text in run_code_files("fedavg", "agnews") and vision not in run_code_files(
-        "fedavg", "agnews"
-    )
-    assert vision in run_code_files("fedgkd", "cifar10") and text not in run_code_files(
-        "fedgkd", "cifar10"
-    )
-    # the readers the image loaders call: cifar10's pickles, mnist5k's CSV
-    assert PACKAGE_DIR / "data" / "cifar.py" in run_code_files("fedavg", "cifar10")
-    assert PACKAGE_DIR / "data" / "mnist.py" in run_code_files("fedavg", "mnist5k")
+    # each dataset's run takes its own family's reader, no other
+    readers = {name: PACKAGE_DIR / "data" / f"{name}.py"
+               for name in ("cifar", "mnist", "tinyimagenet", "text")}  # fmt: skip
+    for dataset, family in (("agnews", "text"), ("cifar10", "cifar"), ("cifar100", "cifar"),
+                            ("mnist5k", "mnist"), ("tinyimagenet", "tinyimagenet")):  # fmt: skip
+        files = run_code_files("fedgkd", dataset)
+        assert [n for n, f in readers.items() if f in files] == [family], dataset
     assert PACKAGE_DIR / "data" / "partition.py" in run_code_files("fedavg", "mnist5k")
     with pytest.raises(ValueError, match="unknown dataset 'cifar11'"):
         run_code_hash("fedavg", "cifar11")

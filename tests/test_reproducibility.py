@@ -9,6 +9,7 @@ import io
 import json
 import random
 import shlex
+import subprocess
 import sys
 
 import numpy as np
@@ -152,6 +153,25 @@ def test_tf32_follows_the_precision_for_convolutions_and_matmuls_alike(determini
             }
     finally:
         configure_determinism(False, torch.device("cpu"))
+
+
+def test_the_precision_is_set_and_recorded_after_code_that_used_torchs_legacy_setter():
+    """A process where other code (a strategy module of one's own, a notebook) called
+    ``torch.set_float32_matmul_precision``: torch 2.9 and later refuse to read the precision
+    back through the legacy getter, and a run must neither fail nor keep that code's TF32."""
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        pytest.skip("torch before 2.9 has one precision API only")
+    probe = (
+        "import json, torch\n"
+        "torch.set_float32_matmul_precision('high')\n"
+        "from fedkd.engine.reproducibility import configure_precision\n"
+        "print(json.dumps([configure_precision('fp32'), configure_precision('tf32')]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    fp32, tf32 = json.loads(out.stdout)
+    assert (fp32["cudnn_allow_tf32"], fp32["cuda_matmul_allow_tf32"]) == (False, False)
+    assert (tf32["cudnn_allow_tf32"], tf32["cuda_matmul_allow_tf32"]) == (True, True)
+    assert fp32["float32_matmul_precision"] == "ieee" and tf32["float32_matmul_precision"] == "high"
 
 
 def test_an_unknown_precision_is_refused_by_the_policy(tf32_flags):

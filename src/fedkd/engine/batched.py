@@ -48,7 +48,12 @@ import torch
 from torch.func import vmap
 
 from fedkd.engine.compiled_step import first_line, too_short, try_compiled
-from fedkd.engine.cuda_graphs import GraphedStep, capture_stream, graph_pool
+from fedkd.engine.cuda_graphs import (
+    DROPPED_WITH_GRAPHS,
+    GraphedStep,
+    capture_stream,
+    graph_pool,
+)
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.flat_params import FlatParams
 from fedkd.engine.folding import bind, fold, param_kinds
@@ -340,17 +345,17 @@ class BatchedTrainer:
         if not self.use_graphs:
             return self._step()
         graph = self.graphs.get(self.names)
-        if graph is None:
-            if self.graph_pool is None:
-                self.graph_pool = graph_pool()
-                self.graph_stream = capture_stream(self.device)
-            graph = self.graphs[self.names] = GraphedStep(
-                self.device, self.graph_pool, self.graph_stream
-            )
-        if not graph.captures_next:
+        if graph is not None and not graph.captures_next:
             return graph.step(self._step)
         started = time.perf_counter()
-        try:
+        try:  # the pool and stream too: where CUDA cannot make them, the run goes on eagerly
+            if graph is None:
+                if self.graph_pool is None:
+                    self.graph_pool = graph_pool()
+                    self.graph_stream = capture_stream(self.device)
+                graph = self.graphs[self.names] = GraphedStep(
+                    self.device, self.graph_pool, self.graph_stream
+                )
             graph.step(self._step)  # the capture, which runs nothing, then its first replay
         except Exception as exc:  # the step has not happened: it runs eagerly, as every later one
             self._without_graphs(exc, time.perf_counter() - started)
@@ -376,8 +381,7 @@ class BatchedTrainer:
             self.forward = self.student.features_and_logits
             self.record.update(
                 compile_step=False,
-                compile_step_reason="dropped with the CUDA graphs, whose capture failed: the "
-                "batched step runs eagerly",
+                compile_step_reason=DROPPED_WITH_GRAPHS,
             )
         self._recorded()
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from fedkd.engine.compiled_step import compile_choice
-from fedkd.engine.cuda_graphs import graphs_choice
+from fedkd.engine.cuda_graphs import DROPPED_WITH_GRAPHS, graphs_choice
 from fedkd.engine.folding import fold_error
 from fedkd.strategies.base import Strategy
 
@@ -66,4 +66,23 @@ def engine_choice(
     if used == "batched":
         choice["cuda_graphs"], choice["cuda_graphs_reason"] = graphs_choice(wanted, device)
         choice["compile_step"], choice["compile_step_reason"] = compile_choice(wanted, device)
+    return choice
+
+
+EARLIER = "off since an earlier attempt of this run: "
+
+
+def after_earlier_attempt(choice: dict, earlier: dict | None) -> dict:
+    """``choice`` with the parts of the fast path an earlier attempt of the same run found
+    failing (CUDA graphs, the compiled step) left off, saying so. A failure that leaves the CUDA
+    context unusable (an illegal instruction in the first replay) fails that attempt's eager
+    fallback too: every retry, a new process, would capture again and fail the same way."""
+    if not isinstance(earlier, dict) or choice.get("used") != "batched":
+        return choice
+    for key in ("cuda_graphs", "compile_step"):
+        reason = str(earlier.get(f"{key}_reason"))
+        failed = earlier.get(f"{key}_seconds_lost") is not None or reason == DROPPED_WITH_GRAPHS
+        if choice.get(key) and earlier.get(key) is False and (failed or reason.startswith(EARLIER)):
+            choice[key] = False
+            choice[f"{key}_reason"] = reason if reason.startswith(EARLIER) else EARLIER + reason
     return choice

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fedkd.engine.batched import BatchedTrainer
-from fedkd.engine.choice import engine_choice
+from fedkd.engine.choice import after_earlier_attempt, engine_choice
 from fedkd.engine.sequential import SequentialTrainer
 from fedkd.engine.trainers import DivergedError
 from fedkd.runtime.evaluate import evaluate
@@ -40,6 +40,8 @@ class TrainEnv:
     # called (no arguments) when the trainer changes the engine record, e.g. a fallback from the
     # fast path (``fedkd.engine.batched``): the run writes run.json again
     on_engine_change: object = None
+    # run.json's engine record of this run's earlier attempt, if any (``after_earlier_attempt``)
+    earlier_engine: dict | None = None
     _worker: object = None
     _engine: dict | None = None
     _trainer: object = None
@@ -49,10 +51,11 @@ class TrainEnv:
     def engine(self, strategy: Strategy) -> dict:
         """Which trainer this run uses and why (recorded in run.json)."""
         if self._engine is None:
-            self._engine = engine_choice(
+            choice = engine_choice(
                 self.spec, strategy, self.worker(), self.device,
                 channels_last=getattr(self.preprocess, "channels_last", False),
             )  # fmt: skip
+            self._engine = after_earlier_attempt(choice, self.earlier_engine)
         return self._engine
 
     def worker(self):

@@ -29,6 +29,9 @@ WARMUP_STEPS = 2  # eager steps on a side stream before the capture (torch's rec
 
 GRAPHS_OFF_CUDA = "off CUDA: CUDA graphs need a CUDA device"
 EAGER = "engine: batched-eager asks for the batched trainer without CUDA graphs or torch.compile"
+DROPPED_WITH_GRAPHS = (
+    "dropped with the CUDA graphs, whose capture failed: the batched step runs eagerly"
+)
 
 
 def graphs_choice(engine: str, device: torch.device) -> tuple[bool, str | None]:

@@ -157,6 +157,11 @@ def _compute(run_dir, samples: int, client: int, device: str, objective: str) ->
     run = Run(spec, path, log=lambda msg: None)
     run.prepare()
     state = load_checkpoint(ckpt_path)
+    if state.get("spec_hash") != rec.get("spec_hash"):
+        raise FeaturesError(
+            f"{ckpt_path} is another run's (spec hash {state.get('spec_hash')}, its run.json "
+            f"{rec.get('spec_hash')}); delete the run's folder and train it again"
+        )
     run.global_model.load_state_dict(state["global"])
     run.strategy.load_state_dict(state["strategy"])
     r = int(state["round_done"])  # the next round (0-based): fresh, reproducible client seeds

@@ -129,5 +129,15 @@ def configure_precision(precision: str) -> dict[str, Any]:
         "autocast": "bfloat16" if precision == "bf16" else None,
         "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
         "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "float32_matmul_precision": _matmul_precision(),
     }
+
+
+def _matmul_precision() -> str | None:
+    """torch's float32 matmul precision, as it reads it back: its legacy getter refuses to
+    answer in a process that set it through both APIs (torch 2.9 and later; a strategy module of
+    one's own may have called ``torch.set_float32_matmul_precision``), where the new one does."""
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return getattr(torch.backends.cuda.matmul, "fp32_precision", None)

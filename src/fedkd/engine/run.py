@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fedkd.digests import METRICS_SHA256, DigestMismatch, check_record_seal
 from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, save_checkpoint
 from fedkd.engine.client import DivergedError, train_clients
 from fedkd.engine.compiled_step import first_line
@@ -99,11 +100,20 @@ class Run(RunSetup):
             )
         if prev.get("status") not in ("complete", "diverged"):
             return None
+        try:  # edited or damaged after the run: made again, with its metrics, from the checkpoint
+            check_record_seal(prev)
+        except DigestMismatch as exc:
+            again = (f"rebuilding it from {CHECKPOINT}" if (self.out / CHECKPOINT).exists()
+                     else f"no {CHECKPOINT} to rebuild it from: training the run again")  # fmt: skip
+            self.log(f"[fedkd] {run_json} is damaged or was edited after the run ({exc}); {again}")
+            return None
         metrics = self.out / METRICS
         if not (metrics.exists() or metrics.is_symlink()):
             return None  # deleted (as the workflow does): written again from the checkpoint
         try:
-            read_metrics_table(metrics, rounds_done=prev.get("rounds_done"))
+            sha256 = prev.get(METRICS_SHA256)
+            read_metrics_table(metrics, rounds_done=prev.get("rounds_done"),
+                               sha256=sha256 if isinstance(sha256, str) else None)  # fmt: skip
         except MetricsError as exc:
             if not exc.rebuildable or not (self.out / CHECKPOINT).exists():
                 raise  # a directory or FIFO in its place, or nothing to rebuild it from
@@ -215,6 +225,8 @@ class Run(RunSetup):
             start, rows = self._restore(load_checkpoint(ckpt_path))
             self.log(f"[fedkd] resuming {self.out} after round {start}/{spec.rounds}")
         self._rounds_checkpointed = start
+        if (self.out / RUN_JSON).exists():  # an earlier attempt's: its engine outcome carries on
+            self.env.earlier_engine = read_run_record(self.out / RUN_JSON).get("engine")
         self._write_record("running", {"rounds_done": start})
         self.env.on_engine_change = _weak_call(self._engine_changed)
         self.log(
