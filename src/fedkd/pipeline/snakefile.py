@@ -16,6 +16,7 @@ from fedkd import files
 from fedkd.files import atomic_write
 from fedkd.pipeline.plan import VS_PAPER, Plan
 from fedkd.pipeline.validation import unknown_targets_message
+from fedkd.run_paths import parse_run_dir, run_files
 
 TABLE_FILES = ("tex", "md", "csv", "html")
 FIGURE_FILES = ("pdf", "png")
@@ -37,13 +38,35 @@ def default_targets(plan: Plan, reporting: bool) -> list[str]:
     its HTML exists), since Snakemake's report stops at the first output that does not exist."""
     wanted = plan.all_outputs() + table_html(plan)
     if not reporting:
-        return wanted
+        return wanted + made_from(plan)
     return [
         f
         for f in wanted
         if Path(f).exists()
         and (not f.startswith("results/tables/") or Path(f).with_suffix(".html").exists())
     ]
+
+
+def made_from(plan: Plan) -> list[str]:
+    """Every file the outputs are made from: runs, partitions, runs lists, aggregates, features.
+    Asked for by rule all because Snakemake (since 7.7, snakemake/snakemake#1978) remakes no
+    missing file whose consumers are present and up to date: a file deleted as a refusal says
+    (a damaged metrics.parquet, partition or runs list), or removed with a failed job, would
+    otherwise stay missing, and a plain ``snakemake`` say there is nothing to be done."""
+    wanted = {}  # a dict: once each, in order
+    for name in plan.outputs:
+        wanted.update(dict.fromkeys(plan.render_inputs(name)))
+    for name in plan.names(input="aggregate"):
+        wanted[f"results/aggregate/{name}.runs"] = None
+    for name in plan.names(input="run"):
+        wanted.update(dict.fromkeys(plan.features_inputs(name)))
+    for run in sorted(plan.all_runs()):
+        wanted.update(dict.fromkeys(run_files(run)))
+        keys = parse_run_dir(run)
+        if plan.uses_partition_file(keys["dataset"]):
+            spec = plan.run_spec(keys["dataset"], keys["variant"], keys["setting"], keys["seed"])
+            wanted[spec["partition_file"]] = None
+    return list(wanted)
 
 
 def made_files(plan: Plan) -> list[str]:
