@@ -1,0 +1,94 @@
+"""A figure says when a line or bar averages fewer seeds than the figure's other runs: a run that
+diverged in any panel (not only the first), a seed with no run, a run stopped early."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedkd.report.aggregate import read_aggregate
+from fedkd.report.options import Options
+from fedkd.report.targets import get_layout
+from report_runs import agg_file, make_run
+
+ALLOWED = ("panels", "columns", "row_names", "column_names", "order", "ddof", "ncols", "stat")
+
+
+def _build(layout: str, aggregate, options: dict):
+    return get_layout(layout).build()(read_aggregate(aggregate), Options(layout, options, ALLOWED))
+
+
+def _legend(fig) -> dict[str, str]:
+    texts = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    return {t.split(" (")[0]: t for t in texts}
+
+
+def _two_panels(tmp_path, bad_alpha: float, status: str = "diverged", drop_seed: bool = False):
+    """FedAvg and FedGKD at alpha 1 and 0.1, seeds 0-2; FedGKD's seed 2 at ``bad_alpha`` is
+    ``status`` after 2 of 4 rounds, or has no run (``drop_seed``)."""
+    r, runs = tmp_path / "runs", []
+    cls = [[0.5] * 10, [0.6] * 10, [0.4] * 10, [0.7] * 10]
+    for alpha in (1.0, 0.1):
+        for seed in (0, 1, 2):
+            accs = [0.2, 0.4, 0.5, 0.6]
+            runs.append(("fedavg", make_run(r, f"a{alpha}-{seed}", accs, alpha=alpha, seed=seed,
+                                            class_acc=cls, local_acc=accs)))  # fmt: skip
+            bad = alpha == bad_alpha and seed == 2
+            if bad and drop_seed:
+                continue
+            accs = [0.3, 0.5] if bad and status != "complete" else [0.3, 0.5, 0.6, 0.7]
+            runs.append(("fedgkd", make_run(
+                r, f"g{alpha}-{seed}", accs, alpha=alpha, seed=seed, rounds=4,
+                status=status if bad else "complete", class_acc=cls[: len(accs)], local_acc=accs,
+            )))  # fmt: skip
+    return agg_file(tmp_path, runs)
+
+
+@pytest.mark.parametrize("bad_alpha", [1.0, 0.1])
+@pytest.mark.parametrize("layout", ["curves", "fedcad"])
+def test_a_run_that_diverged_in_any_panel_is_named_in_the_legend(tmp_path, layout, bad_alpha):
+    agg = _two_panels(tmp_path, bad_alpha)
+    fig = _build(layout, agg, {"columns": ["fedavg", "fedgkd"], "panels": ["alpha"]})
+    legend = _legend(fig)
+    assert legend["FedAvg"] == "FedAvg"
+    assert "1/3 diverged" in legend["FedGKD"], legend
+    assert f"α={bad_alpha:g}" in legend["FedGKD"], legend  # the panel it happened in
+
+
+@pytest.mark.parametrize("layout", ["curves", "fedcad"])
+def test_a_seed_with_no_run_is_named_in_the_legend(tmp_path, layout):
+    agg = _two_panels(tmp_path, 0.1, drop_seed=True)
+    fig = _build(layout, agg, {"columns": ["fedavg", "fedgkd"], "panels": ["alpha"]})
+    legend = _legend(fig)
+    assert legend["FedAvg"] == "FedAvg"
+    assert "no run of seed 2" in legend["FedGKD"] and "α=0.1" in legend["FedGKD"], legend
+
+
+def test_runs_stopped_early_are_named_in_the_legend(tmp_path):
+    r = tmp_path / "runs"
+    runs = [
+        ("fedavg", make_run(r, "a0", [0.5, 0.9], seed=0, rounds=4)),  # stopped at a target
+        ("fedavg", make_run(r, "a1", [0.3, 0.5, 0.6, 0.7], seed=1)),
+    ]
+    fig = _build("curves", agg_file(tmp_path, runs), {"columns": ["fedavg"], "panels": ["alpha"]})
+    assert _legend(fig)["FedAvg"] == "FedAvg (1/2 stopped before round 4)"
+    # rounds 3 and 4 are seed 1's alone: the line there is that run, with no band
+    (line,) = fig.axes[0].get_lines()
+    assert np.allclose(line.get_ydata(), [40, 70, 60, 70])
+
+
+def test_a_forgetting_bar_over_fewer_seeds_says_so(tmp_path):
+    agg = _two_panels(tmp_path, 0.1, drop_seed=True)
+    fig = _build("forgetting", agg, {"columns": ["fedavg", "fedgkd"], "panels": ["alpha"]})
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert sum("no run of seed 2" in t for t in texts) == 2, texts  # accuracy and forgetting
+    assert sum("seed" in t for t in texts) == 2
+
+
+def test_a_figure_of_full_runs_has_no_notes(tmp_path):
+    agg = _two_panels(tmp_path, 0.1, status="complete")
+    for layout in ("curves", "fedcad"):
+        fig = _build(layout, agg, {"columns": ["fedavg", "fedgkd"], "panels": ["alpha"]})
+        assert _legend(fig) == {"FedAvg": "FedAvg", "FedGKD": "FedGKD"}
+    fig = _build("forgetting", agg, {"columns": ["fedavg", "fedgkd"], "panels": ["alpha"]})
+    assert all("\n" not in t.get_text() for ax in fig.axes for t in ax.texts)
