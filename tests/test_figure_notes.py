@@ -92,3 +92,19 @@ def test_a_figure_of_full_runs_has_no_notes(tmp_path):
         assert _legend(fig) == {"FedAvg": "FedAvg", "FedGKD": "FedGKD"}
     fig = _build("forgetting", agg, {"columns": ["fedavg", "fedgkd"], "panels": ["alpha"]})
     assert all("\n" not in t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_the_reports_text_says_what_each_figure_kind_draws():
+    from fedkd.report.sections import figure_how, figure_metadata
+    from fedkd.report.targets import LAYOUTS, layout_names
+
+    for name in layout_names("figure"):
+        how = figure_how(name)
+        assert how, f"figure kind {name!r} has no text for the report"
+        seeds = LAYOUTS[name].input == "aggregate"
+        # a figure of one run or one partition file has no seeds to average, no band, no spread
+        assert ("mean over the seeds" in how) == seeds, (name, how)
+        assert ("run setting" in figure_metadata(LAYOUTS[name].input)) == seeds
+    assert "Lines" in figure_how("curves") and "Bars" in figure_how("forgetting")
+    assert "sample standard deviation" in figure_how("curves", ddof=1)
+    assert "population standard deviation" in figure_how("fedcad", ddof=0)
