@@ -108,3 +108,28 @@ def test_the_reports_text_says_what_each_figure_kind_draws():
     assert "Lines" in figure_how("curves") and "Bars" in figure_how("forgetting")
     assert "sample standard deviation" in figure_how("curves", ddof=1)
     assert "population standard deviation" in figure_how("fedcad", ddof=0)
+
+
+@pytest.mark.parametrize("strategy", ["fedavg", "fedprox", "feddistill+", "fedgkd-vote"])
+def test_the_tsne_titles_stay_apart_and_inside_the_figure(tmp_path, strategy):
+    import json
+
+    from fedkd.engine.features import _npz_bytes
+
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(10), 6)
+    meta = {"num_classes": 10, "class_names": [str(c) for c in range(10)], "strategy": strategy,
+            "client": 0, "objective": "strategy",
+            "models": [{"title": "Global model", "acc": 0.1},  # at chance: the longest title
+                       {"title": "Local model (client 0)", "acc": 0.1}]}  # fmt: skip
+    arrays = {"labels": labels, "global_features": rng.normal(size=(60, 8)),
+              "local_features": rng.normal(size=(60, 8))}  # fmt: skip
+    path = tmp_path / "f.npz"
+    path.write_bytes(_npz_bytes(arrays, json.dumps(meta)))
+    fig = get_layout("tsne").build()(path, Options("tsne", {}, ("perplexity",)))
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    left, right = (ax.title.get_window_extent(renderer) for ax in fig.axes[:2])
+    assert "(chance level)" in fig.axes[0].get_title()
+    assert left.x1 < right.x0, (left, right)
+    assert left.x0 >= 0 and right.x1 <= fig.bbox.width
