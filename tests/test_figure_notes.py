@@ -133,3 +133,23 @@ def test_the_tsne_titles_stay_apart_and_inside_the_figure(tmp_path, strategy):
     assert "(chance level)" in fig.axes[0].get_title()
     assert left.x1 < right.x0, (left, right)
     assert left.x0 >= 0 and right.x1 <= fig.bbox.width
+
+
+def test_a_figure_caption_names_the_variant_behind_each_line(tmp_path):
+    from PIL import Image
+
+    from fedkd.report import render
+
+    r, runs = tmp_path / "runs", []
+    for alpha, variant in ((1.0, "fedgkd-M5"), (0.1, "fedgkd-M1")):
+        for seed in (0, 1):
+            accs = [0.3, 0.5]
+            runs.append(("fedavg", make_run(r, f"a{alpha}-{seed}", accs, alpha=alpha, seed=seed)))
+            runs.append(("fedgkd", make_run(r, f"g{alpha}-{seed}", accs, alpha=alpha, seed=seed,
+                                            strategy="fedgkd", variant=variant)))  # fmt: skip
+    opts = {"caption": "Curves.", "columns": ["fedavg", "fedgkd"], "panels": ["alpha"]}
+    png = render("curves", tmp_path / "c", aggregate=agg_file(tmp_path, runs), options=opts)[1]
+    title = Image.open(png).info["Title"]
+    assert title.startswith("Curves. Runs: ")
+    assert "Variants run: FedGKD: FedGKD (M=1) at α=0.1 and FedGKD (M=5) at α=1." in title
+    assert "FedAvg:" not in title  # a plain run needs no note
