@@ -3,6 +3,8 @@ diverged in any panel (not only the first), a seed with no run, a run stopped ea
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -153,3 +155,17 @@ def test_a_figure_caption_names_the_variant_behind_each_line(tmp_path):
     assert title.startswith("Curves. Runs: ")
     assert "Variants run: FedGKD: FedGKD (M=1) at α=0.1 and FedGKD (M=5) at α=1." in title
     assert "FedAvg:" not in title  # a plain run needs no note
+
+
+def test_a_figure_of_one_run_or_partition_names_the_seed_it_was_drawn_from():
+    import yaml
+
+    from fedkd.pipeline import Plan
+
+    cfg = yaml.safe_load((Path(__file__).parents[1] / "config" / "config.yaml").read_text())
+    cfg["seeds"] = [3, 4]  # the captions' own text still says seed 0
+    plan = Plan(cfg)
+    for name in ("partition", "tsne_fedavg"):
+        assert plan.caption(name).endswith("datasets mnist5k (for CIFAR-10); seed 3."), name
+        assert "seed3" in plan.render_args(name) or "seed3" in plan.features_args(name), name
+    assert "seed" not in plan.caption("curves").split("Produced by")[1]  # its data says it
