@@ -169,3 +169,15 @@ def test_a_figure_of_one_run_or_partition_names_the_seed_it_was_drawn_from():
         assert plan.caption(name).endswith("datasets mnist5k (for CIFAR-10); seed 3."), name
         assert "seed3" in plan.render_args(name) or "seed3" in plan.features_args(name), name
     assert "seed" not in plan.caption("curves").split("Produced by")[1]  # its data says it
+
+
+@pytest.mark.parametrize("drop_seed", [False, True])
+def test_the_forgetting_bars_values_stay_inside_their_axes(tmp_path, drop_seed):
+    agg = _two_panels(tmp_path, 0.1, status="complete", drop_seed=drop_seed)
+    fig = _build("forgetting", agg, {"columns": ["fedavg", "fedgkd"], "panels": ["alpha"]})
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    for ax in fig.axes:
+        box = ax.get_window_extent(renderer)
+        for text in ax.texts:
+            assert text.get_window_extent(renderer).y1 <= box.y1, text.get_text()

@@ -81,6 +81,10 @@ def build(df: pd.DataFrame, opts: Options):
                     top = 0 if np.isnan(m) else m + sd
                     ax.annotate(text, (xi, top), ha="center", va="bottom", fontsize=6,
                                 xytext=(0, 2), textcoords="offset points")  # fmt: skip
+                # room above the bars for their values and notes, inside the axes
+                lines = 1 + max(t.get_text().count("\n") for t in ax.texts)
+                lo, hi = ax.get_ylim()
+                ax.set_ylim(lo, hi + (hi - lo) * 0.07 * lines)
                 ax.set_xticks(
                     x, [label_text(lab, col_names).shown for lab in labels], rotation=45, ha="right"
                 )
