@@ -100,6 +100,13 @@ rule render_figure:
         args=lambda wc: plan.render_args(wc.name),
         options=render_options,
         caption=report_caption,
+        # what the figure draws and what its PDF's title holds, for the report's text
+        how=lambda wc: sections.rst_text(
+            sections.figure_how(
+                plan.layout(wc.name).name, plan.render_options(wc.name).get("ddof", 0)
+            )
+        ),
+        metadata=lambda wc: sections.figure_metadata(plan.layout(wc.name).input),
         prefix=lambda wc: f"results/figures/{wc.name}",
         code=lambda wc: plan.render_code_hash(wc.name),
     message:

@@ -324,7 +324,11 @@ class Plan:
         datasets = self.datasets_of(name)
         if datasets:
             about.append(f"datasets {', '.join(self.stand_in_name(d) for d in datasets)}")
-        # the seeds: in the run setting the rendered caption ends with (fedkd.report.setting)
+        # the seeds: in the run setting the rendered caption ends with (fedkd.report.setting);
+        # a figure of partition files or of one run has no such sentence, so they are named here
+        if self.layout(name).input in ("partitions", "run"):
+            seeds = self.seeds(name)
+            about.append(f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}")
         notes = "".join(f" {n}." for n in self.strategy_notes(name))
         return f"{text}.{notes} Produced by {'; '.join(about)}."
 

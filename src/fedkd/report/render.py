@@ -59,7 +59,21 @@ def render(
         return write_table(doc, out, name)
     from fedkd.report.writers import save_figure
 
+    if layout.input == "aggregate" and layout.label_order:
+        # the variant behind each line or bar, as a table's caption names it (FedGKD's M per α)
+        from fedkd.report.keys import selected_labels
+        from fedkd.report.tables.common import with_variant_note
+
+        keys = [k for k in _FIGURE_KEYS if k in source.columns]
+        labels = selected_labels(source, opts)
+        opts.values["caption"] = with_variant_note(
+            opts.text("caption", ""), source, keys, labels, opts.mapping("column_names")
+        )
     return save_figure(doc, out, opts.text("caption", ""), opts.text("label", ""))
+
+
+# the run keys a figure's variant note names, where a label's variant differs along one
+_FIGURE_KEYS = ("dataset", "partition", "alpha", "shards", "participation", "local_epochs")
 
 
 # --------------------------------------------------------------------------- `fedkd render --help`

@@ -84,3 +84,27 @@ def restrict_docutils(config_file: Path, environ=os.environ) -> None:
         files = current.split(os.pathsep)
     if str(config_file) not in files:
         environ["DOCUTILSCONFIG"] = os.pathsep.join([*files, str(config_file)])
+
+
+def figure_how(layout: str, ddof: int = 0) -> str:
+    """What a figure of ``layout`` draws, for its entry in `snakemake --report`: lines and bands,
+    bars, bubbles or points, and which spread, so that the report says of each figure what it
+    shows."""
+    spread = f"± the {'population' if ddof == 0 else 'sample'} standard deviation over the seeds"
+    return {
+        "curves": f"Lines are the mean over the seeds; a band around a line is {spread}.",
+        "fedcad": f"Lines are the mean over the seeds; a band around a line is {spread}.",
+        "forgetting": f"Bars are the mean over the seeds; an error bar is {spread}.",
+        "partition": "Each panel is one partition file (the first seed's); a bubble's area is the "
+        "samples of a class on a client.",
+        "tsne": "One run (the first seed): its final global model and a local model trained from "
+        "it, each embedded by t-SNE.",
+    }.get(layout, "")
+
+
+def figure_metadata(input: str) -> str:
+    """What a figure's PDF title holds beyond the caption: the run setting, for a figure drawn
+    from an aggregate (fedkd.report.setting)."""
+    if input == "aggregate":
+        return " with the run setting (clients, C, E, rounds, model, data sizes, seeds)"
+    return ""

@@ -7,14 +7,16 @@ import pandas as pd
 
 from fedkd.report.figures.draw import (
     curve,
+    figure_seeds,
     hide_unused,
     integer_rounds,
     legend,
+    legend_note,
     line_styles,
     new_figure,
     panel_grid,
     panel_title,
-    status_note,
+    runs_note,
     style,
 )
 from fedkd.report.keys import (
@@ -34,14 +36,16 @@ def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
     labels = selected_labels(df, opts)
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     ddof = opts.ddof()
-    groups = group_runs(df[df["label"].isin(labels)], panels)
+    sub = df[df["label"].isin(labels)]
+    seeds = figure_seeds(sub)
+    groups = group_runs(sub, panels)
     pids = order_rows(panels, groups, opts.mapping("order"))
     nrows, ncols = panel_grid(len(pids), opts.integer("ncols", 3, 1))
     styles = line_styles(labels)
     colors = {label: s["color"] for label, s in styles.items()}
     with style():
         fig, axes = new_figure(nrows, ncols)
-        handles = {}
+        handles, notes = {}, {label: {} for label in labels}
         for ax, pid in zip(axes.flat, pids, strict=False):
             for label in labels:
                 runs = groups[pid].get(label)
@@ -51,16 +55,26 @@ def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
                 x, mean, std = curve(runs, column, ddof)
                 if len(x) == 0:
                     continue
-                name = label_text(label, col_names).shown
+                notes[label][panel_title(panels, pid, names)] = runs_note(runs, seeds)
                 (line,) = ax.plot(x, mean * 100, **styles[label])
                 ax.fill_between(
                     x, (mean - std) * 100, (mean + std) * 100, color=colors[label], alpha=0.2, lw=0
                 )
-                handles.setdefault(label, (line, name + status_note(runs)))
+                handles.setdefault(label, line)
             ax.set_title(panel_title(panels, pid, names))
             ax.set_xlabel("Communication round")
             ax.set_ylabel("Test accuracy (%)")
             integer_rounds(ax)
         hide_unused(axes, len(pids))
-        legend(fig, [handles[lab] for lab in labels if lab in handles])
+        legend(
+            fig,
+            [
+                (
+                    handles[lab],
+                    label_text(lab, col_names).shown + legend_note(notes[lab], len(pids)),
+                )
+                for lab in labels
+                if lab in handles
+            ],
+        )
     return fig

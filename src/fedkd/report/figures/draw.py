@@ -104,13 +104,40 @@ def curve(runs: dict[str, pd.DataFrame], column: str, ddof: int):
     return mat.index.to_numpy(), mat.mean(axis=1).to_numpy(), std.fillna(0.0).to_numpy()
 
 
-def status_note(runs: dict[str, pd.DataFrame]) -> str:
+def figure_seeds(df: pd.DataFrame) -> set[int]:
+    """Every seed the figure's runs have: a label's runs in a panel are compared with it."""
+    return {int(s) for s in df["seed"].dropna().unique()} if "seed" in df.columns else set()
+
+
+def runs_note(runs: dict[str, pd.DataFrame], seeds: set[int]) -> str:
+    """What one label's runs in one panel lack, so that its mean is over fewer seeds than the
+    figure's ``seeds`` in some rounds or all: runs that diverged or never finished, seeds with no
+    run, runs that stopped before the others' last round (``stop_at_acc``). '' when none."""
     statuses = [str(rows["status"].iloc[0]) for rows in runs.values()]
+    n, parts = len(statuses), []
     bad = sum(s != "complete" for s in statuses)
-    if not bad:
+    if bad:
+        parts.append(f"{bad}/{n} {'diverged' if 'diverged' in statuses else 'incomplete'}")
+    have = {int(rows["seed"].iloc[0]) for rows in runs.values() if "seed" in rows.columns}
+    missing = sorted(seeds - have) if have else []
+    if missing:
+        parts.append(f"no run of seed {', '.join(str(s) for s in missing)}")
+    last = [int(rows["round"].max()) for rows in runs.values()]
+    short = sum(s == "complete" and r < max(last) for s, r in zip(statuses, last, strict=True))
+    if short:
+        parts.append(f"{short}/{n} stopped before round {max(last)}")
+    return "; ".join(parts)
+
+
+def legend_note(notes: dict[str, str], panels: int) -> str:
+    """A label's legend note from its per-panel notes ({panel title: note}), each panel named
+    when the figure has several: a run that diverged in any panel shows, not only the first."""
+    shown = [(title, note) for title, note in notes.items() if note]
+    if not shown:
         return ""
-    kind = "diverged" if "diverged" in statuses else "incomplete"
-    return f" ({bad}/{len(statuses)} {kind})"
+    if panels == 1:
+        return f" ({shown[0][1]})"
+    return " (" + "; ".join(f"{title}: {note}" for title, note in shown) + ")"
 
 
 def integer_rounds(ax) -> None:

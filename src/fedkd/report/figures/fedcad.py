@@ -8,12 +8,14 @@ import pandas as pd
 from fedkd.report.aggregate import ReportError
 from fedkd.report.figures.draw import (
     curve,
+    figure_seeds,
     integer_rounds,
     legend,
+    legend_note,
     line_styles,
     new_figure,
     panel_title,
-    status_note,
+    runs_note,
     style,
 )
 from fedkd.report.keys import (
@@ -42,6 +44,7 @@ def build(df: pd.DataFrame, opts: Options):
             f"{opts.target} needs runs trained with eval_local=true; label(s) {no_local} have no "
             f"local_acc values"
         )
+    seeds = figure_seeds(sub)
     groups = group_runs(sub, panels)
     pids = order_rows(panels, groups, opts.mapping("order"))
     styles = line_styles(labels)
@@ -49,7 +52,7 @@ def build(df: pd.DataFrame, opts: Options):
     metrics = (("test_acc", "Global accuracy (%)"), ("local_acc", "Local average accuracy (%)"))
     with style():
         fig, axes = new_figure(len(pids), 2)
-        handles = {}
+        handles, notes = {}, {label: {} for label in labels}
         for i, pid in enumerate(pids):
             for j, (column, title) in enumerate(metrics):
                 ax = axes[i, j]
@@ -59,6 +62,7 @@ def build(df: pd.DataFrame, opts: Options):
                         continue
                     check_same_setting(runs, f"{opts.target} panel {pid} label {label!r}", "panels")
                     x, mean, std = curve(runs, column, ddof)
+                    notes[label][panel_title(panels, pid, names)] = runs_note(runs, seeds)
                     (line,) = ax.plot(x, mean * 100, **styles[label])
                     ax.fill_between(
                         x,
@@ -68,14 +72,22 @@ def build(df: pd.DataFrame, opts: Options):
                         alpha=0.2,
                         lw=0,
                     )
-                    handles.setdefault(
-                        label, (line, label_text(label, col_names).shown + status_note(runs))
-                    )
+                    handles.setdefault(label, line)
                 # the metric is on the y axis; a title names the panel when there are several
                 head = f"({chr(ord('a') + j)}) {title.split(' (')[0]}"
                 ax.set_title(panel_title(panels, pid, names) if panels else head)
                 ax.set_xlabel("Communication round")
                 ax.set_ylabel(title)
                 integer_rounds(ax)
-        legend(fig, [handles[lab] for lab in labels if lab in handles])
+        legend(
+            fig,
+            [
+                (
+                    handles[lab],
+                    label_text(lab, col_names).shown + legend_note(notes[lab], len(pids)),
+                )
+                for lab in labels
+                if lab in handles
+            ],
+        )
     return fig

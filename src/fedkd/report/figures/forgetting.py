@@ -6,9 +6,11 @@ import numpy as np
 import pandas as pd
 
 from fedkd.report.figures.draw import (
+    figure_seeds,
     new_figure,
     palette,
     panel_title,
+    runs_note,
     style,
 )
 from fedkd.report.keys import (
@@ -33,7 +35,9 @@ def build(df: pd.DataFrame, opts: Options):
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     stat = opts.choice("stat", ("best", "final"), "final")
     ddof = opts.ddof()
-    groups = group_runs(df[df["label"].isin(labels)], panels)
+    sub = df[df["label"].isin(labels)]
+    seeds = figure_seeds(sub)
+    groups = group_runs(sub, panels)
     pids = order_rows(panels, groups, opts.mapping("order"))
     colors = palette(len(labels))
     acc_fn = metrics.best_accuracy if stat == "best" else metrics.final_accuracy
@@ -56,7 +60,8 @@ def build(df: pd.DataFrame, opts: Options):
                     values["acc"].append((np.nan, 0.0))
                     values["fgt"].append((np.nan, 0.0))
                     continue
-                notes.append("")
+                # a seed with no run, a run stopped early: the bar's mean is over fewer seeds
+                notes.append(runs_note(runs, seeds))
                 played = [r[r["round"] >= 1] for r in runs.values()]
                 acc = [acc_fn(p) * 100 for p in played]
                 fgt = [metrics.forgetting_from_rows(p) for p in played]
@@ -71,10 +76,15 @@ def build(df: pd.DataFrame, opts: Options):
                 stds = np.array([s for _, s in values[key]])
                 ax.bar(x, np.nan_to_num(means), yerr=stds, color=colors, capsize=2)
                 for xi, (m, sd, note) in enumerate(zip(means, stds, notes, strict=True)):
-                    text = note or (f"{m:.1f}" if key == "acc" else f"{m:.2f}")
+                    value = "" if np.isnan(m) else (f"{m:.1f}" if key == "acc" else f"{m:.2f}")
+                    text = "\n".join(t for t in (value, note) if t)
                     top = 0 if np.isnan(m) else m + sd
                     ax.annotate(text, (xi, top), ha="center", va="bottom", fontsize=6,
                                 xytext=(0, 2), textcoords="offset points")  # fmt: skip
+                # room above the bars for their values and notes, inside the axes
+                lines = 1 + max(t.get_text().count("\n") for t in ax.texts)
+                lo, hi = ax.get_ylim()
+                ax.set_ylim(lo, hi + (hi - lo) * 0.07 * lines)
                 ax.set_xticks(
                     x, [label_text(lab, col_names).shown for lab in labels], rotation=45, ha="right"
                 )

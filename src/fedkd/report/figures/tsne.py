@@ -58,8 +58,9 @@ def build(features: str | Path, opts: Options):
                 ax.scatter(emb[:, 0], emb[:, 1], s=3, c=labels, cmap="viridis", lw=0)
             # a model at chance says nothing about its features: the title says so
             chance = " (chance level)" if acc <= 1.5 / k else ""
+            # two lines: on one, the longer names ran into the other panel's title
             ax.set_title(
-                f"{display_name(data['strategy'])}, {title.lower()}: test acc "
+                f"{display_name(data['strategy'])}, {title.lower()}\ntest acc "
                 f"{acc * 100:.2f}%{chance}"
             )
             ax.set_xticks([])
