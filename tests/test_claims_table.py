@@ -60,6 +60,9 @@ def test_claims_table_gives_each_verdict_on_constructed_runs(tmp_path):
     assert "α=0.1 against α=1" in trend["setting"]
     md = (tmp_path / "out" / "claims.md").read_text()
     assert "paired t-test" in md and f"Table: {len(CLAIMS)} claims: " in md and "Holm" in md
+    # the page's rows are effects with intervals: its caption names the seeds, and no "±"
+    caption = md.splitlines()[0]
+    assert "seeds 0, 1, 2" in caption and "±" not in caption
     # the Markdown and LaTeX say, beside the verdict, which of the paper's settings it is about
     for ext in ("md", "tex"):
         text = (tmp_path / "out" / f"claims.{ext}").read_text()

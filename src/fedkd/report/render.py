@@ -49,7 +49,10 @@ def render(
     else:
         source = read_aggregate(aggregate)
         # what was run, from the runs themselves: clients, C, E, rounds, model, sizes, seeds, ±
-        opts.values["caption"] = with_setting(opts.values["caption"], source, opts.ddof())
+        # (the claims page shows effects and intervals, no ± of a cell)
+        opts.values["caption"] = with_setting(
+            opts.values["caption"], source, opts.ddof(), spread=layout.name != "claims"
+        )
     doc = layout.build()(source, opts)
     if layout.output == "table":
         from fedkd.report.cells import with_collapse_note

@@ -106,10 +106,11 @@ def _run_choice_texts(runs: pd.DataFrame) -> list[str]:
     return sorted(texts)
 
 
-def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
+def setting_sentence(df: pd.DataFrame, ddof: int = 0, spread: bool = True) -> str:
     """E.g. "Runs: 10 clients, C = 0.2, E = 1, 5 rounds, model cnn (hidden 128); mnist5k 3,600
     train / 1,000 test samples; seeds 0, 1 (± = population std over the seeds)." Keys that vary
-    in the output list their values."""
+    in the output list their values. ``spread`` False: the output shows no ± (the claims page),
+    so the sentence says nothing of one."""
     runs = df.drop_duplicates("run") if "run" in df.columns else df
     parts = []
     clients = _values(runs, "clients")
@@ -143,16 +144,16 @@ def setting_sentence(df: pd.DataFrame, ddof: int = 0) -> str:
     if seeds:
         sentence += ("; " if sentence else "") + f"seed{'s' if len(seeds) > 1 else ''} "
         sentence += _joined(seeds)
-        if len(seeds) > 1:
+        if spread and len(seeds) > 1:
             kind = "population std (ddof 0)" if ddof == 0 else "sample std (ddof 1)"
             sentence += f" (± = {kind} over the seeds)"
-        else:
+        elif spread:
             sentence += " (one seed: no ±)"
     return sentence + "." if sentence else ""
 
 
-def with_setting(caption: str, df: pd.DataFrame, ddof: int = 0) -> str:
-    sentence = setting_sentence(df, ddof)
+def with_setting(caption: str, df: pd.DataFrame, ddof: int = 0, spread: bool = True) -> str:
+    sentence = setting_sentence(df, ddof, spread)
     caption = caption.strip()
     if not sentence or sentence in caption:
         return caption
