@@ -5,6 +5,7 @@ at all, and a configuration's own claim on a value its table does not have."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,29 @@ def test_an_own_claim_on_rounds_to_target_needs_a_table_with_targets():
                       "treatment": "fedgkd", "baseline": "fedavg", "direction": "lower",
                       "metric": "rounds_to_target"}]  # fmt: skip
     with pytest.raises(ConfigError, match="rounds_to_target"):
+        validate_config(cfg, SCHEMA, check_specs=False)
+
+
+@pytest.mark.parametrize(
+    ("claim", "message"),
+    [
+        ({"metric": "at_round", "rounds_from": 50},
+         "rounds_from 50 is past the last round of the runs of 'table3' (3)"),
+        ({"metric": "local_final"}, "which the runs of 'table3' do not evaluate (eval_local false)"),
+    ],
+)  # fmt: skip
+def test_an_own_claim_on_a_value_its_runs_never_have_is_refused_at_planning(claim, message):
+    """A round past the runs' last, or the local accuracy of runs that do not evaluate it: no
+    seed would ever have the value, so the page's "too few seeds" would mislead."""
+    cfg = config("tiny")
+    rounds = cfg["defaults"]["rounds"]
+    assert isinstance(rounds, int) and rounds < 50 and not cfg["defaults"].get("eval_local")
+    cfg["claims"] = [{"statement": "FedGKD is ahead.", "tables": "table3", "treatment": "fedgkd",
+                      "baseline": "fedavg", **claim}]  # fmt: skip
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate_config(cfg, SCHEMA, check_specs=False)
+    cfg["claims"][0].pop("rounds_from", None)
+    if claim["metric"] == "at_round":  # from round 1: valid
         validate_config(cfg, SCHEMA, check_specs=False)
 
 

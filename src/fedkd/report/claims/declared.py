@@ -225,6 +225,10 @@ def declared_errors(config: dict, outputs: dict) -> list[str]:
                     "name a table of layout rounds_to_target, or another metric"
                 )
                 continue
+            value_error = _value_the_runs_lack(claim, table, config, entry_out)
+            if value_error:
+                errors.append(f"{where}: {value_error}")
+                continue
             columns = list(entry_out.get("columns") or {})
             lacking = sorted({lab for c in claims for lab in (c.treatment, c.baseline)}
                              - set(columns))  # fmt: skip
@@ -235,6 +239,38 @@ def declared_errors(config: dict, outputs: dict) -> list[str]:
                     f"labels{_variant_hint(entry_out, lacking)})"
                 )
     return errors
+
+
+def _run_values(config: dict, entry: dict, key: str) -> list:
+    """The values of run key ``key`` over a table's grid points (its grid's, else the
+    configuration's defaults'); [] where neither says."""
+    grids = entry.get("grid") or {}
+    default = (config.get("defaults") or {}).get(key)
+    values = []
+    for grid in grids if isinstance(grids, list) else [grids]:
+        value = grid.get(key, default) if isinstance(grid, dict) else default
+        values += value if isinstance(value, list) else [value]
+    return [v for v in values if v is not None]
+
+
+def _value_the_runs_lack(claim, table: str, config: dict, entry: dict) -> str | None:
+    """Why the runs of ``table`` cannot give the value ``claim`` compares, or None: a round past
+    their last (``rounds_from``), the clients' local accuracy of runs that do not evaluate it.
+    Left to render (a "not run" row) where the configuration does not say."""
+    rounds = [r for r in _run_values(config, entry, "rounds") if isinstance(r, int)]
+    if claim.metric == "at_round" and rounds and claim.rounds_from > max(rounds):
+        return (
+            f"rounds_from {claim.rounds_from} is past the last round of the runs of {table!r} "
+            f"({max(rounds)}); give a round they play, or more rounds"
+        )
+    local = _run_values(config, entry, "eval_local") or [False]  # fedkd train's default
+    if claim.metric == "local_final" and not any(local):
+        return (
+            f"metric 'local_final' compares the clients' local accuracy, which the runs of "
+            f"{table!r} do not evaluate (eval_local false); set eval_local: true in its grid, or "
+            "another metric"
+        )
+    return None
 
 
 def name_entries(errors: list[str], entries) -> list[str]:
