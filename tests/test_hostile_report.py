@@ -395,3 +395,19 @@ def test_the_reports_docutils_inserts_no_file_whatever_the_text_says(tmp_path):
         proc = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True,
                               text=True, env={**os.environ, **env}, cwd=tmp_path, check=True)  # fmt: skip
         assert (SECRET in proc.stdout) == inserted, proc.stdout
+
+
+@pytest.mark.parametrize(
+    "note", ["# a heading", "- an item", "+ an item", "12. an item", "2) an item", "---", "    code",
+             "1.5 ± 0.5 stays as it is", "-0.3 pp", "#tag"],
+)  # fmt: skip
+def test_a_note_is_one_paragraph_of_its_own_text(note):
+    """A table's note is a paragraph of its own line: whatever it starts with, CommonMark reads
+    one paragraph holding the note's text, not a heading, a list, a rule or a code block."""
+    from markdown_it import MarkdownIt
+
+    from fedkd.report.text import md_paragraph
+
+    tokens = MarkdownIt("commonmark").parse(md_paragraph(note))
+    assert [t.type for t in tokens] == ["paragraph_open", "inline", "paragraph_close"]
+    assert tokens[1].children[0].content == note.strip()

@@ -146,7 +146,8 @@ def md_escape(text: str) -> str:
     return _MD_UNDERSCORE.sub(r"\\_", _MD_LINK.sub(r"\\]", text))
 
 
-_MD_BLOCK_START = re.compile(r"[#+=-]|\d+[.)]")
+# what starts a heading, a list item or a thematic break at the start of a line
+_MD_BLOCK_START = re.compile(r"(#{1,6}|[-+]|\d{1,9}[.)])(?=\s|$)|-{3,}")
 
 
 def md_paragraph(text: str) -> str:
