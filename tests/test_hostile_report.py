@@ -16,6 +16,7 @@ import pytest
 import yaml
 from docutils.core import publish_parts
 
+from fedkd.report.aggregate import ReportError
 from fedkd.report.agreement import write_front_page
 from fedkd.report.sections import rst_text, script_safe_json
 from test_workflow import freeze_sources, snakemake
@@ -411,3 +412,20 @@ def test_a_note_is_one_paragraph_of_its_own_text(note):
     tokens = MarkdownIt("commonmark").parse(md_paragraph(note))
     assert [t.type for t in tokens] == ["paragraph_open", "inline", "paragraph_close"]
     assert tokens[1].children[0].content == note.strip()
+
+
+def test_another_outputs_aggregate_in_place_of_this_ones_is_refused(tmp_path):
+    """The workflow writes each aggregate beside its runs list (results/aggregate/NAME.runs):
+    an aggregate holding a run its list does not name (another table's, copied or swapped in)
+    is refused, naming both files; one holding the listed runs renders."""
+    from fedkd.report.render import render
+    from report_runs import agg_file, make_run
+
+    mine = [("fedavg", make_run(tmp_path / "runs", "a", [0.1, 0.5], alpha=1.0))]
+    other = [*mine, ("fedavg", make_run(tmp_path / "runs", "b", [0.2, 0.6], alpha=0.1))]
+    (tmp_path / "t.runs").write_text("".join(f"{label}\t{run}\n" for label, run in mine))
+    render("grid", tmp_path / "ok", aggregate=agg_file(tmp_path, mine, "t.parquet"),
+           options={"columns": ["fedavg"]})  # fmt: skip
+    swapped = agg_file(tmp_path, other, "t.parquet")
+    with pytest.raises(ReportError, match=r"holds 1 run\(s\) that .*t\.runs does not list"):
+        render("grid", tmp_path / "no", aggregate=swapped, options={"columns": ["fedavg"]})

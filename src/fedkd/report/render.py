@@ -48,6 +48,7 @@ def render(
         source = features if features is not None else _features_of(run, out, opts, layout)
     else:
         source = read_aggregate(aggregate)
+        check_against_runs_list(source, aggregate)
         # what was run, from the runs themselves: clients, C, E, rounds, model, sizes, seeds, ±
         # (the claims page shows effects and intervals, no ± of a cell)
         opts.values["caption"] = with_setting(
@@ -73,6 +74,28 @@ def render(
             opts.text("caption", ""), source, keys, labels, opts.mapping("column_names")
         )
     return save_figure(doc, out, opts.text("caption", ""), opts.text("label", ""))
+
+
+def check_against_runs_list(df, aggregate) -> None:
+    """An aggregate beside its runs list (``results/aggregate/NAME.runs``, as the workflow
+    writes them) holds no run the list does not name: another output's aggregate copied or
+    swapped into its place is refused, not rendered as this one. (A listed run may be absent:
+    one that diverged before its first round has no rows.) Without a list beside it, as for an
+    aggregate made by hand, there is nothing to compare."""
+    from fedkd.report.run_list import read_runs_file
+
+    runs_list = Path(aggregate).with_suffix(".runs")
+    if not runs_list.is_file() or not {"label", "run"} <= set(df.columns):
+        return
+    listed = set(read_runs_file(runs_list))
+    extra = sorted(set(zip(df["label"], df["run"], strict=True)) - listed)
+    if extra:
+        label, run = extra[0]
+        raise ReportError(
+            f"aggregate file {aggregate} holds {len(extra)} run(s) that {runs_list} does not "
+            f"list (e.g. {label} {run}): it is another output's aggregate, or its list changed "
+            f"since; delete it and run the workflow again"
+        )
 
 
 # the run keys a figure's variant note names, where a label's variant differs along one
