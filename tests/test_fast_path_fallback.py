@@ -281,6 +281,10 @@ def test_a_resumed_run_counts_the_steps_it_has_left(monkeypatch, tmp_path):
     assert resumed["engine"]["compile_step_reason"].startswith(
         f"the run has {2 * steps} batched steps left to take, fewer than {3 * steps}:"
     )
+    # the record's engine is this attempt's; round 1's, compiled, is kept beside it
+    (earlier,) = resumed["earlier_attempts"]
+    assert earlier["rounds_through"] == 1 and earlier["engine"]["compile_step"] is True
+    assert earlier["device"] == resumed["device"] and earlier["command"] == resumed["command"]
 
 
 def test_a_crash_mid_run_leaves_run_json_saying_failed_with_the_rounds_done(
@@ -327,6 +331,7 @@ def test_a_retry_after_a_sticky_replay_failure_runs_eagerly(graphs, eager, monke
     assert on_disk(out)["engine"]["cuda_graphs"] is False
     dead["context"], captures = False, graphs.captures  # the retry: a new process
     record, metrics = train(spec, out)
+    assert "earlier_attempts" not in record, "the failed attempt trained no round"
     assert graphs.captures == captures, "the retry captured again"
     assert record["status"] == "complete" and metrics == eager
     assert record["engine"]["cuda_graphs"] is False

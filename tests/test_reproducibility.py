@@ -196,3 +196,22 @@ def test_the_run_record_holds_the_tf32_settings_and_a_command_a_shell_gives_back
     assert rec["precision"]["cuda_matmul_allow_tf32"] is tf32
     assert rec["precision"]["precision"] == precision
     assert shlex.split(rec["command"]) == argv
+
+
+def test_each_attempt_that_trained_rounds_a_run_keeps_is_recorded():
+    """A run resumed (on any device) keeps, per earlier attempt, the round it trained through
+    and its device, precision, engine, versions and command; an attempt that trained no round
+    the checkpoint keeps is not listed."""
+    from fedkd.engine.run import earlier_attempts
+
+    first = {"device": {"type": "cuda"}, "precision": {"precision": "tf32"}, "engine": {"used": "batched"},
+             "versions": {"torch": "2.13"}, "command": "fedkd train a"}  # fmt: skip
+    after_first = earlier_attempts(first, 3)
+    assert after_first == [{"rounds_through": 3, **first}]
+    second = {**first, "device": {"type": "cpu"}, "earlier_attempts": after_first}
+    after_second = earlier_attempts(second, 5)
+    assert [a["rounds_through"] for a in after_second] == [3, 5]
+    assert after_second[1]["device"] == {"type": "cpu"}
+    failed = {**first, "earlier_attempts": after_second}  # trained nothing past round 5
+    assert earlier_attempts(failed, 5) == after_second
+    assert earlier_attempts({"earlier_attempts": "damaged"}, 0) == []

@@ -179,6 +179,8 @@ class Run(RunSetup):
                     self._record_end("failed", first_line(exc))
                 raise
 
+    _earlier_attempts: list = []  # what trained the rounds this attempt resumed after
+
     def _write_record(self, status: str, extra: dict) -> None:
         """run.json rewritten (atomically) with ``status`` and ``extra``, remembered for the
         rewrites the engine asks for (``_engine_changed``)."""
@@ -226,7 +228,9 @@ class Run(RunSetup):
             self.log(f"[fedkd] resuming {self.out} after round {start}/{spec.rounds}")
         self._rounds_checkpointed = start
         if (self.out / RUN_JSON).exists():  # an earlier attempt's: its engine outcome carries on
-            self.env.earlier_engine = read_run_record(self.out / RUN_JSON).get("engine")
+            prev = read_run_record(self.out / RUN_JSON)
+            self.env.earlier_engine = prev.get("engine")
+            self._earlier_attempts = earlier_attempts(prev, start)
         self._write_record("running", {"rounds_done": start})
         self.env.on_engine_change = _weak_call(self._engine_changed)
         self.log(
@@ -353,3 +357,21 @@ def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
             bound()
 
     return call
+
+
+# what run.json says of the process that trained a run's rounds, kept per attempt when resumed
+ATTEMPT_KEYS = ("device", "precision", "engine", "versions", "command")
+
+
+def earlier_attempts(prev: dict, start: int) -> list[dict]:
+    """run.json's ``earlier_attempts``: per earlier attempt that trained rounds this one keeps
+    (the checkpoint's ``start``), the round it trained through and its device, precision, engine,
+    versions and command. A run resumes on any device: the record's own keys are the last
+    attempt's, these the earlier rounds'."""
+    attempts = [a for a in prev.get("earlier_attempts") or [] if isinstance(a, dict)]
+    attempts = [a for a in attempts if isinstance(a.get("rounds_through"), int)]
+    attempts = [a for a in attempts if a["rounds_through"] <= start]  # beyond the checkpoint
+    through = attempts[-1]["rounds_through"] if attempts else 0
+    if start > through:
+        attempts.append({"rounds_through": start, **{k: prev.get(k) for k in ATTEMPT_KEYS}})
+    return attempts

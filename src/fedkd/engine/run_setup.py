@@ -247,6 +247,12 @@ class RunSetup:
             "precision": getattr(self, "precision", None),
             # which local-training path ran (batched or sequential) and why
             "engine": self.env.engine(self.strategy) if hasattr(self, "env") else None,
+            # a resumed run: what trained its earlier rounds (fedkd.engine.run.earlier_attempts)
+            **(
+                {"earlier_attempts": self._earlier_attempts}
+                if getattr(self, "_earlier_attempts", None)
+                else {}
+            ),
             # shell-quoted: pasted into a shell, it gives the process's argv again
             "command": shlex.join(sys.argv),
             # which process writes the run, so that `fedkd status` tells a killed run from a
