@@ -34,7 +34,7 @@ def pytest_configure(config):
 # The files that take longest (minutes on 2 cores, mostly waiting on subprocesses), run first:
 # the workers (--dist loadfile --no-loadscope-reorder) then end on short files, not on one of
 # these while the other workers are done.
-LONGEST_FIRST = ("test_gpu_kit.py", "test_workflow.py", "test_slurm.py")
+LONGEST_FIRST = ("test_gpu_kit.py", "test_workflow.py", "test_slurm.py", "test_workflow_console.py")
 
 
 def pytest_collection_modifyitems(config, items):
