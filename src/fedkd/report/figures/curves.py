@@ -10,10 +10,10 @@ from fedkd.report.figures.draw import (
     figure_seeds,
     hide_unused,
     integer_rounds,
-    legend,
-    legend_note,
     line_styles,
+    mean_band,
     new_figure,
+    noted_legend,
     panel_grid,
     panel_title,
     runs_note,
@@ -27,7 +27,6 @@ from fedkd.report.keys import (
     selected_labels,
 )
 from fedkd.report.options import Options
-from fedkd.report.text import label_text
 
 
 def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
@@ -42,7 +41,6 @@ def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
     pids = order_rows(panels, groups, opts.mapping("order"))
     nrows, ncols = panel_grid(len(pids), opts.integer("ncols", 3, 1))
     styles = line_styles(labels)
-    colors = {label: s["color"] for label, s in styles.items()}
     with style():
         fig, axes = new_figure(nrows, ncols)
         handles, notes = {}, {label: {} for label in labels}
@@ -56,25 +54,11 @@ def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
                 if len(x) == 0:
                     continue
                 notes[label][panel_title(panels, pid, names)] = runs_note(runs, seeds)
-                (line,) = ax.plot(x, mean * 100, **styles[label])
-                ax.fill_between(
-                    x, (mean - std) * 100, (mean + std) * 100, color=colors[label], alpha=0.2, lw=0
-                )
-                handles.setdefault(label, line)
+                handles.setdefault(label, mean_band(ax, x, mean, std, styles[label]))
             ax.set_title(panel_title(panels, pid, names))
             ax.set_xlabel("Communication round")
             ax.set_ylabel("Test accuracy (%)")
             integer_rounds(ax)
         hide_unused(axes, len(pids))
-        legend(
-            fig,
-            [
-                (
-                    handles[lab],
-                    label_text(lab, col_names).shown + legend_note(notes[lab], len(pids)),
-                )
-                for lab in labels
-                if lab in handles
-            ],
-        )
+        noted_legend(fig, labels, handles, notes, col_names, len(pids))
     return fig

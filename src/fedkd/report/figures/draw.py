@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from fedkd.report.text import key_value, setting_text
+from fedkd.report.text import key_value, label_text, setting_text
 
 STYLE = {
     "font.size": 8,
@@ -152,3 +152,25 @@ def legend(fig, items) -> None:
             [h for h, _ in items], [t for _, t in items], loc="outside lower center",
             ncols=min(len(items), 4), frameon=False,
         )  # fmt: skip
+
+
+def mean_band(ax, x, mean, std, style: dict):
+    """A label's curve in percent: its mean as a line, ± its spread as a band of the line's
+    colour; returns the line (the legend's handle)."""
+    (line,) = ax.plot(x, mean * 100, **style)
+    ax.fill_between(
+        x, (mean - std) * 100, (mean + std) * 100, color=style["color"], alpha=0.2, lw=0
+    )
+    return line
+
+
+def noted_legend(fig, labels, handles: dict, notes: dict, col_names: dict, panels: int) -> None:
+    """The figure's legend: each drawn label's name with its runs' note (``legend_note``)."""
+    legend(
+        fig,
+        [
+            (handles[lab], label_text(lab, col_names).shown + legend_note(notes[lab], panels))
+            for lab in labels
+            if lab in handles
+        ],
+    )

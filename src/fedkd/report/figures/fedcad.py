@@ -10,10 +10,10 @@ from fedkd.report.figures.draw import (
     curve,
     figure_seeds,
     integer_rounds,
-    legend,
-    legend_note,
     line_styles,
+    mean_band,
     new_figure,
+    noted_legend,
     panel_title,
     runs_note,
     style,
@@ -26,7 +26,6 @@ from fedkd.report.keys import (
     selected_labels,
 )
 from fedkd.report.options import Options
-from fedkd.report.text import label_text
 
 
 def build(df: pd.DataFrame, opts: Options):
@@ -48,7 +47,6 @@ def build(df: pd.DataFrame, opts: Options):
     groups = group_runs(sub, panels)
     pids = order_rows(panels, groups, opts.mapping("order"))
     styles = line_styles(labels)
-    colors = {label: s["color"] for label, s in styles.items()}
     metrics = (("test_acc", "Global accuracy (%)"), ("local_acc", "Local average accuracy (%)"))
     with style():
         fig, axes = new_figure(len(pids), 2)
@@ -63,31 +61,12 @@ def build(df: pd.DataFrame, opts: Options):
                     check_same_setting(runs, f"{opts.target} panel {pid} label {label!r}", "panels")
                     x, mean, std = curve(runs, column, ddof)
                     notes[label][panel_title(panels, pid, names)] = runs_note(runs, seeds)
-                    (line,) = ax.plot(x, mean * 100, **styles[label])
-                    ax.fill_between(
-                        x,
-                        (mean - std) * 100,
-                        (mean + std) * 100,
-                        color=colors[label],
-                        alpha=0.2,
-                        lw=0,
-                    )
-                    handles.setdefault(label, line)
+                    handles.setdefault(label, mean_band(ax, x, mean, std, styles[label]))
                 # the metric is on the y axis; a title names the panel when there are several
                 head = f"({chr(ord('a') + j)}) {title.split(' (')[0]}"
                 ax.set_title(panel_title(panels, pid, names) if panels else head)
                 ax.set_xlabel("Communication round")
                 ax.set_ylabel(title)
                 integer_rounds(ax)
-        legend(
-            fig,
-            [
-                (
-                    handles[lab],
-                    label_text(lab, col_names).shown + legend_note(notes[lab], len(pids)),
-                )
-                for lab in labels
-                if lab in handles
-            ],
-        )
+        noted_legend(fig, labels, handles, notes, col_names, len(pids))
     return fig
