@@ -153,3 +153,13 @@ def check_record_seal(record: dict) -> None:
         )
     if record_sha256(record) != recorded:
         raise DigestMismatch(f"it does not hash to the {RECORD_SHA256} it records")
+
+
+def recorded_metrics_sha256(rec: dict) -> str | None:
+    """The SHA-256 a finished run's record gives its metrics.parquet (written after the last
+    metrics, so it is theirs); None for a run still running or stopped, or a record written
+    before records were sealed."""
+    if rec.get("status") not in ("complete", "diverged"):
+        return None
+    value = rec.get(METRICS_SHA256)
+    return value if isinstance(value, str) else None

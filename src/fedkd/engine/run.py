@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from fedkd.digests import METRICS_SHA256, DigestMismatch, check_record_seal
+from fedkd.digests import DigestMismatch, check_record_seal, recorded_metrics_sha256
 from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, save_checkpoint
 from fedkd.engine.client import DivergedError, train_clients
 from fedkd.engine.compiled_step import first_line
@@ -111,9 +111,9 @@ class Run(RunSetup):
         if not (metrics.exists() or metrics.is_symlink()):
             return None  # deleted (as the workflow does): written again from the checkpoint
         try:
-            sha256 = prev.get(METRICS_SHA256)
-            read_metrics_table(metrics, rounds_done=prev.get("rounds_done"),
-                               sha256=sha256 if isinstance(sha256, str) else None)  # fmt: skip
+            read_metrics_table(
+                metrics, rounds_done=prev.get("rounds_done"), sha256=recorded_metrics_sha256(prev)
+            )
         except MetricsError as exc:
             if not exc.rebuildable or not (self.out / CHECKPOINT).exists():
                 raise  # a directory or FIFO in its place, or nothing to rebuild it from

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from fedkd.collapse import is_collapsed
-from fedkd.digests import DigestMismatch, write_parquet
+from fedkd.digests import DigestMismatch, recorded_metrics_sha256, write_parquet
 from fedkd.files import (
     MAX_AGGREGATE_BYTES,
     METRICS,
@@ -44,7 +44,6 @@ from fedkd.report.run_checks import (
     check_run_links,
     check_run_path,
     check_spec_hash,
-    recorded_metrics_sha256,
 )
 from fedkd.run_choices import recorded_choices
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedkd.digests import METRICS_SHA256, DigestMismatch
+from fedkd.digests import DigestMismatch
 from fedkd.run_paths import normalise_path_keys, parse_run_dir, parse_setting, setting_id
 from fedkd.values import is_int
 
@@ -157,16 +157,6 @@ def check_record_seal(run_dir: str, rec: dict) -> None:
             "delete its run.json and run the same `fedkd train` command again (it rebuilds the "
             "record from checkpoint.pt), or delete the folder and train the run again"
         ) from None
-
-
-def recorded_metrics_sha256(rec: dict) -> str | None:
-    """The SHA-256 a finished run's record gives its metrics.parquet (written after the last
-    metrics, so it is theirs); None for a run still running or stopped, or a record written
-    before records were sealed."""
-    if rec.get("status") not in ("complete", "diverged"):
-        return None
-    value = rec.get(METRICS_SHA256)
-    return value if isinstance(value, str) else None
 
 
 def check_run_links(run_dir: str) -> None:

@@ -93,12 +93,10 @@ def caption_html(caption: str) -> str:
 
 def caption_md(caption: str) -> str:
     """A plain-text caption in Markdown: escaped as any text, but for its `code` spans."""
-    parts = re.split(r"(`[^`]+`)", str(caption))
+    parts = CODE.split(str(caption))  # text, code, text, ...: a code span's text at odd places
     return "".join(
-        f"`{CONTROL.sub(REPLACEMENT, LINE_BREAK.sub(' ', part[1:-1]))}`"
-        if part.startswith("`") and part.endswith("`") and len(part) > 1
-        else md_escape(part)
-        for part in parts
+        f"`{CONTROL.sub(REPLACEMENT, LINE_BREAK.sub(' ', part))}`" if i % 2 else md_escape(part)
+        for i, part in enumerate(parts)
     )
 
 
