@@ -18,10 +18,11 @@ resumes it from its checkpoint), damaged (its run.json cannot be read or holds a
 type, or a finished run's metrics.parquet is missing, cannot be read or holds fewer rounds than
 run.json records; the line names the file, the reason and the fix), outdated (with a
 configuration: started by the workflow under other flags or code than the configuration and the
-sources give now, by its ``.stamp``, so Snakemake trains it again from round 1) or not started. A directory, FIFO
-or device in a file's place is refused unread (fedkd.files). A process counts as the run's only if
-its start time is the one run.json recorded (fedkd.runtime.processes), not merely its pid. The ETA
-adds the rounds left at the measured seconds per round, divided over the runs in flight.
+sources give now, by its ``.stamp``, so Snakemake trains it again from round 1) or not started. A
+directory, FIFO or device in a file's place is refused unread (fedkd.files). A process counts as
+the run's only if its start time is the one run.json recorded (fedkd.runtime.processes), not
+merely its pid. The ETA adds the rounds left at the measured seconds per round, divided over the
+runs in flight.
 """
 
 from __future__ import annotations
