@@ -79,6 +79,29 @@ def test_runs_stopped_early_are_named_in_the_legend(tmp_path):
     assert np.allclose(line.get_ydata(), [40, 70, 60, 70])
 
 
+@pytest.mark.parametrize("layout", ["curves", "fedcad", "forgetting"])
+def test_a_collapsed_run_is_named_like_in_the_tables(tmp_path, layout):
+    """A complete run at chance (fedkd.collapse) pulls a mean down as much as a missing seed: a
+    table marks its cell †, a figure names it beside the label."""
+    r, runs = tmp_path / "runs", []
+    cls = [[0.5] * 10] * 3
+    for seed in (0, 1, 2):
+        accs = [0.1, 0.1, 0.12] if seed == 1 else [0.3, 0.5, 0.6]
+        runs.append(("fedgkd", make_run(r, f"g{seed}", accs, seed=seed, class_acc=cls,
+                                        local_acc=accs)))  # fmt: skip
+        runs.append(("fedavg", make_run(r, f"a{seed}", [0.2, 0.4, 0.5], seed=seed,
+                                        class_acc=cls, local_acc=[0.2, 0.4, 0.5])))  # fmt: skip
+    fig = _build(
+        layout, agg_file(tmp_path, runs), {"columns": ["fedavg", "fedgkd"], "panels": ["alpha"]}
+    )
+    if layout == "forgetting":
+        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+        assert sum("1/3 collapsed" in t for t in texts) == 2, texts
+        assert sum("collapsed" in t for t in texts) == 2, texts
+    else:
+        assert _legend(fig) == {"FedAvg": "FedAvg", "FedGKD": "FedGKD (1/3 collapsed)"}
+
+
 def test_a_forgetting_bar_over_fewer_seeds_says_so(tmp_path):
     agg = _two_panels(tmp_path, 0.1, drop_seed=True)
     fig = _build("forgetting", agg, {"columns": ["fedavg", "fedgkd"], "panels": ["alpha"]})

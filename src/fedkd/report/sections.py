@@ -15,6 +15,8 @@ import re
 import unicodedata
 from pathlib import Path
 
+from fedkd.collapse import COLLAPSE_MARGIN
+
 # the papers as the configuration's captions cite them → their section title
 PAPERS = {
     "fedgkd": "FedGKD (Yao et al.)",
@@ -91,10 +93,15 @@ def figure_how(layout: str, ddof: int = 0) -> str:
     bars, bubbles or points, and which spread, so that the report says of each figure what it
     shows."""
     spread = f"± the {'population' if ddof == 0 else 'sample'} standard deviation over the seeds"
+    notes = (
+        " A note beside a label names its runs that diverged, never finished, stopped before the "
+        f"last round or collapsed (never got {COLLAPSE_MARGIN:.0%} of the way from chance to a perfect test "
+        "accuracy), and the seeds it has no run of."
+    )
     return {
-        "curves": f"Lines are the mean over the seeds; a band around a line is {spread}.",
-        "fedcad": f"Lines are the mean over the seeds; a band around a line is {spread}.",
-        "forgetting": f"Bars are the mean over the seeds; an error bar is {spread}.",
+        "curves": f"Lines are the mean over the seeds; a band around a line is {spread}.{notes}",
+        "fedcad": f"Lines are the mean over the seeds; a band around a line is {spread}.{notes}",
+        "forgetting": f"Bars are the mean over the seeds; an error bar is {spread}.{notes}",
         "partition": "Each panel is one partition file (the first seed's); a bubble's area is the "
         "samples of a class on a client.",
         "tsne": "One run (the first seed): its final global model and a local model trained from "

@@ -112,12 +112,20 @@ def figure_seeds(df: pd.DataFrame) -> set[int]:
 def runs_note(runs: dict[str, pd.DataFrame], seeds: set[int]) -> str:
     """What one label's runs in one panel lack, so that its mean is over fewer seeds than the
     figure's ``seeds`` in some rounds or all: runs that diverged or never finished, seeds with no
-    run, runs that stopped before the others' last round (``stop_at_acc``). '' when none."""
+    run, runs that stopped before the others' last round (``stop_at_acc``); and runs that
+    collapsed to chance (``fedkd.collapse``, a table's †), which pull the mean down as much.
+    '' when none."""
     statuses = [str(rows["status"].iloc[0]) for rows in runs.values()]
     n, parts = len(statuses), []
     bad = sum(s != "complete" for s in statuses)
     if bad:
         parts.append(f"{bad}/{n} {'diverged' if 'diverged' in statuses else 'incomplete'}")
+    collapsed = sum(
+        s == "complete" and "collapsed" in rows.columns and bool(rows["collapsed"].iloc[0])
+        for s, rows in zip(statuses, runs.values(), strict=True)
+    )
+    if collapsed:
+        parts.append(f"{collapsed}/{n} collapsed")
     have = {int(rows["seed"].iloc[0]) for rows in runs.values() if "seed" in rows.columns}
     missing = sorted(seeds - have) if have else []
     if missing:
