@@ -193,7 +193,10 @@ def test_table3_mean_std_highlight_and_diverged(tmp_path, grid):
     assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
     assert r"\label{tab:table3}" in tex
     # the caption given, then the setting of its runs, the seeds and what ± means
-    assert r"\caption{CIFAR\_10 50\% Runs: 20 clients, C = 0.2, E = 20, 3 rounds, model" in tex
+    assert (
+        r"\caption{CIFAR\_10 50\% Runs: 20 clients, partition dirichlet-equal ($\alpha$ = 0.1, 1), "
+        r"C = 0.2, E = 20, 3 rounds, model" in tex
+    )
     assert r"seeds 0, 1 ($\pm$ = population std (ddof 0) over the seeds).}" in tex
     md = read(out, ".md")
     assert (

@@ -275,7 +275,10 @@ def test_tables_carry_the_setting_and_an_html_rendering(tmp_path, grid):
     render("table3", out, aggregate=grid, options={"columns": COLUMNS, "caption": "Top-1."})
     html = read(out, ".html")
     assert html.startswith("<!DOCTYPE html>") and "<table>" in html
-    assert "<caption>Top-1. Runs: 20 clients, C = 0.2, E = 20, 3 rounds" in html
+    assert (
+        "<caption>Top-1. Runs: 20 clients, partition dirichlet-equal (α = 0.1, 1), C = 0.2, "
+        "E = 20, 3 rounds" in html
+    )
     assert "<th>FedAvg</th>" in html and "<th>MOON</th>" in html
     assert "<b>90.00 ± 0.00</b>" in html and "<u>75.00 ± 5.00</u>" in html
     assert "cifar10 " in html and "train / " in html and "test samples" in html
@@ -359,6 +362,28 @@ def test_the_caption_names_a_stand_in_models_options(tmp_path):
     df["model"] = "distilbert"
     df["model_options"] = "{}"
     assert "model distilbert (small, trained from scratch);" in setting_sentence(df)
+
+
+def test_the_caption_names_the_partition_and_alpha_its_runs_share(tmp_path):
+    """A table whose alpha is no row key (fedgkd Tables 5, 6, 9) still says what it was run at:
+    the partition scheme with its alpha or shards, as the paper's captions do."""
+    from fedkd.report.setting import setting_sentence
+
+    root = tmp_path / "runs"
+    one = [("a", make_run(root, "a", [0.5, 0.6], alpha=0.1))]
+    sentence = setting_sentence(pd.read_parquet(agg_file(tmp_path, one, "one.parquet")))
+    assert "20 clients, partition dirichlet-equal (α = 0.1), C = 0.2" in sentence
+    # keys that vary list their values, each scheme with its own
+    mixed = one + [
+        ("b", make_run(root, "b", [0.5, 0.6], alpha=1.0)),
+        ("c", make_run(root, "c", [0.5, 0.6], partition="shards", alpha=None, shards=2)),
+        ("d", make_run(root, "d", [0.5, 0.6], partition="iid", alpha=None)),
+    ]
+    sentence = setting_sentence(pd.read_parquet(agg_file(tmp_path, mixed, "mixed.parquet")))
+    assert (
+        "partition dirichlet-equal (α = 0.1, 1), iid, shards (2 shards per client), C = 0.2"
+        in sentence
+    )
 
 
 # --------------------------------------------------------------------------- screen and captions

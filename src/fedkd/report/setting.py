@@ -1,6 +1,7 @@
 """The sentence every table and figure caption ends with: the run setting its runs share (clients,
-C, local epochs E, rounds, model), the (stand-in) data sizes, the seeds and what ± means. Read from
-the aggregate, so it states what was run, whatever the configuration's caption says."""
+partition with its alpha or shards, C, local epochs E, rounds, model), the (stand-in) data sizes,
+the seeds and what ± means. Read from the aggregate, so it states what was run, whatever the
+configuration's caption says."""
 
 from __future__ import annotations
 
@@ -33,6 +34,20 @@ def model_notes(name: str, options: dict) -> list[str]:
     if name == "distilbert" and not options.get("pretrained"):
         return ["small, trained from scratch"]
     return []
+
+
+def _partition_texts(runs: pd.DataFrame) -> list[str]:
+    """Each partition scheme with the alphas or shards its runs used, e.g. "dirichlet-equal
+    (α = 0.1, 1)": a table whose alpha is no row key says so nowhere else."""
+    texts = []
+    for partition in _values(runs, "partition"):
+        rows = runs[runs["partition"] == partition]
+        alphas, shards = _values(rows, "alpha"), _values(rows, "shards")
+        detail = f"α = {_joined(alphas)}" if alphas else ""
+        if shards:
+            detail = f"{_joined([int(s) for s in shards])} shards per client"
+        texts.append(f"{partition} ({detail})" if detail else str(partition))
+    return texts
 
 
 def _model_texts(runs: pd.DataFrame) -> list[str]:
@@ -107,15 +122,18 @@ def _run_choice_texts(runs: pd.DataFrame) -> list[str]:
 
 
 def setting_sentence(df: pd.DataFrame, ddof: int = 0, spread: bool = True) -> str:
-    """E.g. "Runs: 10 clients, C = 0.2, E = 1, 5 rounds, model cnn (hidden 128); mnist5k 3,600
-    train / 1,000 test samples; seeds 0, 1 (± = population std over the seeds)." Keys that vary
-    in the output list their values. ``spread`` False: the output shows no ± (the claims page),
-    so the sentence says nothing of one."""
+    """E.g. "Runs: 10 clients, partition dirichlet-equal (α = 0.1), C = 0.2, E = 1, 5 rounds,
+    model cnn (hidden 128); mnist5k 3,600 train / 1,000 test samples; seeds 0, 1 (± = population
+    std over the seeds)." Keys that vary in the output list their values. ``spread`` False: the
+    output shows no ± (the claims page), so the sentence says nothing of one."""
     runs = df.drop_duplicates("run") if "run" in df.columns else df
     parts = []
     clients = _values(runs, "clients")
     if clients:
         parts.append(f"{_joined(clients)} clients")
+    partitions = _partition_texts(runs)
+    if partitions:
+        parts.append(f"partition {', '.join(partitions)}")
     for column, name in (("participation", "C"), ("local_epochs", "E")):
         values = _values(runs, column)
         if values:
