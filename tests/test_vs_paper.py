@@ -112,6 +112,30 @@ def test_vs_paper_compares_the_papers_own_dataset_by_value(tmp_path):
     assert "Rank" not in alone.with_name(alone.name + ".md").read_text()
 
 
+def test_vs_paper_names_a_variant_other_than_the_papers_cell(tmp_path):
+    """The paper's FedGKD cell at CIFAR-10 alpha=1 is M=5 (paper_values' variant): runs of M=1
+    set beside it are not like against like, and the caption and CSV say so."""
+    r = tmp_path / "runs"
+    runs = []
+    for method, variant, acc in (("fedavg", "fedavg", 0.76), ("fedgkd", "fedgkd-M1", 0.80)):
+        runs.append((method, make_run(r, method, [0.1, acc], dataset="mnist5k", alpha=1.0,
+                                      strategy=method, variant=variant)))  # fmt: skip
+    out = tmp_path / "table3_vs_paper"
+    opts = {"paper": "fedgkd_table3", "stand_ins": {"mnist5k": "CIFAR-10"}, "caption": "Beside."}
+    render("vs_paper", out, aggregate=agg_file(tmp_path, runs), options=opts)
+    by = csv_of(out).set_index("method")
+    assert (by.loc["fedgkd", "variant"], by.loc["fedgkd", "paper_variant"]) == (
+        "fedgkd-M1", "fedgkd-M5"
+    )  # fmt: skip
+    assert by.loc["fedavg", "variant"] == by.loc["fedavg", "paper_variant"] == "fedavg"
+    md = out.with_name(out.name + ".md").read_text()
+    assert (
+        "Set up otherwise than the paper's cell: FedGKD at CIFAR-10, α=1 (run on mnist5k): "
+        "FedGKD (M=1) here, FedGKD (M=5) in the paper."
+    ) in md
+    assert "FedAvg at" not in md
+
+
 def test_vs_paper_answers_the_papers_rounds_with_the_tables_own(tmp_path):
     """Table 6's rounds 10/20/50/100 of 100, on runs of 10 rounds whose table shows rounds
     1/2/5/10: each paper round is set beside the table's round in its place, and the row says

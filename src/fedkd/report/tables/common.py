@@ -171,3 +171,18 @@ def variant_note(df: pd.DataFrame, keys: list[str], labels: list[str], names: di
             where.append(f"{display_name(variant)}" + (f" at {'; '.join(at)}" if at else ""))
         parts.append(f"{shown}: {' and '.join(where)}")
     return ("Variants run: " + "; ".join(parts) + ".") if parts else ""
+
+
+def variant_mismatch_note(recs: list[dict]) -> str:
+    """A caption sentence naming each compared row (a vs_paper record) whose runs are another
+    variant than the one the paper's cell was measured with (paper_values' ``variant``, e.g.
+    FedGKD's buffer length); '' when none is."""
+    from fedkd.report.names import display_name
+
+    parts = [
+        f"{r['method_name']} at {r['setting']}: {display_name(r['variant'])} here, "
+        f"{display_name(r['paper_variant'])} in the paper"
+        for r in recs
+        if r["paper_variant"] and r["variant"] and r["variant"] != r["paper_variant"]
+    ]
+    return ("Set up otherwise than the paper's cell: " + "; ".join(parts) + ".") if parts else ""

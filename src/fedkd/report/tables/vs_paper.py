@@ -38,6 +38,7 @@ from fedkd.report.cells import Cell, make_cell
 from fedkd.report.keys import group_runs
 from fedkd.report.names import display_name, paper_dataset_name
 from fedkd.report.options import Options
+from fedkd.report.tables import common
 from fedkd.report.tables.common import STAT_NAMES, STATS, caption_and_label, stat_fn
 from fedkd.report.tables.rounds_to_target import target_accuracies
 from fedkd.report.text import DASH, Text, format_key_value, key_value
@@ -83,6 +84,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     targets_here = target_accuracies(opts.target, {"targets": opts.values.get("targets")})
 
     recs, left_out, not_compared = [], [], 0
+    variants = common.run_variants(df)
     for cell in table["cells"]:
         dataset = cell.get("dataset")
         used = stand_ins.get(dataset, dataset)
@@ -102,7 +104,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         if got.kind == "missing":
             left_out.append(cell)
             continue
-        recs.append(_record(cell, used, got, scale, relative))
+        recs.append(_record(cell, used, got, scale, relative, common.cell_variant(got, variants)))
     _rank_and_gap(recs)
     body = [_line(rec, decimals) for rec in recs]
     header, keep, groups = _columns(recs)
@@ -153,6 +155,9 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
                 if unjudged else "."
             )
         )  # fmt: skip
+    other = common.variant_mismatch_note(recs)
+    if other:
+        about.append(other)
     contradictions = [
         re.sub(r"^\s*contradiction:\s*", "", n, flags=re.I)
         for n in table["notes"]
@@ -184,7 +189,8 @@ RELATIVE, ABSOLUTE = "relative", "absolute"
 # buffer length M is a method of Tables 7 and 8, whose cells name it "M=5", as the claims read it)
 SETTING_KEYS = ("dataset", *MATCH_KEYS, "round", "stat", "target_accuracy", "quantity")
 CSV_COLUMNS = [
-    "setting", "cell", "method", "method_name", "paper_dataset", "dataset", "comparison",
+    "setting", "cell", "method", "method_name", "variant", "paper_variant", "paper_dataset",
+    "dataset", "comparison",
     "alpha", "participation", "local_epochs", "round", "round_here", "target_accuracy",
     "target_here", "stat", "paper_mean", "paper_std",
     "mean", "std", "min", "max", "difference", "within_2sd", "reference", "paper_rank",
@@ -236,7 +242,7 @@ def _missing_text(cells: list[dict]) -> str:
     return f"{where}; {', '.join(methods)}" if methods and len(methods) < 4 else where
 
 
-def _record(cell: dict, dataset, got: Cell, scale: float, relative: bool) -> dict:
+def _record(cell: dict, dataset, got: Cell, scale: float, relative: bool, variant: str) -> dict:
     ok = got.kind == "value"
     lo = min(got.values) * scale if ok else math.nan
     hi = max(got.values) * scale if ok else math.nan
@@ -249,6 +255,9 @@ def _record(cell: dict, dataset, got: Cell, scale: float, relative: bool) -> dic
         "cell": cell["cell"],
         "method": cell.get("method", ""),
         "method_name": display_name(str(cell.get("method", ""))) if cell.get("method") else "",
+        # the variant the runs are, and the one the paper's cell was measured with
+        "variant": variant,
+        "paper_variant": cell.get("variant", ""),
         "paper_dataset": cell.get("dataset", ""),
         "dataset": dataset or "",
         "comparison": RELATIVE if relative else ABSOLUTE,
