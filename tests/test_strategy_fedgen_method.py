@@ -146,6 +146,19 @@ def test_fedgen_server_trains_the_generator_deterministically():
     assert _fedgen_round(restored, 3, heads, counts) == _fedgen_round(s, 3, heads, counts)
 
 
+def test_a_generator_batch_of_one_is_refused_before_training():
+    """The generator's BatchNorm1d cannot train on one sample (and the diversity loss of one
+    sample is a constant): a batch of 1 is refused when the configuration is read, and the
+    smallest batch allowed trains."""
+    errors = FedGen.param_value_errors({"gen_batch_size": 1}, "cifar10", "resnet8")
+    assert len(errors) == 1 and "params.gen_batch_size=1 must be an integer >= 2" in errors[0]
+    ctx = tiny_ctx(num_classes=3)
+    s = FedGen(FedGenParams(gen_steps=2, gen_batch_size=2, hidden_dim=16), ctx)
+    heads = [(torch.randn(3, 512, generator=torch.Generator().manual_seed(1)), torch.zeros(3))]
+    out = _fedgen_round(s, 0, heads, [[1, 1, 1]])
+    assert math.isfinite(out["gen_teacher_loss"]) and math.isfinite(out["gen_diversity_loss"])
+
+
 def test_fedgen_server_draws_labels_uniformly_among_the_held_ones(monkeypatch):
     import fedkd.strategies.fedgen as fedgen_mod
 

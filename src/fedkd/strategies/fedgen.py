@@ -98,7 +98,8 @@ class FedGenParams(CheckedParams):
     gen_lr_decay: float = ranged(0.98, within(0, 1, low_open=True))
     gen_weight_decay: float = ranged(1e-2, at_least(0))
     gen_steps: int = ranged(50, at_least(0), "0: the generator keeps its initial weights")
-    gen_batch_size: int = ranged(64, at_least(1))
+    # at least 2: the generator's BatchNorm1d cannot train on a single sample
+    gen_batch_size: int = ranged(64, at_least(2), "the generator's BatchNorm trains on 2 or more")
     diversity: float = ranged(1.0, at_least(0))  # eta, the weight of the diversity loss
     # the labels y_s a client draws for the generator
     sample_labels: str = chosen(
