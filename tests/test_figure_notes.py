@@ -204,3 +204,16 @@ def test_the_forgetting_bars_values_stay_inside_their_axes(tmp_path, drop_seed):
         box = ax.get_window_extent(renderer)
         for text in ax.texts:
             assert text.get_window_extent(renderer).y1 <= box.y1, text.get_text()
+
+
+def test_a_variant_note_lists_numbers_in_numeric_order():
+    import pandas as pd
+
+    from fedkd.report.tables.common import variant_note
+
+    runs = pd.DataFrame({
+        "run": ["a", "b", "c"], "label": ["fedgkd"] * 3,
+        "variant": ["fedgkd-M1", "fedgkd-M1", "fedgkd-M5"], "local_epochs": [5, 10, 2],
+    })  # fmt: skip
+    note = variant_note(runs, ["local_epochs"], ["fedgkd"], {})
+    assert note == "Variants run: FedGKD: FedGKD (M=1) at E=10, 5 and FedGKD (M=5) at E=2.", note

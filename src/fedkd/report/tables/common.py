@@ -136,6 +136,12 @@ def with_variant_note(
     return f"{caption} {note}" if note else caption
 
 
+def _numbers_first(value) -> tuple:
+    """A sort key putting numbers in numeric order (E = 10 after 5, not before it as text)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return (number, float(value) if number else str(value))
+
+
 def variant_note(df: pd.DataFrame, keys: list[str], labels: list[str], names: dict, skip=()) -> str:
     """A caption sentence naming the variant behind each column whose runs are a particular
     set-up of its method, e.g. "FedGKD: FedGKD (M=5) at α=1, 0.1 and FedGKD (M=1) at α=0.5;
@@ -164,7 +170,7 @@ def variant_note(df: pd.DataFrame, keys: list[str], labels: list[str], names: di
             rows = mine[mine["variant"] == variant]
             at = []
             for k in keys:
-                values = sorted({key_value(v) for v in rows[k]}, key=str, reverse=True)
+                values = sorted({key_value(v) for v in rows[k]}, key=_numbers_first, reverse=True)
                 if len({key_value(v) for v in mine[k]}) > 1:  # a key that tells them apart
                     name = KEY_HEADERS.get(k, (k, k))[1]
                     at.append(f"{name}={', '.join(format_key_value(k, v, None) for v in values)}")
