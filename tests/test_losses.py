@@ -36,6 +36,9 @@ def test_kd_kl_gradient_flows_to_student_only():
 
 
 def test_soft_cross_entropy_by_hand():
-    q = torch.tensor([[0.25, 0.75]])
-    s = torch.tensor([[0.0, 0.0]])
-    assert soft_cross_entropy(s, q).item() == pytest.approx(math.log(2.0))
+    """Per sample -sum_k q_k log p_k. The student is not uniform: with p uniform every target
+    gives log 2, and neither the targets nor their order would be checked."""
+    q = torch.tensor([[0.25, 0.75], [0.5, 0.5]], dtype=torch.float64)
+    s = torch.tensor([[0.0, math.log(3.0)], [0.0, 0.0]], dtype=torch.float64)  # p = (1/4, 3/4)
+    expected = [-(0.25 * math.log(0.25) + 0.75 * math.log(0.75)), math.log(2.0)]
+    assert soft_cross_entropy(s, q).tolist() == pytest.approx(expected, rel=1e-12)
