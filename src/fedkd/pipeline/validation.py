@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from pathlib import Path
 
 import yaml
@@ -39,6 +40,8 @@ PATH_KEYS = ("partition", "alpha", "clients", "participation", "local_epochs", "
 # values that are text even when they spell a number (names, captions, a column's variant)
 TEXT_KEYS = {"name", "description", "caption", "paper", "layout", "strategy", "variant"}
 TEXT_KEYS |= {"statement", "id", "treatment", "baseline", "note"}  # a claims: entry's
+# the sections whose values are run-spec keys, checked by RunSpec's own validation
+RUN_SPEC_SECTIONS = ("defaults", "datasets", "variants")
 TEXT_MAPS = {"stand_ins", "row_names", "column_names", "titles", "best_of", "each_of"}
 
 
@@ -59,7 +62,13 @@ def validate_config(cfg: dict, schema_path: Path, check_specs: bool = True) -> N
     errors = _option_size_errors(cfg, "")
     if errors:  # refused before anything copies or walks them per run
         raise ConfigError("the configuration is refused:" + "".join(f"\n  - {e}" for e in errors))
-    errors = name_entries(schema_errors(cfg, schema_path), cfg.get("claims"))
+    errors = [
+        e
+        for key, value in (cfg.items() if isinstance(cfg, dict) else ())
+        if key not in RUN_SPEC_SECTIONS  # RunSpec refuses theirs, naming the run key
+        for e in non_finite_errors(value, (key,))
+    ]
+    errors += name_entries(schema_errors(cfg, schema_path), cfg.get("claims"))
     if not errors:
         errors = semantic_errors(cfg, check_specs)
     if errors:
@@ -80,6 +89,20 @@ def normalise_config(cfg: dict) -> None:
         spec = RunSpec()
         for key in PATH_KEYS:
             defaults.setdefault(key, getattr(spec, key))
+
+
+def non_finite_errors(node, path: tuple = ()) -> list[str]:
+    """Every NaN or infinity, by its key: the schema's bounds cannot refuse NaN (every comparison
+    with it is false), and no key of a configuration means either."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return [f"{_key_path(path)}: {node} must be a finite number (NaN and infinity are refused)"]
+    if isinstance(node, dict):
+        items = node.items()
+    elif isinstance(node, list):
+        items = enumerate(node)
+    else:
+        return []
+    return [e for k, v in items for e in non_finite_errors(v, (*path, k))]
 
 
 def _option_size_errors(node, where: str) -> list[str]:
