@@ -83,3 +83,54 @@ def test_finite_values_of_those_keys_pass():
     cfg["resources"]["train"]["client_epoch_seconds"] = 2.5
     validate_config(cfg, SCHEMA)
     validate_config(with_claim(test="non-inferiority", margin=1.0, where={"alpha": [0.1]}), SCHEMA)
+
+
+# ----------------------------------------------------------------------------- dataset_options
+def on_dataset(dataset: str, options: dict) -> dict:
+    cfg = small_config()
+    cfg["tables"]["table3"]["grid"]["dataset"] = ["mnist5k", dataset]
+    cfg["datasets"] = {dataset: {"dataset_options": options}}
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("dataset", "options", "says"),
+    [
+        ("synthtext", {"num_docs": None}, "num_docs=None must be an integer"),
+        ("synthtext", {"num_classes": "abc"}, "num_classes='abc' must be an integer"),
+        ("synthtext", {"num_classes": [4]}, "num_classes=[4] must be an integer"),
+        ("synthtext", {"num_classes": 2.5}, "num_classes=2.5 must be an integer"),
+        ("synthtext", {"num_docs": True}, "num_docs=True must be an integer"),
+        ("synthtext", {"topic_rate": "high"}, "topic_rate='high' must be a number"),
+        ("agnews", {"train_size": "all"}, "train_size='all' must be an integer, or null"),
+        ("agnews", {"max_len": [64]}, "max_len=[64] must be an integer"),
+        ("agnews", {"tokenizer": 5}, "tokenizer=5 must be text"),
+        ("cifar10", {"check_md5": "no"}, "check_md5='no' must be true or false"),
+    ],
+)
+def test_a_dataset_option_of_the_wrong_type_is_named_at_planning(dataset, options, says):
+    """Values were checked by the loader only, in the train job: text or null for a count
+    crashed the planning itself (int() in the training-set size) or the job with a TypeError or
+    IndexError traceback."""
+    message = errors_of(on_dataset(dataset, options))
+    assert f"datasets.{dataset}.dataset_options.{says} (dataset {dataset!r}" in message
+    assert "Traceback" not in message
+
+
+def test_dataset_options_of_their_types_pass():
+    validate_config(
+        on_dataset("synthtext", {"num_docs": 400, "topic_rate": 1, "seq_len": 16}), SCHEMA
+    )
+    validate_config(on_dataset("agnews", {"train_size": None, "tokenizer": "word"}), SCHEMA)
+
+
+def test_fedkd_train_names_a_dataset_option_of_the_wrong_type_before_any_output(tmp_path, capsys):
+    from fedkd.cli import main
+
+    out = tmp_path / "run"
+    argv = ["train", "--dataset", "synthtext", "--dataset-options", "{num_classes: abc}"]
+    assert main([*argv, "--rounds", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "dataset_options.num_classes='abc' must be an integer (dataset 'synthtext'" in err
+    assert "Traceback" not in err
+    assert not out.exists()

@@ -126,8 +126,10 @@ def render_option_errors(plan) -> list[str]:
 
 def dataset_option_errors(cfg: dict, datasets) -> list[str]:
     """The dataset_options each dataset in use takes (``datasets.D`` over ``defaults``) against
-    its loader's keywords: `fedkd train` refuses any other, after its job started."""
+    its loader's keywords and their types: `fedkd train` refuses any other, after its job
+    started."""
     from fedkd.data import loader_options
+    from fedkd.pipeline.data_check import option_value_errors
 
     errors = []
     for dataset in sorted(datasets):
@@ -144,4 +146,5 @@ def dataset_option_errors(cfg: dict, datasets) -> list[str]:
                 f"{', '.join(map(safe_text, unknown))}; its options are: "
                 f"{', '.join(accepted) or 'none'}"
             )
+        errors += [f"{where}.{e}" for e in option_value_errors(dataset, options)]
     return errors

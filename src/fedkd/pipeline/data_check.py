@@ -13,6 +13,9 @@ checked then; pretrained weights are never downloaded by a run, so they are chec
 dataset that a run's strategy reads besides the run's own (FedDF's unlabelled set) is checked
 like it.
 ``fedkd train`` makes the weights check too, before a run starts (``refuse_missing_weights``).
+Both also check the values of a run's ``dataset_options`` against the types its loader declares
+(``option_value_errors``): the loaders check their ranges when they run, but text or null where
+they compute with a count reached them as a TypeError or IndexError traceback.
 
 The names live here, not in the loaders (fedkd.data.cifar, .mnist, .tinyimagenet, .text): a
 loader's source is part of the code hash of every run on its dataset, so moving them there would
@@ -20,8 +23,14 @@ re-train those runs. tests/test_data_check.py holds each entry to its loader."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import types
+import typing
 from pathlib import Path
+
+from fedkd.echo import safe_text, shown
+from fedkd.values import is_finite_number, is_int
 
 # dataset → what its loader looks for under the data root, any one of which it reads
 LOOKED_FOR: dict[str, tuple[str, ...]] = {
@@ -218,3 +227,54 @@ def message(reasons: list[str]) -> str:
         "docs/datasets.md lists each dataset's files. Snakemake's --no-hooks skips this check\n"
         "(docs/pipeline.md says what the jobs then do)."
     )
+
+
+# what a value of each declared type must be, in the words of the configuration's refusals
+_KINDS = {
+    bool: ("true or false", lambda v: isinstance(v, bool)),
+    int: ("an integer", is_int),
+    float: ("a number", is_finite_number),
+    str: ("text", lambda v: isinstance(v, str)),
+}
+
+
+def option_value_errors(dataset: str, options: dict) -> list[str]:
+    """One message per option of ``options`` that dataset ``dataset``'s loader takes whose value
+    is not of the type the loader declares for it, naming its default."""
+    from fedkd.data import _loader, loader_options
+
+    key = str(dataset).lower()
+    loader = _loader(key)
+    hints = typing.get_type_hints(loader)
+    params = inspect.signature(loader).parameters
+    errors = []
+    for name in (n for n in options if n in loader_options(key)):
+        value = options[name]
+        declared = hints.get(name)
+        allowed = (
+            typing.get_args(declared)
+            if isinstance(declared, types.UnionType) or typing.get_origin(declared) is typing.Union
+            else (declared,)
+        )
+        if value is None and type(None) in allowed:
+            continue
+        kinds = [_KINDS[t] for t in allowed if t in _KINDS]
+        if not kinds or any(ok(value) for _, ok in kinds):
+            continue  # a type this does not model is left to the loader
+        wanted = " or ".join(words for words, _ in kinds)
+        if type(None) in allowed:
+            wanted += ", or null"
+        errors.append(
+            f"dataset_options.{safe_text(name)}={shown(value)} must be {wanted} (dataset "
+            f"{key!r}; its default: {shown(params[name].default)})"
+        )
+    return errors
+
+
+def refuse_dataset_option_values(spec) -> None:
+    """``fedkd train``'s check of ``option_value_errors``, before any output."""
+    from fedkd.config import SpecError
+
+    problems = option_value_errors(spec.dataset, spec.dataset_options)
+    if problems:
+        raise SpecError("invalid run spec:" + "".join(f"\n  {p}" for p in problems))

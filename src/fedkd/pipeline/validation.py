@@ -414,6 +414,10 @@ def train_size(dataset: str, options: dict) -> int | None:
     """The training samples ``dataset`` with ``options`` gives a run, known without loading it;
     None where it cannot be known (an option this does not model)."""
     from fedkd.data.base import VAL_FRACTION
+    from fedkd.pipeline.data_check import option_value_errors
+
+    if option_value_errors(dataset, options):  # named by dataset_option_errors
+        return None
 
     def after_split(n: int) -> int:
         return n - round(VAL_FRACTION * n)
