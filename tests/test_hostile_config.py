@@ -134,3 +134,58 @@ def test_fedkd_train_names_a_dataset_option_of_the_wrong_type_before_any_output(
     assert "dataset_options.num_classes='abc' must be an integer (dataset 'synthtext'" in err
     assert "Traceback" not in err
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- grids
+@pytest.mark.parametrize(
+    ("partition", "grid", "same"),
+    [
+        (
+            "iid",
+            {"alpha": [0.5, 0.1]},
+            "{dataset: mnist5k, alpha: 0.5} and {dataset: mnist5k, alpha: 0.1}",
+        ),
+        (
+            "shards",
+            {"shards": [2], "alpha": [0.5, 0.1]},
+            "{dataset: mnist5k, shards: 2, alpha: 0.5} and {dataset: mnist5k, shards: 2, alpha: 0.1}",
+        ),
+        (
+            "dirichlet",
+            {"alpha": [0.5], "shards": [2, 5]},
+            "{dataset: mnist5k, alpha: 0.5, shards: 2} and {dataset: mnist5k, alpha: 0.5, shards: 5}",
+        ),
+    ],
+)
+def test_grid_points_that_are_the_same_runs_are_refused_at_planning(partition, grid, same):
+    """A key the partition does not use (alpha for iid) spells no run of its own, so such a
+    grid listed each run twice: the aggregate job refused "run ... is given twice under label"
+    once every run had trained."""
+    cfg = small_config()
+    cfg["defaults"]["partition"] = partition
+    cfg["tables"]["table3"]["grid"] = {"dataset": ["mnist5k"], **grid}
+    message = errors_of(cfg)
+    assert f"tables.table3.grid: the points {same} are the same runs" in message
+    assert "a list of grids" in message
+
+
+def test_a_point_spelling_the_default_is_the_same_run_as_one_leaving_it_out():
+    cfg = small_config()
+    cfg["tables"]["table3"]["grid"] = [
+        {"dataset": ["mnist5k"]},
+        {"dataset": ["mnist5k"], "alpha": [0.5, 0.1]},
+    ]
+    assert (
+        "tables.table3.grid: the points {dataset: mnist5k} and {dataset: mnist5k, alpha: 0.5} are the same runs"
+        in errors_of(cfg)
+    )
+
+
+def test_a_list_of_grids_one_per_partition_passes():
+    cfg = small_config()
+    cfg["tables"]["table3"]["grid"] = [
+        {"dataset": ["mnist5k"], "partition": ["iid"]},
+        {"dataset": ["mnist5k"], "partition": ["dirichlet"], "alpha": [0.5, 0.1]},
+        {"dataset": ["mnist5k"], "partition": ["shards"], "shards": [2, 5]},
+    ]
+    validate_config(cfg, SCHEMA)

@@ -347,6 +347,8 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
     # the run specs, checked once each in _spec_errors (RunSpec knows what each key needs, e.g.
     # a Dirichlet partition its alpha)
     name = where.split(".", 1)[1]
+    point_of_run: dict[str, dict] = {}  # a column's run → the first grid point giving it
+    same_runs: dict[tuple[int, int], tuple[dict, dict]] = {}
     for point in points:
         for label, column in columns.items():
             for variant in plan.column_variants(column, point):
@@ -355,6 +357,17 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
                 specs.setdefault(key, (f"variant {variant}", spec, []))[2].append(
                     f"{where}.columns.{safe_text(label)}"
                 )
+                first = point_of_run.setdefault(json.dumps([label, key]), point)
+                if first is not point:
+                    same_runs.setdefault((id(first), id(point)), (first, point))
+    errors += [
+        f"{where}.grid: the points {_point_text(a)} and {_point_text(b)} are the same runs: a "
+        "key the partition does not use (alpha for iid and shards, shards for the dirichlet "
+        "schemes) or one at its default spells no run of its own; write a list of grids that "
+        "gives each run once, e.g. [{partition: [iid]}, {partition: [dirichlet], alpha: "
+        "[0.5, 0.1]}]"
+        for a, b in same_runs.values()
+    ]
     errors += _paper_errors(plan, where, name, entry, layout)
     if layout.input == "partitions":
         for point in points:
@@ -363,6 +376,11 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
             key = json.dumps(["partition", spec], sort_keys=True)
             specs.setdefault(key, ("partition", spec, []))[2].append(f"{where}.grid")
     return errors
+
+
+def _point_text(point: dict) -> str:
+    """A grid point as YAML's flow style writes it, its text made safe to echo."""
+    return "{" + ", ".join(f"{safe_text(k)}: {safe_text(str(v))}" for k, v in point.items()) + "}"
 
 
 def _paper_errors(plan, where, name, entry, layout) -> list[str]:
