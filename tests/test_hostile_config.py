@@ -189,3 +189,51 @@ def test_a_list_of_grids_one_per_partition_passes():
         {"dataset": ["mnist5k"], "partition": ["shards"], "shards": [2, 5]},
     ]
     validate_config(cfg, SCHEMA)
+
+
+# ----------------------------------------------------------------------------- render options
+def with_options(group: str, layout: str, options: dict) -> dict:
+    cfg = small_config()
+    entry = {"layout": layout, "caption": "x", "grid": {"dataset": ["mnist5k"], "alpha": [0.5]},
+             "columns": {"FedAvg": "fedavg"}, "options": options}  # fmt: skip
+    cfg.setdefault(group, {})["out"] = entry
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("group", "layout", "option", "value"),
+    [
+        ("tables", "grid", "decimals", "two"),
+        ("tables", "grid", "decimals", 7),
+        ("tables", "grid", "ddof", 2),
+        ("tables", "grid", "highlight", "no"),
+        ("tables", "grid", "order", ["alpha"]),
+        ("tables", "grid", "column_names", {"FedAvg": 3}),
+        ("tables", "grid", "rows", []),
+        ("tables", "grid", "rows", ["alpha", "alpha"]),
+        ("figures", "curves", "ncols", 0),
+        ("figures", "curves", "panels", []),
+        ("figures", "tsne", "perplexity", "x"),
+        ("figures", "tsne", "samples", 5),
+        ("figures", "tsne", "client", -1),
+        ("figures", "tsne", "device", "gpu"),
+        ("figures", "tsne", "local_objective", "mse"),
+    ],
+)
+def test_a_render_or_features_option_of_the_wrong_value_is_refused_at_planning(
+    group, layout, option, value
+):
+    """The render and features jobs read these values only after every run had trained:
+    `decimals: two` failed `fedkd render` at the end of the build."""
+    message = errors_of(with_options(group, layout, {option: value}))
+    assert f"{group}.out.options.{option}" in message
+
+
+def test_render_and_features_options_of_their_types_pass():
+    grid = {"decimals": 1, "ddof": 1, "highlight": False, "order": {"alpha": [0.5]},
+            "column_names": {"FedAvg": "A"}, "rows": ["alpha"]}  # fmt: skip
+    validate_config(with_options("tables", "grid", grid), SCHEMA)
+    validate_config(with_options("figures", "curves", {"ncols": 2, "panels": ["alpha"]}), SCHEMA)
+    tsne = {"perplexity": 5, "samples": 100, "client": 1, "device": "cpu",
+            "local_objective": "fedavg"}  # fmt: skip
+    validate_config(with_options("figures", "tsne", tsne), SCHEMA)
