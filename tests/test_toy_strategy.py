@@ -220,6 +220,30 @@ def test_a_run_of_the_toy_is_hashed_with_its_file(toy):
     assert run_code_hash("toy-shrink", "mnist5k") == before
 
 
+def test_a_traits_table_listing_the_toy_is_hashed_with_its_file(toy):
+    """The traits table is drawn from the strategies it lists, a module of one's own included:
+    an edit of the toy's traits rebuilds it, as an edit of a package strategy's does."""
+    import yaml
+
+    from fedkd.pipeline import Plan
+
+    config = yaml.safe_load((Path(__file__).parents[1] / "config/tiny.yaml").read_text())
+    config["tables"]["table1"]["options"]["strategies"] = ["fedavg", "toy-shrink"]
+    plan = Plan(config)
+    before, table3 = plan.render_code_hash("table1"), plan.render_code_hash("table3")
+    with_traits = TOY_MODULE.replace("LocalContext, Strategy", "LocalContext, Strategy, Traits")
+    toy.write_text(with_traits.replace("    Params = ShrinkParams\n", TRAITS_LINES))
+    try:
+        assert plan.render_code_hash("table1") != before
+        assert plan.render_code_hash("table3") == table3
+    finally:
+        toy.write_text(TOY_MODULE)
+    assert plan.render_code_hash("table1") == before
+
+
+TRAITS_LINES = "    Params = ShrinkParams\n    traits = Traits(proxy_data=True)\n"
+
+
 # ------------------------------------------------------------------------------ training
 @pytest.fixture(scope="module")
 def trained(toy_file, tmp_path_factory) -> dict[str, Path]:

@@ -16,6 +16,7 @@ from functools import cache, cached_property
 from fedkd.pipeline.grid import check_plan_size, grid_points
 from fedkd.provenance import (
     features_code_hash,
+    files_hash,
     package_files_hash,
     partition_code_hash,
     run_code_hash,
@@ -418,7 +419,17 @@ class Plan:
         return options
 
     def render_code_hash(self, name: str) -> str:
-        return package_files_hash(*REPORT_CODE, *self.layout(name).code)
+        code = self.layout(name).code
+        package = package_files_hash(*REPORT_CODE, *code)
+        if "strategies" not in code:
+            return package
+        # the strategies it lists may be modules of one's own (FEDKD_STRATEGY_MODULES)
+        from fedkd.strategies import external_module_files
+
+        outside = external_module_files()
+        if not outside:
+            return package
+        return hashlib.sha256(f"{package} {files_hash(outside)}".encode()).hexdigest()[:16]
 
     def all_outputs(self) -> list[str]:
         out = []
