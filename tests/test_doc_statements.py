@@ -1,7 +1,7 @@
 """Statements of the README and the docs that the code or the shipped configuration decides,
 checked against it: the default configuration's scale, the keys a variant may set, the layouts
-config/README.md lists, the FedDyn walk-through's code, every flag the docs give a `fedkd`
-command, and the conda environment's requirements. Offline and fast: text files, and
+config/README.md lists, the FedProx and FedDyn walk-throughs' code, every flag the docs give a
+`fedkd` command, and the conda environment's requirements. Offline and fast: text files, and
 one pytest collection."""
 
 from __future__ import annotations
@@ -59,6 +59,18 @@ def test_config_readme_lists_every_layout_in_the_registry():
     readme = (ROOT / "config/README.md").read_text()
     assert layout_list_of(readme) == set(LAYOUTS)
     assert layout_rows_of(readme) >= set(LAYOUTS)
+
+
+def test_the_fedprox_walk_through_shows_the_whole_module_and_its_test():
+    doc = (ROOT / "docs/adding-a-strategy.md").read_text()
+    walk = doc[doc.index("## A walk through `fedprox.py`") : doc.index("## The test")]
+    assert "The whole module:" in walk
+    module = re.search(r"```python\n(.*?)```", walk, re.S)[1]
+    assert module == (ROOT / "src/fedkd/strategies/fedprox.py").read_text()
+    test = doc[doc.index("## The test") :]
+    m = re.search(r"\(in `(tests/\w+\.py)`\):\n\n```python\n(.*?)```", test, re.S)
+    assert m, "docs/adding-a-strategy.md: FedProx's test and its file"
+    assert f"{m[2]}\n" in (ROOT / m[1]).read_text(), "the test is the file's, whole"
 
 
 def test_the_feddyn_walk_through_shows_the_modules_code():
