@@ -19,7 +19,7 @@ import pytest
 from fedkd.config import RunSpec
 from fedkd.engine.run import Run
 from fedkd.engine.run_outputs import read_metrics
-from fedkd.files import CHECKPOINT, METRICS, RUN_JSON, MetricsError
+from fedkd.files import CHECKPOINT, METRICS, RUN_JSON, MetricsError, RunRecordError
 from fedkd.report import ReportError, aggregate_runs
 from fedkd.tools.status import collect, report
 from small_runs import ENV, TINY, TINY_ARGS
@@ -221,6 +221,26 @@ def test_train_rebuilds_a_finished_runs_damaged_metrics_from_the_checkpoint(
     said.clear()
     Run(spec, out, log=said.append).run()
     assert said == [f"[fedkd] {out}: already complete, nothing to do"]
+
+
+def test_train_refuses_an_unreadable_record_until_it_is_deleted_then_makes_it_again(
+    tmp_path, fake_rounds
+):
+    """An edited run.json is made again from the checkpoint (tests/test_bit_flips.py); one that
+    cannot be read is refused with the fix, and once deleted the same command writes it again."""
+    out = tmp_path / "run"
+    spec, rows = finished_run(out)
+    record = json.loads((out / RUN_JSON).read_text())
+    (out / RUN_JSON).write_bytes(b"\xf3" + (out / RUN_JSON).read_bytes()[1:])
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(RunRecordError) as err:
+        Run(spec, out, log=quiet).run()
+    assert str(err.value).startswith(f"{out / RUN_JSON} is damaged (not UTF-8 text")
+    assert f"delete it and run the same `fedkd train --out {out}` command again" in str(err.value)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    (out / RUN_JSON).unlink()
+    assert Run(spec, out, log=quiet).run()["summary"] == record["summary"]
+    pd.testing.assert_frame_equal(read_metrics(out / METRICS), rows)
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
