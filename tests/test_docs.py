@@ -57,6 +57,21 @@ def test_the_readmes_results_table_is_the_generated_one():
     )
 
 
+def test_each_set_up_command_the_readme_times_has_a_results_line():
+    """The set-up's second line builds table 3 and runs the suite, "How long each takes is under
+    Results below": each command of that line is the command of a row the README's table shows."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    setup = readme[readme.index("## Set-up on a fresh machine") : readme.index("## What you get")]
+    assert "How long each takes is under Results below" in " ".join(setup.split())
+    block = re.search(r"```bash\n(.*?)```", setup, re.S)[1]
+    timed = [c.strip() for c in block.splitlines()[-1].split("&&")]
+    shown = re.findall(r"\[row\]\(docs/results\.md#([\w.-]+)\)", readme)
+    commands = {r["id"]: r["command"] for r in results_table.load(RESULTS) if r["id"] in shown}
+    assert len(timed) == 2 and len(commands) == len(shown) >= 3
+    for command in timed:
+        assert any(c.endswith(command) for c in commands.values()), f"no README row times {command}"
+
+
 def test_a_readme_line_shows_its_newest_row():
     rows = [
         _row(id="a", date="2026-01-02", readme="table 3", figures={"wall_seconds": 300}),
