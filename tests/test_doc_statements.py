@@ -1,8 +1,8 @@
 """Statements of the README and the docs that the code or the shipped configuration decides,
 checked against it: the default configuration's scale, the keys a variant may set, the layouts
 config/README.md lists, the FedProx and FedDyn walk-throughs' code, every flag the docs give a
-`fedkd` command, and the conda environment's requirements. Offline and fast: text files, and
-one pytest collection."""
+`fedkd` command, the conda environment's requirements and a default run's batched steps. Offline
+and fast: text files, the two offline datasets, and one pytest collection."""
 
 from __future__ import annotations
 
@@ -59,6 +59,24 @@ def test_config_readme_lists_every_layout_in_the_registry():
     readme = (ROOT / "config/README.md").read_text()
     assert layout_list_of(readme) == set(LAYOUTS)
     assert layout_rows_of(readme) >= set(LAYOUTS)
+
+
+@pytest.mark.parametrize("dataset", ["mnist5k", "synthtext"])
+def test_performance_md_gives_the_batched_steps_of_a_default_run(dataset):
+    """docs/performance.md: the batched steps of a run of the default configuration, beside the
+    bound above which a run compiles its step (its equal-size clients, all of one size)."""
+    from fedkd.data import load_dataset
+    from fedkd.runtime.schedule import steps_per_round
+
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    run = {**config["defaults"], **config["datasets"][dataset]}
+    assert run["partition"] == "dirichlet-equal"
+    per_client = len(load_dataset(dataset).train.y) // run["clients"]
+    steps = run["rounds"] * steps_per_round(per_client, run["local_epochs"], run["batch_size"])
+    text = " ".join((ROOT / "docs/performance.md").read_text().split())
+    m = re.search(r"a run of the default configuration (\d+) \((\d+) on synthtext\)", text)
+    assert m, "docs/performance.md: a default run's batched steps"
+    assert steps == int(m[2] if dataset == "synthtext" else m[1])
 
 
 def test_the_fedprox_walk_through_shows_the_whole_module_and_its_test():

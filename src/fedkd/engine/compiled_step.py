@@ -29,7 +29,7 @@ from fedkd.engine.cuda_graphs import EAGER
 # a run with fewer steps left (its rounds left x its longest client's steps a round: a resumed run
 # counts only the rounds it has still to train) stays eager: compiling takes tens of seconds and
 # saves a fraction of a millisecond a step (docs/performance.md), so only long runs repay it; a
-# table-3 run takes ~72,000 steps, a run of the default configuration ~200. The break-even point
+# table-3 run takes ~72,000 steps, a run of the default configuration 120. The break-even point
 # is not measured: this is a bound between.
 COMPILE_MIN_STEPS = 20_000
 COMPILE_OFF_CUDA = (
