@@ -7,7 +7,7 @@ Every run the configuration's tables and figures need (the workflow's plan, read
 
 with the clients a round as the engine draws them (fedkd.runtime.seeding.clients_a_round) and the
 training examples as the loaders give them after their validation hold-out
-(fedkd.pipeline.validation.train_size: code constants, no dataset is read), split over the clients
+(fedkd.pipeline.capacity.train_size: code constants, no dataset is read), split over the clients
 as the partition scheme does. A run's GPU time is its images over the rate given for its model
 (``--rate resnet8=70019``) or for its strategy on that model (``--rate fedavg:resnet8=90008``,
 which wins over the model's). A run with no rate is listed as unmeasured with its images, never
@@ -113,7 +113,7 @@ def examples_per_client(spec, n: int | None) -> float | None:
 def plan_runs(plan) -> list[RunCost]:
     """Every run of the plan (the runs its tables and figures need), costed."""
     from fedkd.config import RunSpec
-    from fedkd.pipeline.validation import train_size
+    from fedkd.pipeline.capacity import train_size
     from fedkd.run_paths import parse_run_dir
 
     runs = []

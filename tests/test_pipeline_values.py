@@ -156,7 +156,7 @@ def test_a_client_count_the_data_cannot_serve_is_caught_with_the_training_limit(
 
 def test_the_known_training_set_sizes_are_the_loaders():
     from fedkd.data import load_dataset
-    from fedkd.pipeline.validation import train_size
+    from fedkd.pipeline.capacity import train_size
 
     for name, options in (("mnist5k", {}), ("synthtext", {}), ("synthtext", {"num_docs": 1003})):
         assert train_size(name, options) == len(load_dataset(name, seed=0, **options).train)
