@@ -1,7 +1,8 @@
 """Statements of the README and the docs that the code or the shipped configuration decides,
 checked against it: the default configuration's scale, the keys a variant may set, the layouts
 config/README.md lists, the FedProx and FedDyn walk-throughs' code, every flag the docs give a
-`fedkd` command, the conda environment's requirements and a default run's batched steps. Offline
+`fedkd` command, the conda environment's requirements, a default run's batched steps and each
+strategy's knobs in docs/strategies.md. Offline
 and fast: text files, the two offline datasets, and one pytest collection."""
 
 from __future__ import annotations
@@ -185,3 +186,24 @@ def test_the_conda_environment_asks_what_the_package_requires():
         assert listed[req.name] == req.specifier, f"envs/fedkd.yaml: {req.name}{listed[req.name]}"
     # the package's Python floor (Snakemake 9's own: it needs 3.11) holds in the environment too
     assert set(SpecifierSet(project["requires-python"])) <= set(listed["python"]), listed["python"]
+
+
+def test_docs_strategies_names_every_parameter_of_every_strategy():
+    """`fedkd strategies --details` lists a strategy's parameters; docs/strategies.md names each
+    in its entry (or in the one its entry says it shares "the same knobs as")."""
+    import dataclasses
+
+    from fedkd.strategies import get_strategy_class, strategy_names
+
+    text = (ROOT / "docs/strategies.md").read_text()
+    entries = dict(re.findall(r"^- \*\*([^*]+)\*\*(.*?)(?=^- \*\*|^#|\Z)", text, re.S | re.M))
+    missing = {}
+    for name in strategy_names():
+        assert name in entries, f"docs/strategies.md has no entry for {name!r}"
+        entry = entries[name]
+        shared = re.search(r"the same knobs as (\S+?)[.,;]", entry)
+        if shared:
+            entry += entries[shared[1]]
+        fields = [f.name for f in dataclasses.fields(get_strategy_class(name).Params)]
+        missing[name] = [f for f in fields if f"`{f}`" not in entry]
+    assert not {k: v for k, v in missing.items() if v}, missing
