@@ -4,6 +4,7 @@ registries the workflow's schema must agree with."""
 from __future__ import annotations
 
 import copy
+import re
 import shlex
 from pathlib import Path
 
@@ -62,8 +63,13 @@ def test_setting_names_round_trip():
     assert setting_id(normalise_path_keys(one)) == "dirichlet-equal-a1-K10-C0.4-E1-R5", (
         "alpha 1 and 1.0 are one run; shards unused"
     )
-    for bad in ["dirichlet-equal-a1.0-K10-C0.4-E1-R5", "shards-a0.1-K10-C0.4-E1-R5", "x-K1"]:
-        with pytest.raises(ValueError):
+    for bad, says in [
+        ("dirichlet-equal-a1.0-K10-C0.4-E1-R5", "is not canonical; the run's path is "
+         "'dirichlet-equal-a1-K10-C0.4-E1-R5'"),
+        ("shards-a0.1-K10-C0.4-E1-R5", "partition 'shards' needs its shards in the name"),
+        ("x-K1", "is not a run setting like 'dirichlet-equal-a0.1-K10-C0.2-E1-R10'"),
+    ]:  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(f"'{bad}'") + ".*" + re.escape(says)):
             parse_setting(bad)
 
 

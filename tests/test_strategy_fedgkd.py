@@ -165,7 +165,7 @@ def test_buffer_is_fifo_and_clones():
     assert len(buf) == 2
     assert [s["w"].item() for s in buf.states] == [2.0, 3.0]  # oldest dropped first
     assert [i["i"] for i in buf.infos] == [1, 2]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="buffer size must be at least 1, got 0"):
         ModelBuffer(0)
 
 
