@@ -3,8 +3,8 @@ label or a data_root a job's argument parser would take for a flag (``-x``), an 
 with a control character (NUL cannot be an argument; a newline splits the runs file), a label
 with a bidi override (U+202E would reorder the row of every table it is shown in), one longer
 than a file name may be, a label written with spaces around it (matched as written, it would
-empty its column), a render job's options too large for one command-line argument, and
-dataset_options a dataset's loader does not take."""
+empty its column), a render job's options too large for one command-line argument or that its
+own check refuses on the runs as planned, and dataset_options a dataset's loader does not take."""
 
 from __future__ import annotations
 
@@ -114,6 +114,9 @@ def render_option_errors(plan) -> list[str]:
                 f"{', '.join(map(safe_text, unknown))}; its options are: {', '.join(sorted(takes))}"
             )
             continue
+        problem = _source_problem(plan, name, options)
+        if problem:
+            errors.append(f"{group}.{name}.options: {problem}")
         size = len(json.dumps(options, sort_keys=True).encode())
         if size > MAX_RENDER_OPTIONS_BYTES:
             errors.append(
@@ -122,6 +125,30 @@ def render_option_errors(plan) -> list[str]:
                 "line takes; shorten them"
             )
     return errors
+
+
+def _source_problem(plan, name: str, options: dict) -> str | None:
+    """The render job's own check of its options against its source (a row key the aggregate
+    does not have, a title per partition file), made on the source as planned: the columns
+    every aggregate has, the partition files the plan names."""
+    from fedkd.report.aggregate import AGGREGATE_COLUMNS, ReportError
+    from fedkd.report.options import Options
+
+    layout = plan.layout(name)
+    check = layout.checked_options()
+    if check is None:
+        return None
+    if layout.input == "aggregate":
+        import pandas as pd
+
+        source = pd.DataFrame(columns=AGGREGATE_COLUMNS)
+    else:
+        source = plan.render_inputs(name)
+    try:
+        check(source, Options(name, options, layout.options))
+    except ReportError as exc:
+        return safe_text(exc, None)
+    return None
 
 
 def dataset_option_errors(cfg: dict, datasets) -> list[str]:

@@ -36,6 +36,10 @@ class Layout:
     lists_datasets: bool = False  # one row per dataset of the grid (option datasets)
     run_options: tuple[str, ...] = ()  # options of the features step (input "run")
     check: str | None = None  # "module:function", check(where, entry, points) -> config errors
+    # "module:function", checked_options(source, opts): its options as build reads them, refused
+    # (ReportError) where they do not fit the source; planning calls it on the source as planned
+    # (an aggregate's columns without rows, the partition files), before any run trains
+    options_check: str | None = None
     aliases: tuple[str, ...] = ()  # earlier `fedkd render` names (paper numbers), still accepted
     # "module:function", draws_from(outputs, declared) -> {entry: [labels]} (``declared``: the
     # configuration's own claims: entries): a layout drawn from the runs of
@@ -52,6 +56,9 @@ class Layout:
 
     def config_check(self) -> Callable | None:
         return _resolve(self.check) if self.check else None
+
+    def checked_options(self) -> Callable | None:
+        return _resolve(self.options_check) if self.options_check else None
 
     def default_caption(self, options: dict) -> str:
         return self.caption.format(stat=options.get("stat", "best"))
@@ -95,18 +102,20 @@ LAYOUTS: dict[str, Layout] = {
             ("rows", "columns", "stat", "val_selected", "across", "best_of", *_NAMES, *_CELLS),
             "Top-1 test accuracy (%, {stat} round), mean ± std over seeds; best in bold, second "
             "underlined.",
+            options_check="tables.grid:checked_options",
             aliases=("table3", "table4", "table7", "table8", "table9"),
         ),
         Layout(
             "grid_by_stat", "table", "aggregate", "tables.grid_by_stat:build",
             ("rows", "columns", "stats", "across", "best_of", *_NAMES, *_CELLS),
             "Best and final top-1 test accuracy (%), mean ± std over seeds.",
-            aliases=("table5",),
+            options_check="tables.grid_by_stat:checked_options", aliases=("table5",),
         ),
         Layout(
             "at_rounds", "table", "aggregate", "tables.at_rounds:build",
             ("columns", "rounds", "rows", "best_of", *_NAMES, *_CELLS),
             "Top-1 test accuracy (%) at given communication rounds, mean ± std over seeds.",
+            check="tables.at_rounds:check_entry", options_check="tables.at_rounds:checked_options",
             aliases=("table6",),
         ),
         Layout(
@@ -115,6 +124,7 @@ LAYOUTS: dict[str, Layout] = {
             "Communication rounds to reach the target top-1 test accuracy T, mean ± std over "
             "seeds.",
             check="tables.rounds_to_target:check_entry",
+            options_check="tables.rounds_to_target:checked_options",
         ),
         Layout(
             "vs_paper", "table", "aggregate", "tables.vs_paper:build",
@@ -135,13 +145,14 @@ LAYOUTS: dict[str, Layout] = {
             "partition", "figure", "partitions", "figures.partition:build",
             ("titles", "ncols"),
             "Samples per class on each client (bubble area proportional to the count).",
-            seeds="first", label_order=False, aliases=("fig_partition",),
+            seeds="first", label_order=False, options_check="figures.partition:checked_options",
+            aliases=("fig_partition",),
         ),
         Layout(
             "curves", "figure", "aggregate", "figures.curves:build",
             ("panels", "columns", *_NAMES, "ncols"),
             "Top-1 test accuracy per communication round: mean over seeds, band = ± std.",
-            aliases=("fig_curves",),
+            options_check="figures.curves:checked_options", aliases=("fig_curves",),
         ),
         Layout(
             "tsne", "figure", "run", "figures.tsne:build",
@@ -155,12 +166,13 @@ LAYOUTS: dict[str, Layout] = {
             "forgetting", "figure", "aggregate", "figures.forgetting:build",
             ("panels", "columns", *_NAMES, "stat"),
             "Accuracy and forgetting (fedntd eq. 5) of the global model, mean ± std over seeds.",
-            aliases=("fig_forgetting",),
+            options_check="figures.forgetting:checked_options", aliases=("fig_forgetting",),
         ),
         Layout(
             "fedcad", "figure", "aggregate", "figures.fedcad:build",
             ("panels", "columns", *_NAMES),
             "Global test accuracy and clients' local-average test accuracy per round.",
+            check="figures.fedcad:check_entry", options_check="figures.fedcad:checked_options",
             aliases=("fig_fedcad",),
         ),
     )

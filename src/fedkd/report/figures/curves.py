@@ -30,8 +30,7 @@ from fedkd.report.options import Options
 
 
 def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
-    panels = opts.str_list("panels", ["dataset", "alpha"])
-    check_keys(df, panels, "panels", opts.target)
+    panels = checked_options(df, opts)
     labels = selected_labels(df, opts)
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     ddof = opts.ddof()
@@ -62,3 +61,10 @@ def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
         hide_unused(axes, len(pids))
         noted_legend(fig, labels, handles, notes, col_names, len(pids))
     return fig
+
+
+def checked_options(df: pd.DataFrame, opts: Options) -> list[str]:
+    """Option ``panels``: run keys of the aggregate."""
+    panels = opts.str_list("panels", ["dataset", "alpha"])
+    check_keys(df, panels, "panels", opts.target)
+    return panels

@@ -29,8 +29,7 @@ from fedkd.report.options import Options
 
 
 def build(df: pd.DataFrame, opts: Options):
-    panels = opts.str_list("panels", [])
-    check_keys(df, panels, "panels", opts.target)
+    panels = checked_options(df, opts)
     labels = selected_labels(df, opts)
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     ddof = opts.ddof()
@@ -70,3 +69,21 @@ def build(df: pd.DataFrame, opts: Options):
                 integer_rounds(ax)
         noted_legend(fig, labels, handles, notes, col_names, len(pids))
     return fig
+
+
+def checked_options(df: pd.DataFrame, opts: Options) -> list[str]:
+    """Option ``panels``: run keys of the aggregate."""
+    panels = opts.str_list("panels", [])
+    check_keys(df, panels, "panels", opts.target)
+    return panels
+
+
+def check_entry(where: str, entry: dict, points: list[dict]) -> list[str]:
+    """Config check: its runs record the clients' local accuracy (``points`` hold each point's
+    resolved run keys)."""
+    if all(p.get("eval_local") is True for p in points):
+        return []
+    return [
+        f"{where}.grid: layout fedcad draws the clients' local accuracy, which only runs with "
+        "eval_local: true record; give its grid eval_local: [true]"
+    ]

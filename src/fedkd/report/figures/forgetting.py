@@ -29,11 +29,9 @@ def build(df: pd.DataFrame, opts: Options):
     bars with the seed spread; fedntd Table 1 reports both side by side."""
     from fedkd import metrics
 
-    panels = opts.str_list("panels", ["partition", "alpha", "shards"])
-    check_keys(df, panels, "panels", opts.target)
+    panels, stat = checked_options(df, opts)
     labels = selected_labels(df, opts)
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
-    stat = opts.choice("stat", ("best", "final"), "final")
     ddof = opts.ddof()
     sub = df[df["label"].isin(labels)]
     seeds = figure_seeds(sub)
@@ -96,3 +94,10 @@ def build(df: pd.DataFrame, opts: Options):
 
 def _std(values: list[float], ddof: int) -> float:
     return float(np.std(values, ddof=ddof)) if len(values) > ddof else 0.0
+
+
+def checked_options(df: pd.DataFrame, opts: Options) -> tuple[list[str], str]:
+    """Options ``panels`` (run keys of the aggregate) and ``stat`` (best or final)."""
+    panels = opts.str_list("panels", ["partition", "alpha", "shards"])
+    check_keys(df, panels, "panels", opts.target)
+    return panels, opts.choice("stat", ("best", "final"), "final")

@@ -58,13 +58,7 @@ def _partition_title(meta: dict) -> str:
 
 
 def build(files: list[str], opts: Options):
-    if not files:
-        raise ReportError(f"target {opts.target!r} needs --partitions FILE [FILE ...]")
-    titles = opts.str_list("titles")
-    if titles is not None and len(titles) != len(files):
-        raise ReportError(
-            f"option 'titles' has {len(titles)} entries for {len(files)} partition files"
-        )
+    titles = checked_options(files, opts)
     data = [read_partition_counts(f) for f in files]
     nrows, ncols = panel_grid(len(files), opts.integer("ncols", 3, 1))
     # one scale for all panels, so the size legend holds for each of them
@@ -112,3 +106,15 @@ def _round_count(x: float) -> int:
         return 0
     magnitude = 10 ** int(np.floor(np.log10(x)))
     return int(min((1, 2, 5, 10), key=lambda m: abs(m * magnitude - x)) * magnitude)
+
+
+def checked_options(files: list[str], opts: Options) -> list[str] | None:
+    """Option ``titles``: one per partition file."""
+    if not files:
+        raise ReportError(f"target {opts.target!r} needs --partitions FILE [FILE ...]")
+    titles = opts.str_list("titles")
+    if titles is not None and len(titles) != len(files):
+        raise ReportError(
+            f"option 'titles' has {len(titles)} entries for {len(files)} partition files"
+        )
+    return titles

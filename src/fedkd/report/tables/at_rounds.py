@@ -3,7 +3,7 @@ label."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pandas as pd
 
@@ -31,10 +31,8 @@ DEFAULT_ROUNDS = [10, 20, 50, 100]  # the rounds shown unless option rounds name
 
 
 def build(df: pd.DataFrame, opts: Options) -> TableDoc:
+    rounds, keys = checked_options(df, opts)
     labels = selected_labels(df, opts)
-    rounds = opts.num_list("rounds", DEFAULT_ROUNDS, integer=True)
-    keys = opts.str_list("rows", [])
-    check_keys(df, keys, "rows", opts.target)
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     ddof, decimals, marks = (
         opts.ddof(),
@@ -86,8 +84,37 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     return TableDoc(caption, label, header, body, len(keys) + 1, pd.DataFrame(recs), groups=groups)
 
 
+def checked_options(df: pd.DataFrame, opts: Options) -> tuple[list[int], list[str]]:
+    """Options ``rounds`` and ``rows`` (run keys of the aggregate)."""
+    rounds = opts.num_list("rounds", DEFAULT_ROUNDS, integer=True)
+    keys = opts.str_list("rows", [])
+    check_keys(df, keys, "rows", opts.target)
+    return rounds, keys
+
+
+def shorter_than(planned_rounds: Iterable[int], r: int) -> bool:
+    """Runs of these planned rounds have no round ``r``: their cell at ``r`` shows "–"."""
+    return all(int(p) < r for p in planned_rounds)
+
+
+def check_entry(where: str, entry: dict, points: list[dict]) -> list[str]:
+    """Config check: each round shown is one some run of the table reaches (``points`` hold each
+    point's resolved run keys); a round past every run's last would be "–" in every row."""
+    rounds = (entry.get("options") or {}).get("rounds", DEFAULT_ROUNDS)
+    planned = [int(p["rounds"]) for p in points]
+    past = [r for r in rounds if planned and shorter_than(planned, r)]
+    if not past:
+        return []
+    what = f"round {past[0]} is" if len(past) == 1 else f"rounds {', '.join(map(str, past))} are"
+    last = max(planned)
+    return [
+        f"{where}.options.rounds: {what} past the last round of every run of the table "
+        f"({last}); give rounds up to {last}, or runs of more rounds in its grid"
+    ]
+
+
 def _at_round_cell(runs: dict | None, r: int, ddof: int) -> Cell:
-    if runs and all(int(rows["rounds_planned"].iloc[0]) < r for rows in runs.values()):
+    if runs and shorter_than((rows["rounds_planned"].iloc[0] for rows in runs.values()), r):
         return Cell("missing", ddof=ddof)  # shorter runs: "–" even if one diverged
     return make_cell(runs, _at_round(r), ddof, partial_ok=True)
 

@@ -38,21 +38,13 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     get the papers' own layouts (table 7: across ["alpha"]; table 9: across ["dataset"]). Bold and
     underline always compare the labels of one setting.
     """
-    keys = opts.str_list("rows", ["dataset", "alpha"])
-    check_keys(df, keys, "rows", opts.target)
+    keys, across = checked_options(df, opts)
     labels = selected_labels(df, opts)
     stat = opts.choice("stat", STATS, "best")
     # model selection without the test set beside the paper's best round: a second row group
     stats = [stat]
     if opts.boolean("val_selected", True) and stat != "val_selected":
         stats.append("val_selected")
-    across = opts.str_list("across", ["label"])
-    bad = [a for a in across if a != "label" and a not in keys]
-    if bad:
-        raise ReportError(
-            f"option 'across' of target {opts.target!r} names {bad}, which are not in option "
-            f"'rows' {keys} (nor 'label')"
-        )
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     order = {**opts.mapping("order"), "label": labels, "stat": stats}
     decimals = opts.integer("decimals", 2, 0, 6)
@@ -122,6 +114,20 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     if screen is not None:
         doc.screen = TableDoc(caption, label, *screen, doc.csv)
     return doc
+
+
+def checked_options(df: pd.DataFrame, opts: Options) -> tuple[list[str], list[str]]:
+    """Options ``rows`` (run keys of the aggregate) and ``across`` (among them, or "label")."""
+    keys = opts.str_list("rows", ["dataset", "alpha"])
+    check_keys(df, keys, "rows", opts.target)
+    across = opts.str_list("across", ["label"])
+    bad = [a for a in across if a != "label" and a not in keys]
+    if bad:
+        raise ReportError(
+            f"option 'across' of target {opts.target!r} names {bad}, which are not in option "
+            f"'rows' {keys} (nor 'label')"
+        )
+    return keys, across
 
 
 def _caption(caption: str, stats: list[str], opts: Options) -> str:

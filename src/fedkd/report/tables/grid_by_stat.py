@@ -35,21 +35,8 @@ SHORT = {"best": "Best", "final": "Final", "val_selected": "Val.-sel."}
 
 
 def build(df: pd.DataFrame, opts: Options) -> TableDoc:
-    keys = opts.str_list("rows", ["participation"])
-    check_keys(df, keys, "rows", opts.target)
+    keys, stats, across = checked_options(df, opts)
     labels = selected_labels(df, opts)
-    stats = opts.str_list("stats", ["best", "final", "val_selected"])
-    bad = [s for s in stats if s not in STATS]
-    if bad:
-        raise ReportError(
-            f"option 'stats' of target {opts.target!r} has {bad}; use {', '.join(STATS)}"
-        )
-    across = opts.str_list("across", keys)
-    if across != ["label"] and not set(across) <= set(keys):
-        raise ReportError(
-            f"option 'across' of target {opts.target!r} is {across}; give ['label'] or keys of "
-            f"option 'rows' {keys}"
-        )
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     order = opts.mapping("order")
     decimals = opts.integer("decimals", 2, 0, 6)
@@ -123,3 +110,23 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
 def _pick(keys: list[str], row: tuple, which: list[str]) -> tuple:
     values = dict(zip(keys, row, strict=True))
     return tuple(values[k] for k in which)
+
+
+def checked_options(df: pd.DataFrame, opts: Options) -> tuple[list[str], list[str], list[str]]:
+    """Options ``rows`` (run keys of the aggregate), ``stats`` and ``across`` (["label"] or keys
+    of ``rows``)."""
+    keys = opts.str_list("rows", ["participation"])
+    check_keys(df, keys, "rows", opts.target)
+    stats = opts.str_list("stats", ["best", "final", "val_selected"])
+    bad = [s for s in stats if s not in STATS]
+    if bad:
+        raise ReportError(
+            f"option 'stats' of target {opts.target!r} has {bad}; use {', '.join(STATS)}"
+        )
+    across = opts.str_list("across", keys)
+    if across != ["label"] and not set(across) <= set(keys):
+        raise ReportError(
+            f"option 'across' of target {opts.target!r} is {across}; give ['label'] or keys of "
+            f"option 'rows' {keys}"
+        )
+    return keys, stats, across

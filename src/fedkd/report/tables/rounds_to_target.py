@@ -27,10 +27,8 @@ from fedkd.report.writers import TableDoc
 
 
 def build(df: pd.DataFrame, opts: Options) -> TableDoc:
-    keys = opts.str_list("rows", ["alpha", "participation", "local_epochs"])
-    check_keys(df, keys, "rows", opts.target)
+    keys, targets = checked_options(df, opts)
     labels = selected_labels(df, opts)
-    targets = _targets(opts)
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     ddof, decimals, marks = (
         opts.ddof(),
@@ -113,6 +111,13 @@ NOT_REACHED_NOTE = (
     "Not reached: a seed never reached T in its rounds; (k of n): k of the cell's n seeds did "
     "(the CSV's rounds_reached lists their rounds)."
 )
+
+
+def checked_options(df: pd.DataFrame, opts: Options) -> tuple[list[str], dict[float, float]]:
+    """Options ``rows`` (run keys of the aggregate) and ``targets``."""
+    keys = opts.str_list("rows", ["alpha", "participation", "local_epochs"])
+    check_keys(df, keys, "rows", opts.target)
+    return keys, _targets(opts)
 
 
 def _first_rows(df: pd.DataFrame, run: str, label: str) -> pd.DataFrame:

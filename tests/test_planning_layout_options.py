@@ -1,0 +1,137 @@
+"""What a table or figure asks of its runs is refused at planning, not by its render job after
+every run trained: a row, column or panel key that is not a run key, `across` outside `rows`, a
+statistic the layout does not take, a round past every run's last, panel titles for another
+number of partitions, a FedCAD figure of runs without local evaluation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from fedkd.pipeline import ConfigError, validate_config
+from fedkd.report.aggregate import ReportError
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def small_config(group: str, layout: str, options: dict, **entry) -> dict:
+    cfg = yaml.safe_load(
+        """
+name: mine
+seeds: [0]
+defaults: {partition: dirichlet-equal, alpha: 0.5, clients: 4, participation: 0.5,
+           local_epochs: 1, rounds: 2}
+variants: {fedavg: {strategy: fedavg}}
+"""
+    )
+    base = {"layout": layout, "caption": "x", "grid": {"dataset": ["mnist5k"]},
+            "columns": {"FedAvg": "fedavg"}, "options": options}  # fmt: skip
+    cfg[group] = {"out": {**base, **entry}}
+    return cfg
+
+
+def errors_of(cfg: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate_config(cfg, SCHEMA)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("group", "layout", "options", "says"),
+    [
+        ("tables", "grid", {"rows": ["bogus"]}, "option 'rows' of target 'out' names column(s) "
+         "['bogus'] that the aggregate does not have; run keys are: label, run, strategy"),
+        ("tables", "grid", {"rows": ["dataset"], "across": ["alpha"]}, "option 'across' of target "
+         "'out' names ['alpha'], which are not in option 'rows' ['dataset'] (nor 'label')"),
+        ("tables", "grid_by_stat", {"rows": ["participation"], "across": ["alpha"]},
+         "option 'across' of target 'out' is ['alpha']; give ['label'] or keys of option 'rows'"),
+        ("tables", "grid_by_stat", {"rows": ["bogus"]}, "option 'rows' of target 'out' names"),
+        ("tables", "at_rounds", {"rows": ["bogus"], "rounds": [1]},
+         "option 'rows' of target 'out' names"),
+        ("tables", "rounds_to_target",
+         {"rows": ["bogus"], "targets": [{"alpha": 0.5, "accuracy": 0.5}]},
+         "option 'rows' of target 'out' names"),
+        ("figures", "curves", {"panels": ["bogus"]}, "option 'panels' of target 'out' names"),
+        ("figures", "forgetting", {"panels": ["bogus"]}, "option 'panels' of target 'out' names"),
+        ("figures", "forgetting", {"stat": "val_selected"}, "option 'stat' of target 'out' must "
+         "be one of 'best', 'final', got 'val_selected'"),
+    ],
+)  # fmt: skip
+def test_an_option_its_render_job_refuses_is_refused_at_planning(group, layout, options, says):
+    message = errors_of(small_config(group, layout, options))
+    assert f"{group}.out.options: {says}" in message
+
+
+def test_the_render_job_refuses_them_with_the_same_words():
+    """The planning check is the layout's own: one rule, one message."""
+    from fedkd.report.options import Options
+    from fedkd.report.tables import grid
+
+    df = pd.DataFrame({"label": ["FedAvg"], "dataset": ["mnist5k"], "alpha": [0.5]})
+    with pytest.raises(ReportError, match=r"option 'rows' of target 'out' names column\(s\)"):
+        grid.build(df, Options("out", {"rows": ["bogus"]}, ("rows",)))
+
+
+def test_a_round_past_every_runs_last_round_is_refused_at_planning():
+    """Every cell of that column would show "–": the runs' rounds are known at planning."""
+    cfg = small_config("tables", "at_rounds", {"rounds": [1, 100]})
+    assert (
+        "tables.out.options.rounds: round 100 is past the last round of every run of the table "
+        "(2); give rounds up to 2, or runs of more rounds in its grid" in errors_of(cfg)
+    )
+    # a round some runs of the table reach is kept: the shorter runs show "–" there
+    cfg = small_config("tables", "at_rounds", {"rounds": [1, 5]}, grid={
+        "dataset": ["mnist5k"], "rounds": [2, 5]})  # fmt: skip
+    validate_config(cfg, SCHEMA)
+
+
+def test_partition_titles_for_another_number_of_partitions_are_refused_at_planning():
+    cfg = small_config("figures", "partition", {"titles": ["a", "b"]})
+    del cfg["figures"]["out"]["columns"]
+    says = "figures.out.options: option 'titles' has 2 entries for 1 partition files"
+    assert says in errors_of(cfg)
+    cfg["figures"]["out"]["options"]["titles"] = ["a"]
+    validate_config(cfg, SCHEMA)
+
+
+def test_a_fedcad_figure_of_runs_without_local_evaluation_is_refused_at_planning():
+    cfg = small_config("figures", "fedcad", {})
+    assert (
+        "figures.out.grid: layout fedcad draws the clients' local accuracy, which only runs "
+        "with eval_local: true record; give its grid eval_local: [true]" in errors_of(cfg)
+    )
+    cfg["figures"]["out"]["grid"]["eval_local"] = [True]
+    validate_config(cfg, SCHEMA)
+
+
+def test_the_shipped_configurations_pass():
+    for name in ("config.yaml", "tiny.yaml", "paper.yaml"):
+        cfg = yaml.safe_load((REPO / "config" / name).read_text())
+        validate_config(cfg, SCHEMA, check_specs=False)
+
+
+def test_snakemake_dry_run_refuses_them_before_any_job(tmp_path):
+    cfg = small_config("tables", "grid", {"rows": ["bogus"]})
+    figure = small_config("figures", "forgetting", {"stat": "val_selected"})["figures"]["out"]
+    cfg["figures"] = {"fig": figure}
+    configfile = tmp_path / "config.yaml"
+    configfile.write_text(yaml.safe_dump(cfg))
+    cmd = [
+        sys.executable, "-m", "snakemake", "-n", "--cores", "1",
+        "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+        "--configfile", str(configfile),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "tables.out.options: option 'rows' of target 'out' names column(s) ['bogus']" in out
+    assert "figures.fig.options: option 'stat' of target 'fig' must be one of" in out
+    assert "Building DAG" not in out
