@@ -1,7 +1,8 @@
 """What a table or figure asks of its runs is refused at planning, not by its render job after
 every run trained: a row, column or panel key that is not a run key, `across` outside `rows`, a
 statistic the layout does not take, a round past every run's last, panel titles for another
-number of partitions, a FedCAD figure of runs without local evaluation."""
+number of partitions, a FedCAD figure of runs without local evaluation, a stand-in no paper
+table knows."""
 
 from __future__ import annotations
 
@@ -109,6 +110,36 @@ def test_a_fedcad_figure_of_runs_without_local_evaluation_is_refused_at_planning
     )
     cfg["figures"]["out"]["grid"]["eval_local"] = [True]
     validate_config(cfg, SCHEMA)
+
+
+def test_a_stand_in_no_paper_knows_is_refused_at_planning():
+    """`paper:` tables and claims match a stand-in by the paper dataset it names: CIFAR-11
+    matched nothing, and every comparison on it was quietly left out."""
+    cfg = small_config("tables", "grid", {"rows": ["dataset"]}, paper="fedgkd_table3")
+    cfg["stand_ins"] = {"mnist5k": "CIFAR-11"}
+    assert (
+        "stand_ins.mnist5k: 'CIFAR-11' is not a dataset of the papers; name the one it stands "
+        "in for as the papers spell it (CIFAR-10, CIFAR-100, Tiny-ImageNet, AG News, SST-5, "
+        "MNIST), several joined by ', ' or ' and '" in errors_of(cfg)
+    )
+    for text in ("CIFAR-10", "AG News and SST-5", "cifar-10, CIFAR-100"):
+        cfg["stand_ins"] = {"mnist5k": text}
+        validate_config(cfg, SCHEMA)
+
+
+def test_a_stand_in_is_spelt_as_both_its_readers_match_it():
+    """The companion beside the paper matched "cifar10" to CIFAR-10 and the claims did not: only
+    the papers' own spelling (any case) is read alike by both, and only it passes."""
+    from fedkd.report.claims.claim import stands_for
+    from fedkd.report.tables.vs_paper import stand_in_map
+
+    assert "cifar10" in stand_in_map({"mnist5k": "cifar10"})
+    assert not stands_for("mnist5k", "cifar10", {"mnist5k": "cifar10"})
+    cfg = small_config("tables", "grid", {"rows": ["dataset"]})
+    cfg["stand_ins"] = {"mnist5k": "cifar10"}
+    assert "stand_ins.mnist5k: 'cifar10' is not a dataset of the papers" in errors_of(cfg)
+    cfg["stand_ins"] = {"mnist5k": "CIFAR-10 and Fashion"}
+    assert "stand_ins.mnist5k: 'Fashion' is not a dataset of the papers" in errors_of(cfg)
 
 
 def test_the_shipped_configurations_pass():

@@ -4,7 +4,8 @@ with a control character (NUL cannot be an argument; a newline splits the runs f
 with a bidi override (U+202E would reorder the row of every table it is shown in), one longer
 than a file name may be, a label written with spaces around it (matched as written, it would
 empty its column), a render job's options too large for one command-line argument or that its
-own check refuses on the runs as planned, and dataset_options a dataset's loader does not take."""
+own check refuses on the runs as planned, a stand-in that names no paper dataset, and
+dataset_options a dataset's loader does not take."""
 
 from __future__ import annotations
 
@@ -149,6 +150,29 @@ def _source_problem(plan, name: str, options: dict) -> str | None:
     except ReportError as exc:
         return safe_text(exc, None)
     return None
+
+
+def stand_in_errors(stand_ins: dict) -> list[str]:
+    """Each stand-in names datasets of the papers as the papers spell them (any case), the one
+    spelling that both the tables beside the paper (``stand_in_map``) and the claims
+    (``stands_for``) match; any other matches no paper cell, and its comparisons would be left
+    out unsaid."""
+    from fedkd.report.names import PAPER_DATASETS
+    from fedkd.report.tables.vs_paper import stand_in_map
+
+    spelt = {name.lower() for name in PAPER_DATASETS.values()}
+    errors = []
+    for dataset, text in stand_ins.items():
+        names = [name for _, name in stand_in_map({dataset: text}).values()]
+        unknown = [name for name in names if name.lower() not in spelt] or ([] if names else [text])
+        if unknown:
+            what = "is not a dataset" if len(unknown) == 1 else "are not datasets"
+            errors.append(
+                f"stand_ins.{safe_text(dataset)}: {', '.join(map(shown, unknown))} {what} of the "
+                "papers; name the one it stands in for as the papers spell it "
+                f"({', '.join(PAPER_DATASETS.values())}), several joined by ', ' or ' and '"
+            )
+    return errors
 
 
 def dataset_option_errors(cfg: dict, datasets) -> list[str]:

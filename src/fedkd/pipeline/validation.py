@@ -27,6 +27,7 @@ from fedkd.pipeline.config_text import (
     dataset_option_errors,
     label_errors,
     render_option_errors,
+    stand_in_errors,
 )
 from fedkd.pipeline.grid import PlanTooLarge, check_plan_size, grid_points
 from fedkd.pipeline.plan import Plan
@@ -278,6 +279,7 @@ def semantic_errors(cfg: dict, check_specs: bool = True) -> list[str]:
                 )
             errors += _entry_errors(cfg, plan, where, layout, entry, variants, specs)
     errors += label_errors(cfg) + data_root_errors(cfg)
+    errors += stand_in_errors(cfg.get("stand_ins") or {})
     errors += declared_errors(cfg, {**tables, **figures})
     if check_specs:  # the loaders' options: imports each dataset's loader
         used = {p["dataset"] for name in plan.outputs for p in plan.grid_points(name)}
