@@ -44,11 +44,16 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 RESULTS = ROOT / "bench" / "results.jsonl"
 
 
+def check_count(flag: str, runs: int) -> None:
+    """A sweep's run count is a multiple of 1,000 (100 client counts x 10 participations)."""
+    if runs % 1000:
+        raise SystemExit(f"{flag} {runs}: give a multiple of 1,000")
+
+
 def sweep_config(runs: int) -> dict:
     """A configuration of one table whose grid has ``runs`` points (100 client counts x 10
     participations x as many alphas as it takes; ``runs`` a multiple of 1,000)."""
-    if runs % 1000:
-        raise SystemExit(f"--runs {runs}: give a multiple of 1,000")
+    check_count("--runs", runs)
     alphas = [round(0.01 * (i + 1), 2) for i in range(runs // 1000)]
     return {
         "name": "sweep",
@@ -88,7 +93,8 @@ def write_config(cfg: dict, folder: Path) -> Path:
 # ----------------------------------------------------------------------------- 1. fedkd
 def fedkd_planning(configfile: Path) -> dict:
     t0 = time.perf_counter()
-    import fedkd.strategies  # noqa: F401 - torch, imported by validation
+    # validation imports torch (through the strategies it checks); timed here on its own line
+    import torch  # noqa: F401
 
     t_import = time.perf_counter() - t0
     from fedkd.pipeline import Plan, validate_config
@@ -386,6 +392,9 @@ def main() -> None:
         "--snakemake-timeout", type=float, default=1800, help="seconds for snakemake -n [1800]"
     )
     args = parser.parse_args()
+    # refused before the first measurement, which can take half an hour
+    check_count("--runs", args.runs)
+    check_count("--aggregate-runs", args.aggregate_runs)
     head = commit()  # the code measured: the checkout may move on while this runs
     figures: dict = {}
     with tempfile.TemporaryDirectory(prefix="fedkd-planning-") as tmp:
