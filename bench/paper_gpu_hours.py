@@ -84,10 +84,10 @@ class RunCost:
 
 def load_plan(paths: list[Path]):
     """The workflow's plan of ``paths``, read as the Snakefile reads ``--configfile`` (which
-    replaces config/config.yaml): fedkd.pipeline.validation's reader, then validate_config
+    replaces config/config.yaml): fedkd.pipeline.config_file's reader, then validate_config
     (which completes the config in place), then Plan."""
     from fedkd.pipeline import Plan, validate_config
-    from fedkd.pipeline.validation import read_config_files
+    from fedkd.pipeline.config_file import read_config_files
 
     config = read_config_files([str(p) for p in paths])
     validate_config(config, SCHEMA, check_specs=True)
@@ -253,7 +253,8 @@ def report(runs: list[RunCost], rates: dict[RateKey, float], command: str, confi
         "GPU-hours of a configuration, projected from measured training rates",
         f"command: {command}",
         f"config:  {config_text}; read as `snakemake --configfile` reads it "
-        f"(fedkd.pipeline.validation.read_config_files, validate_config), its runs from "
+        f"(fedkd.pipeline.config_file.read_config_files, fedkd.pipeline.validate_config), its "
+        f"runs from "
         f"fedkd.pipeline.Plan.all_runs: {len(runs):,} runs",
         "rates:   "
         + (", ".join(f"{key_text(k)}={v:,.0f} img/s" for k, v in rates.items()) or "none given"),
@@ -269,7 +270,7 @@ def report(runs: list[RunCost], rates: dict[RateKey, float], command: str, confi
         "images of a run = rounds x clients a round x local epochs x training examples per client",
         "  clients a round: as the engine draws them (fedkd.runtime.seeding.clients_a_round: "
         "max(1, C x K rounded half up))",
-        f"  training examples (code constants, no dataset read: fedkd.pipeline.validation."
+        f"  training examples (code constants, no dataset read: fedkd.pipeline.capacity."
         f"train_size, the loaders' training sets after their validation hold-out): {known}",
         "  per client: floor(n/K) (dirichlet-equal, iid), floor(n/(K s)) x s (shards), n/K on "
         "average (dirichlet, marked ~)",

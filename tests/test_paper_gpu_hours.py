@@ -3,7 +3,9 @@ the rate a run takes (its strategy's on its model over its model's), runs withou
 unmeasured, and a bad --rate refused with the value and the fix. Offline and fast: it reads a
 config, not data."""
 
+import importlib
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -189,3 +191,22 @@ def test_server_side_training_is_named_as_not_counted(tmp_path):
     said = "\n".join(gh.notes(runs, {(None, "resnet8"): 1000.0}))
     assert "not counted: what the server trains each round, feddf (distillation: 2 runs)" in said
     assert "fedgen" not in said
+
+
+def test_every_function_the_report_names_exists(runs):
+    """The report says where each of its numbers comes from (fedkd.x.y.name): each such name
+    is one a reader finds there."""
+    text = gh.report(runs, gpu_rates.parse_rates(["resnet8=10"]), "cmd", "cfg")
+    named = re.findall(r"\b(fedkd(?:\.\w+)+)", text)
+    assert len(set(named)) >= 4, named
+    for dotted in set(named):
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest importable module, then attributes
+            try:
+                target = importlib.import_module(".".join(parts[:cut]))
+            except ModuleNotFoundError:
+                continue
+            for attribute in parts[cut:]:
+                assert hasattr(target, attribute), f"the report names {dotted}, which is not there"
+                target = getattr(target, attribute)
+            break
