@@ -216,15 +216,18 @@ def split_unit(name: str) -> tuple[str, str | None]:
 def number(value) -> str:
     if isinstance(value, int):
         return f"{value:,}"
+    if abs(value) >= 1e6:  # 6 significant digits would write it as 1.23457e+06
+        return f"{value:,.0f}"
     return f"{value:,.6g}"
 
 
 def duration(seconds) -> str:
     if seconds < 60:
         return f"{number(seconds)} s"
-    minutes, rest = divmod(seconds, 60)
-    rest = round(rest, 2)
-    return f"{int(minutes)} min {number(rest) if rest % 1 else f'{int(rest):02d}'} s"
+    # rounded before minutes are split off, so that 119.999 s is 2 min 00 s, not 1 min 60 s
+    minutes, rest = divmod(round(seconds, 2), 60)
+    rest = round(rest, 2)  # divmod's float residue: 1633.58 leaves 13.579999...
+    return f"{number(int(minutes))} min {number(rest) if rest % 1 else f'{int(rest):02d}'} s"
 
 
 def figure(name: str, value) -> str:
@@ -234,7 +237,8 @@ def figure(name: str, value) -> str:
     else:
         if is_range(value):
             low, high = map(number, value)
-            interval = any(word.startswith("ci") for word in label.split("_"))
+            # ci95 (ci90, ...) names a confidence interval; any other pair is a range
+            interval = any(re.fullmatch(r"ci\d+", word) for word in label.split("_"))
             text = f"[{low}, {high}]" if interval else f"{low}–{high}"
         else:
             text = number(value)

@@ -130,3 +130,23 @@ def test_out_replaces_the_tables_only_once_every_row_is_read(tmp_path, capsys):
     assert "what holds U+001B" in capsys.readouterr().err
     assert out.read_text(encoding="utf-8") == written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.jsonl", "results.md"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        # seconds rounded to the hundredth before minutes are split off: never "60 s"
+        ("wall_seconds", 119.999, "wall 2 min 00 s"),
+        ("wall_seconds", 3599.996, "wall 60 min 00 s"),
+        ("wall_seconds", 1633.58, "wall 27 min 13.58 s"),
+        ("wall_seconds", 1234567.8, "wall 20,576 min 7.8 s"),
+        # a large figure keeps its digits (no 1.23457e+06)
+        ("local_img_per_s", 1234567.8, "local 1,234,568 img/s"),
+        ("peak_mib", 357.6, "peak mib 357.6"),
+        # a range whose label has a word starting "ci" is a range; ci95 is an interval
+        ("cifar10_img_per_s", [1000, 2000], "cifar10 1,000–2,000 img/s"),
+        ("best_ci95_points", [-0.44, 0.25], "best ci95 [-0.44, 0.25] points"),
+    ],
+)
+def test_a_figure_is_shown_as_its_value_rounded(name, value, shown):
+    assert results_table.figure(name, value) == shown
