@@ -7,9 +7,10 @@ engine's choice on a CUDA device, so the GPU tests cannot expect something else.
 Skipped without a GPU (``bash scripts/gpu-tests.sh`` on a CUDA machine runs it); with
 ``FEDKD_TEST_DEVICE=cpu`` (``bash scripts/gpu-tests.sh --device cpu``) the comparisons without
 graphs run on the CPU and the graphed ones are skipped with the reason. Every strategy is compared
-(all train on the batched trainer), with the server-side work kept small; every strategy passed
-on an H200 with and without graphs (2026-11-28, 877b17b: 31 passed), before the step was
-compiled: the compiled step has not run on a GPU yet. The weights are compared relative to how
+(all train on the batched trainer), with the server-side work kept small. On a GPU the recorded
+runs are of fedavg, fedgkd, scaffold and moon, with and without graphs (bench/results.jsonl, row
+h200-gpu-tests-2-f42270c); every strategy's comparison and the compiled step have no recorded
+GPU run. The weights are compared relative to how
 far training moved them, like tests/test_trainers.py, but the bound is looser: this setting trains 2 rounds of 2 local epochs (about 60 steps), over which float32 differences
 in summation order grow. On a CPU in float32 the two trainers end 3e-2 to 4.5e-2 of the update
 apart (fedavg, fedgkd, scaffold, moon), in float64 3e-15 (fedavg): the same computation, summed

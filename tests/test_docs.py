@@ -252,6 +252,67 @@ def test_readme_holds_no_dated_timing():
     assert not dated_timings(text), dated_timings(text)
 
 
+# --- a GPU figure names its source
+
+# no GPU is where the docs are written: a figure of a GPU run is a row's or says it is not one
+GPU = re.compile(r"\b(?:H100|H200|A100|on (?:a|an|the) GPU|on CUDA|GPU (?:time|rate))\b")
+GPU_FIGURE = re.compile(
+    r"\d[\d,.]*\s*(?:x\b|×|%|ms\b|µs|s\b|min\b|minutes|hours|img/s|PFLOP|TFLOP)"
+    r"|\babout (?:a|one) (?:third|quarter|half|fifth)\b|\b\d+ passed\b"
+)
+SOURCED = re.compile(
+    r"results\.md#|\bunmeasured\b|\bnot measured\b|\bestimates?\b|\bestimated\b", re.I
+)
+QUOTED = re.compile(r'"[^"]*"')  # a title quoted from published material
+
+
+def unsourced_gpu_figures(text: str) -> list[str]:
+    """The paragraphs, list items and table rows of ``text`` that give a figure of a GPU run
+    without a row of docs/results.md, or without saying it is unmeasured or an estimate."""
+    found = []
+    for block in _blocks(re.sub(r"\n\s*- ", "\n\n- ", text)):  # a list item stands alone
+        block = QUOTED.sub(" ", block)
+        if GPU.search(block) and GPU_FIGURE.search(block) and not SOURCED.search(block):
+            found.append(block)
+    return found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A probe on an H200 ran about a quarter faster with the folded model compiled.",
+        "- on an H200 made about a third of the rate of the same run with graphs",
+        "On an H100 its compute floor is ~2 s and the launches take 5-9 minutes.",
+    ],
+)
+def test_a_gpu_figure_without_its_source_is_found(text):
+    assert unsourced_gpu_figures(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fedgkd on an H200: 70,019 img/s ([row](results.md#h200-fedgkd-graphs-f42270c))",
+        "Unmeasured: a table-3 run at 120,000 img/s on an H200.",
+        'the blog "TF32 in the A100 GPU Accelerates AI Training up to 20x" reports accuracy',
+        "On an H100, estimates: 2,880 steps a round.",
+    ],
+)
+def test_a_sourced_gpu_figure_is_not_taken_for_an_unsourced_one(text):
+    assert not unsourced_gpu_figures(text)
+
+
+@pytest.mark.parametrize(
+    "path", [ROOT / "README.md", *_prose_files()], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_each_gpu_figure_of_the_docs_names_its_row_or_says_it_is_unmeasured(path):
+    found = unsourced_gpu_figures(path.read_text(encoding="utf-8"))
+    assert not found, (
+        f"{path.relative_to(ROOT)} gives GPU figures without a row of docs/results.md; link the "
+        f"row, or say unmeasured (or an estimate, with its arithmetic): {found}"
+    )
+
+
 # --- links into the results
 
 
