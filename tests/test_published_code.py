@@ -198,6 +198,28 @@ def test_flat_optimizers_leave_the_spared_columns_undecayed():
         assert (p[:, decayed] < 2.0).all(), cls
 
 
+def test_sparing_columns_from_decay_costs_no_kernel_a_step():
+    """The exempt columns' zero decay is made once per run, not multiplied by the clients' rows
+    each step: a step with exemptions dispatches as many kernels as one without."""
+    from fedkd.engine.flat_optim import FlatAdam, FlatSGD
+    from fedkd.tools.opcount import count_ops
+
+    class Spec:
+        lr, momentum, weight_decay = 0.1, 0.9, 0.5
+
+    decayed = torch.tensor([True, False, True, False])
+    for cls in (FlatSGD, FlatAdam):
+        kernels = []
+        for columns in (None, decayed):
+            p = torch.full((2, 4), 2.0)
+            opt = cls(p, Spec, columns)
+            coef = opt.coefficients(torch.ones(1, 2))[0]
+            with count_ops() as counted:
+                opt.step(p, torch.ones(2, 4), coef, torch.zeros(2, dtype=torch.bool))
+            kernels.append(counted.kernels)
+        assert kernels[0] == kernels[1], (cls, kernels)
+
+
 # ----------------------------------------------------------------------- BatchNorm statistics
 def test_the_global_models_batchnorm_statistics_follow_bn_running_stats(tmp_path):
     """average: the parameters and the statistics are the clients' mean; last-client: the

@@ -35,30 +35,30 @@ def zero_finished_(g: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
     return g.masked_fill_(finished.unsqueeze(1), 0.0)
 
 
-def decay_mask(columns: torch.Tensor | None, params: torch.Tensor) -> torch.Tensor | None:
-    """(1, P): 1 where a column's parameter is decayed, 0 where it is exempt (``columns``: a
-    (P,) bool, True where decayed), or None when every column is."""
-    if columns is None or bool(columns.all()):
+def decay_factors(wd: float, columns: torch.Tensor | None, params: torch.Tensor):
+    """The factor of ``g += factor * p``, made once for the run: (1, P), ``wd`` where a column's
+    parameter is decayed and 0 where it is exempt (``columns``: a (P,) bool, True where decayed),
+    (1, 1) when every column is decayed, None without decay. An exempt column gets exactly
+    g + p * 0 = g, a decayed one the same g + p * wd as without exemptions. Every client takes
+    the same factor: a finished client's row is overwritten with zeros after it (a step's only
+    per-client decay would be its being active), so no per-step product of the two is made."""
+    if not wd:
         return None
-    return columns.to(device=params.device, dtype=params.dtype).unsqueeze(0)
-
-
-def decay_rows(wd: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """The (K, 1) decay factors, times the (1, P) mask where some parameters are exempt: an
-    exempt column gets exactly g + p * 0 = g, a decayed one the same g + p * wd as without it."""
-    return wd if mask is None else wd * mask
+    if columns is None or bool(columns.all()):
+        return torch.full((1, 1), wd, device=params.device, dtype=params.dtype)
+    mask = columns.to(device=params.device, dtype=params.dtype).unsqueeze(0)
+    return mask * torch.tensor(wd, device=params.device, dtype=params.dtype)
 
 
 class FlatSGD:
     """Per client: g += wd p (not on the exempt columns); buf = momentum buf + g (torch creates
     buf as g: the same, from 0); p -= lr buf."""
 
-    names = ("weight_decay", "momentum_keep", "neg_lr")
+    names = ("momentum_keep", "neg_lr")
 
     def __init__(self, params: torch.Tensor, spec, decayed: torch.Tensor | None = None):
         self.lr, self.momentum = float(spec.lr), float(spec.momentum)
-        self.wd = float(spec.weight_decay)
-        self.mask = decay_mask(decayed, params)
+        self.decay = decay_factors(float(spec.weight_decay), decayed, params)
         self.buf = torch.zeros_like(params) if self.momentum else None
 
     def reset(self) -> None:
@@ -66,18 +66,18 @@ class FlatSGD:
             self.buf.zero_()
 
     def coefficients(self, active: torch.Tensor) -> torch.Tensor:
-        """(S, 3, K) per-step coefficients from the (S, K) 0/1 active mask."""
+        """(S, 2, K) per-step coefficients from the (S, K) 0/1 active mask."""
         keep = active * (self.momentum - 1.0) + 1.0  # momentum where active, 1 where finished
-        return torch.stack([active * self.wd, keep, active * -self.lr], dim=1)
+        return torch.stack([keep, active * -self.lr], dim=1)
 
     @torch.no_grad()
     def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor, finished) -> None:
-        """``g`` (K, P), overwritten; ``coef`` (3, K): this step's rows; ``finished`` (K,) bool:
+        """``g`` (K, P), overwritten; ``coef`` (2, K): this step's rows; ``finished`` (K,) bool:
         the clients done with their local steps."""
+        if self.decay is not None:
+            g.addcmul_(p, self.decay)
         zero_finished_(g, finished)
-        wd, keep, neg_lr = (c.unsqueeze(1) for c in coef)
-        if self.wd:
-            g.addcmul_(p, decay_rows(wd, self.mask))
+        keep, neg_lr = (c.unsqueeze(1) for c in coef)
         if self.buf is not None:
             self.buf.mul_(keep).add_(g)
             g = self.buf
@@ -88,14 +88,14 @@ class FlatAdam:
     """torch.optim.Adam per client (betas 0.9/0.999, eps 1e-8, L2 weight decay, no amsgrad);
     every active client is at the same step t, so the bias corrections are per-step numbers."""
 
-    names = ("weight_decay", "lerp", "keep_sq", "add_sq", "bias2_sqrt", "step_size")
+    names = ("lerp", "keep_sq", "add_sq", "bias2_sqrt", "step_size")
 
     def __init__(
         self, params: torch.Tensor, spec, decayed: torch.Tensor | None = None,
         betas=(0.9, 0.999), eps=1e-8,
     ):  # fmt: skip
-        self.lr, self.wd = float(spec.lr), float(spec.weight_decay)
-        self.mask = decay_mask(decayed, params)
+        self.lr = float(spec.lr)
+        self.decay = decay_factors(float(spec.weight_decay), decayed, params)
         self.beta1, self.beta2, self.eps = betas[0], betas[1], eps
         self.exp_avg = torch.zeros_like(params)
         self.exp_avg_sq = torch.zeros_like(params)
@@ -112,7 +112,6 @@ class FlatAdam:
         a = active.double()
         return torch.stack(
             [
-                a * self.wd,
                 a * (1 - self.beta1),  # lerp weight: m unchanged where finished
                 a * (self.beta2 - 1.0) + 1.0,
                 a * (1 - self.beta2),
@@ -124,10 +123,10 @@ class FlatAdam:
 
     @torch.no_grad()
     def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor, finished) -> None:
+        if self.decay is not None:
+            g.addcmul_(p, self.decay)
         zero_finished_(g, finished)
-        wd, lerp, keep_sq, add_sq, bias2_sqrt, step_size = (c.unsqueeze(1) for c in coef)
-        if self.wd:
-            g.addcmul_(p, decay_rows(wd, self.mask))
+        lerp, keep_sq, add_sq, bias2_sqrt, step_size = (c.unsqueeze(1) for c in coef)
         self.exp_avg.lerp_(g, lerp)
         self.exp_avg_sq.mul_(keep_sq).addcmul_(g * g, add_sq)
         denom = (self.exp_avg_sq.sqrt() / bias2_sqrt).add_(self.eps)
