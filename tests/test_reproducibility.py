@@ -187,7 +187,7 @@ def test_the_run_record_holds_the_tf32_settings_and_a_command_a_shell_gives_back
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = precision == "fp32"
     argv = ["fedkd", "train", "--out", str(tmp_path / "a b"), "--set", "params={mu: 0.5}",
             "--label", "note=it's $HOME"]  # fmt: skip
-    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(sys, "orig_argv", argv)
     run = Run(RunSpec(rounds=1, precision=precision, **SMALL), tmp_path / "r")
     run.prepare()
     rec = json.loads(json.dumps(run._run_record("running")))  # as run.json holds it
@@ -200,12 +200,12 @@ def test_the_run_record_holds_the_tf32_settings_and_a_command_a_shell_gives_back
 
 def test_each_attempt_that_trained_rounds_a_run_keeps_is_recorded():
     """A run resumed (on any device) keeps, per earlier attempt, the round it trained through
-    and its device, precision, engine, versions and command; an attempt that trained no round
-    the checkpoint keeps is not listed."""
+    and its device, precision, engine, versions, command and working directory; an attempt
+    that trained no round the checkpoint keeps is not listed."""
     from fedkd.engine.run import earlier_attempts
 
     first = {"device": {"type": "cuda"}, "precision": {"precision": "tf32"}, "engine": {"used": "batched"},
-             "versions": {"torch": "2.13"}, "command": "fedkd train a"}  # fmt: skip
+             "versions": {"torch": "2.13"}, "command": "fedkd train a", "cwd": "/w"}  # fmt: skip
     after_first = earlier_attempts(first, 3)
     assert after_first == [{"rounds_through": 3, **first}]
     second = {**first, "device": {"type": "cpu"}, "earlier_attempts": after_first}

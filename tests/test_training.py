@@ -150,3 +150,23 @@ def test_missing_dataset_leaves_no_output_folder(tmp_path):
     with pytest.raises(DatasetNotFoundError):
         Run(spec, tmp_path / "r").run()
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_the_recorded_command_run_where_recorded_trains_the_same_run_again(tmp_path):
+    """run.json's ``command``, run by a shell in its ``cwd``, trains the run again to the same
+    numbers: `python -m fedkd` (whose argv[0] is the package's __main__.py, which a shell cannot
+    run) and a relative --out included."""
+    first = tmp_path / "first"
+    first.mkdir()
+    args = ["train", "--out", "rel", "--strategy", "fedavg", "--rounds", "1", "--clients", "10",
+            "--participation", "0.2", "--local-epochs", "1", "--device", "cpu"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "fedkd", *args], cwd=first, env=env, check=True)
+    rec = json.loads((first / "rel" / "run.json").read_text())
+    assert rec["cwd"] == str(first)
+    (first / "rel").rename(first / "kept")
+    again = subprocess.run(rec["command"], shell=True, cwd=rec["cwd"], env=env)
+    assert again.returncode == 0, rec["command"]
+    cols = ["round", "test_acc", "test_loss", "train_loss", "class_acc"]
+    assert metrics(first / "rel")[cols].equals(metrics(first / "kept")[cols])

@@ -360,13 +360,13 @@ def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
 
 
 # what run.json says of the process that trained a run's rounds, kept per attempt when resumed
-ATTEMPT_KEYS = ("device", "precision", "engine", "versions", "command")
+ATTEMPT_KEYS = ("device", "precision", "engine", "versions", "command", "cwd")
 
 
 def earlier_attempts(prev: dict, start: int) -> list[dict]:
     """run.json's ``earlier_attempts``: per earlier attempt that trained rounds this one keeps
     (the checkpoint's ``start``), the round it trained through and its device, precision, engine,
-    versions and command. A run resumes on any device: the record's own keys are the last
+    versions, command and working directory. A run resumes on any device: the record's own keys are the last
     attempt's, these the earlier rounds'."""
     attempts = [a for a in prev.get("earlier_attempts") or [] if isinstance(a, dict)]
     attempts = [a for a in attempts if isinstance(a.get("rounds_through"), int)]

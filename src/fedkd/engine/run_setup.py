@@ -253,8 +253,11 @@ class RunSetup:
                 if getattr(self, "_earlier_attempts", None)
                 else {}
             ),
-            # shell-quoted: pasted into a shell, it gives the process's argv again
-            "command": shlex.join(sys.argv),
+            # the interpreter's own command line, shell-quoted: pasted into a shell in ``cwd`` it
+            # starts the process again (under `python -m fedkd` sys.argv[0] is the package's
+            # __main__.py, which no shell runs; relative paths are the working directory's)
+            "command": shlex.join(sys.orig_argv),
+            "cwd": os.getcwd(),
             # which process writes the run, so that `fedkd status` tells a killed run from a
             # running one (metrics.parquet holds no trace of it)
             "process": process_identity(),
