@@ -154,9 +154,9 @@ def test_missing_dataset_leaves_no_output_folder(tmp_path):
 
 @pytest.mark.slow
 def test_the_recorded_command_run_where_recorded_trains_the_same_run_again(tmp_path):
-    """run.json's ``command``, run by a shell in its ``cwd``, trains the run again to the same
-    numbers: `python -m fedkd` (whose argv[0] is the package's __main__.py, which a shell cannot
-    run) and a relative --out included."""
+    """run.json's ``command``, run by a shell in its ``cwd`` with its ``device.threads`` as
+    OMP_NUM_THREADS, trains the run again to the same numbers: `python -m fedkd` (whose argv[0]
+    is the package's __main__.py, which a shell cannot run) and a relative --out included."""
     first = tmp_path / "first"
     first.mkdir()
     args = ["train", "--out", "rel", "--strategy", "fedavg", "--rounds", "1", "--clients", "10",
@@ -164,8 +164,9 @@ def test_the_recorded_command_run_where_recorded_trains_the_same_run_again(tmp_p
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-m", "fedkd", *args], cwd=first, env=env, check=True)
     rec = json.loads((first / "rel" / "run.json").read_text())
-    assert rec["cwd"] == str(first)
+    assert rec["cwd"] == str(first) and rec["device"]["threads"] == 1
     (first / "rel").rename(first / "kept")
+    env["OMP_NUM_THREADS"] = str(rec["device"]["threads"])
     again = subprocess.run(rec["command"], shell=True, cwd=rec["cwd"], env=env)
     assert again.returncode == 0, rec["command"]
     cols = ["round", "test_acc", "test_loss", "train_loss", "class_acc"]

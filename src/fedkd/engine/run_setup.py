@@ -239,6 +239,8 @@ class RunSetup:
                 "type": self.device.type,
                 "index": self.device.index,
                 "name": device_name(self.device),
+                # CPU kernels split their sums by thread: another count, other float32 numbers
+                "threads": torch.get_num_threads(),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             },
             "dataset": getattr(self, "dataset_info", None),
