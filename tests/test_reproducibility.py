@@ -215,3 +215,27 @@ def test_each_attempt_that_trained_rounds_a_run_keeps_is_recorded():
     failed = {**first, "earlier_attempts": after_second}  # trained nothing past round 5
     assert earlier_attempts(failed, 5) == after_second
     assert earlier_attempts({"earlier_attempts": "damaged"}, 0) == []
+
+
+def test_the_run_record_identifies_the_data_and_the_partition_it_trained_on(tmp_path):
+    """run.json's ``dataset.sha256`` is the digest of the splits as loaded (one pixel changes
+    it) and ``partition_sha256`` that of the clients' sample assignment (another seed's
+    differs): a run's record names the data it trained on, not only the dataset's name."""
+    from fedkd.data import load_dataset
+    from fedkd.data.partition import draw_partition, write_partition
+
+    def record(seed, **keys):
+        run = Run(RunSpec(rounds=1, seed=seed, **SMALL, **keys), tmp_path / f"r{seed}")
+        run.prepare()
+        return json.loads(json.dumps(run._run_record("running")))
+
+    rec = record(0)
+    ds = load_dataset("mnist5k", seed=0)
+    assert ds.describe()["sha256"] == rec["dataset"]["sha256"]
+    ds.train.x[0, 0, 0, 0] ^= 1
+    assert ds.describe()["sha256"] != rec["dataset"]["sha256"]
+    assert len(rec["partition_sha256"]) == 64
+    assert record(1)["partition_sha256"] != rec["partition_sha256"]
+    file = tmp_path / "partition.parquet"
+    write_partition(file, *draw_partition("mnist5k", "dirichlet-equal", 10, 0, alpha=1.0))
+    assert record(0, partition_file=str(file))["partition_sha256"] == rec["partition_sha256"]

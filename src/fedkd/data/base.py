@@ -83,7 +83,20 @@ class FedDataset:
             "input_shape": list(self.input_shape),
             "source": self.source,
             "vocab_size": self.vocab_size,
+            "sha256": self.content_sha256(),
         }
+
+    def content_sha256(self) -> str:
+        """The SHA-256 of the three splits' inputs and labels (dtype, shape and values), in
+        order: which data a run trained on, whichever files or package version they came from
+        (a few milliseconds for mnist5k, a tenth of a second for CIFAR-10)."""
+        h = hashlib.sha256()
+        for split in (self.train, self.val, self.test):
+            for t in (split.x, split.y):
+                a = t.detach().cpu().contiguous().numpy()
+                h.update(f"{a.dtype}{a.shape}\0".encode())
+                h.update(a.data)
+        return h.hexdigest()
 
 
 def split_train_val(full: ArraySplit, seed: int) -> tuple[ArraySplit, ArraySplit]:

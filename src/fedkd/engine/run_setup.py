@@ -4,6 +4,7 @@ on top is ``fedkd.engine.run.Run``."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import sys
@@ -12,6 +13,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from fedkd.config import RunSpec
@@ -132,6 +134,10 @@ class RunSetup:
                 labels, spec.partition, spec.clients, spec.seed, alpha=spec.alpha,
                 shards_per_client=spec.shards, num_classes=ds.num_classes,
             )  # fmt: skip
+        # which partition the run trained on, whether read from a file or drawn here
+        self.partition_sha256 = hashlib.sha256(
+            np.ascontiguousarray(assignment, dtype="<i8").data
+        ).hexdigest()
         parts = client_indices(assignment, spec.clients)
         if len(parts) != spec.clients:
             raise ValueError(
@@ -244,6 +250,7 @@ class RunSetup:
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             },
             "dataset": getattr(self, "dataset_info", None),
+            "partition_sha256": getattr(self, "partition_sha256", None),
             "determinism": getattr(self, "determinism", None),
             # the float32 arithmetic of GPU convolutions and matmuls (TF32 or not), as set
             "precision": getattr(self, "precision", None),
