@@ -19,8 +19,8 @@ import yaml
 from fedkd.cli import build_parser, main
 from fedkd.tools.bench import command as bench
 from fedkd.user_errors import user_error_message
+from planning_checks import REPO, snakemake_dry_run
 
-REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "config" / "tiny.yaml"
 SEED_BOUNDS = "must be an integer from 0 to 2^63 - 1"
 
@@ -42,14 +42,7 @@ def refused(argv: list[str], capsys) -> str:
 # ----------------------------------------------------------------------------- the workflow config
 def dry_run(tmp_path: Path, config: dict) -> str:
     tmp_path.mkdir()
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    cmd = [
-        sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile",
-        str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile", str(path),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = snakemake_dry_run(tmp_path, config)
     assert proc.returncode != 0
     return proc.stdout + proc.stderr
 

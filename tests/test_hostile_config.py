@@ -4,15 +4,12 @@ never in a traceback of the workflow or of a job after the runs trained."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import yaml
 
-from fedkd.pipeline import ConfigError, validate_config
-
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+from fedkd.pipeline import validate_config
+from planning_checks import SCHEMA, errors_of
 
 
 def small_config() -> dict:
@@ -33,12 +30,6 @@ tables:
     columns: {FedAvg: fedavg, FedProx: fedprox}
 """
     )
-
-
-def errors_of(cfg: dict) -> str:
-    with pytest.raises(ConfigError) as info:
-        validate_config(cfg, SCHEMA)
-    return str(info.value)
 
 
 # ----------------------------------------------------------------------------- NaN and infinity

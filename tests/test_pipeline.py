@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from fedkd.pipeline import ConfigError, Plan, validate_config
+from fedkd.pipeline import Plan, validate_config
 from fedkd.pipeline.validation import semantic_errors
 from fedkd.report.targets import ALIASES, LAYOUTS, get_layout
 from fedkd.run_paths import (
@@ -22,9 +22,8 @@ from fedkd.run_paths import (
     run_dir,
     setting_id,
 )
+from planning_checks import REPO, SCHEMA, errors_of
 
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 CONFIGS = [REPO / "config" / f"{n}.yaml" for n in ("config", "paper", "tiny")]
 TINY = REPO / "config" / "tiny.yaml"
 
@@ -274,12 +273,6 @@ def test_provenance_finds_every_registered_strategy():
 def test_the_shipped_configs_are_valid():
     for path in CONFIGS:
         validate_config(read(path), SCHEMA)
-
-
-def errors_of(cfg: dict) -> str:
-    with pytest.raises(ConfigError) as info:
-        validate_config(cfg, SCHEMA)
-    return str(info.value)
 
 
 def test_a_dirichlet_grid_point_without_alpha_is_reported_once_per_run_by_run_spec_validation():

@@ -10,22 +10,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedkd.pipeline import ConfigError, Plan, validate_config
+from fedkd.pipeline import Plan, validate_config
 from fedkd.run_paths import num
+from planning_checks import REPO, SCHEMA, errors_of, snakemake_dry_run
 
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 TINY = REPO / "config" / "tiny.yaml"
 
 
 def read(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
-
-
-def errors_of(cfg: dict) -> str:
-    with pytest.raises(ConfigError) as info:
-        validate_config(cfg, SCHEMA)
-    return str(info.value)
 
 
 # ----------------------------------------------------------------------------- typed values
@@ -201,17 +194,7 @@ def test_a_wrong_target_lists_the_valid_ones_as_snakemake_resolves_it(tmp_path):
     """Snakemake's own target resolution refuses a table the configuration does not define: the
     render rules admit only its names, and rule unknown_output, matching the rest, names the
     closest and every valid one before any job is planned."""
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    cmd = [
-        sys.executable, "-m", "snakemake", "-n", "--cores", "1", "results/tables/table33.tex",
-        "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile",
-        str(TINY),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = snakemake_dry_run(tmp_path, TINY, "results/tables/table33.tex")
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert (

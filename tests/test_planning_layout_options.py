@@ -6,20 +6,13 @@ table knows."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
 import yaml
 
-from fedkd.pipeline import ConfigError, validate_config
+from fedkd.pipeline import validate_config
 from fedkd.report.aggregate import ReportError
-
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+from planning_checks import REPO, SCHEMA, errors_of, snakemake_dry_run
 
 
 def small_config(group: str, layout: str, options: dict, **entry) -> dict:
@@ -36,12 +29,6 @@ variants: {fedavg: {strategy: fedavg}}
             "columns": {"FedAvg": "fedavg"}, "options": options}  # fmt: skip
     cfg[group] = {"out": {**base, **entry}}
     return cfg
-
-
-def errors_of(cfg: dict) -> str:
-    with pytest.raises(ConfigError) as info:
-        validate_config(cfg, SCHEMA)
-    return str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -152,15 +139,7 @@ def test_snakemake_dry_run_refuses_them_before_any_job(tmp_path):
     cfg = small_config("tables", "grid", {"rows": ["bogus"]})
     figure = small_config("figures", "forgetting", {"stat": "val_selected"})["figures"]["out"]
     cfg["figures"] = {"fig": figure}
-    configfile = tmp_path / "config.yaml"
-    configfile.write_text(yaml.safe_dump(cfg))
-    cmd = [
-        sys.executable, "-m", "snakemake", "-n", "--cores", "1",
-        "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-        "--configfile", str(configfile),
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = snakemake_dry_run(tmp_path, cfg)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "tables.out.options: option 'rows' of target 'out' names column(s) ['bogus']" in out

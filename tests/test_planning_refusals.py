@@ -8,16 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from fedkd.echo import shown
 from fedkd.pipeline import ConfigError, validate_config
-
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+from planning_checks import REPO, SCHEMA, errors_of, snakemake_dry_run
 
 
 def small_config() -> dict:
@@ -36,12 +33,6 @@ tables:
     columns: {FedAvg: fedavg, FedProx: fedprox}
 """
     )
-
-
-def errors_of(cfg: dict) -> str:
-    with pytest.raises(ConfigError) as info:
-        validate_config(cfg, SCHEMA)
-    return str(info.value)
 
 
 def with_label(label: str) -> dict:
@@ -192,15 +183,7 @@ def test_snakemake_dry_run_refuses_them_before_any_job(tmp_path):
     cfg["tables"]["table3"]["columns"] = {" fedavg ": "fedavg", "-x": "fedprox"}
     cfg["defaults"]["data_root"] = "-data"
     cfg["datasets"] = {"mnist5k": {"dataset_options": {"tokenizer": "word"}}}
-    configfile = tmp_path / "config.yaml"
-    configfile.write_text(yaml.safe_dump(cfg))
-    cmd = [
-        sys.executable, "-m", "snakemake", "-n", "--cores", "1",
-        "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-        "--configfile", str(configfile),
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = snakemake_dry_run(tmp_path, cfg)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "the label ' fedavg ' has spaces around it" in out

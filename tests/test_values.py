@@ -11,10 +11,7 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import yaml
@@ -24,9 +21,8 @@ from fedkd.config import RunSpec, SpecError
 from fedkd.pipeline import ConfigError, Plan, validate_config
 from fedkd.pipeline.config_file import read_config_files
 from fedkd.values import MAX_DEPTH
+from planning_checks import SCHEMA, snakemake_dry_run
 
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 DEEP = "[" * 100_000
 
 
@@ -349,7 +345,6 @@ def test_the_workflow_and_status_read_a_config_file_with_the_same_bounds(tmp_pat
     """One reader (read_config_file) for the workflow and `fedkd status`: a FIFO is refused
     without being read (reading it would wait for a writer), a file past 1 MiB without being read
     whole, bytes that are not UTF-8 by name; only the words naming the file differ."""
-    import os
 
     from fedkd.tools.status import StatusError, _load_config
 
@@ -375,17 +370,6 @@ def test_the_config_files_merge_as_snakemake_merges_them_then_config_over_them(t
 
 
 # ----------------------------------------------------------------------------- through Snakemake
-def snakemake_dry_run(tmp_path: Path, config_text: str) -> subprocess.CompletedProcess:
-    config = tmp_path / "config.yaml"
-    config.write_text(config_text)
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    cmd = [
-        sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--snakefile",
-        str(REPO / "Snakefile"), "--directory", str(tmp_path), "--configfile", str(config),
-    ]  # fmt: skip
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-
-
 WORKFLOW_CONFIG = """\
 name: values
 seeds: [010]
