@@ -23,6 +23,7 @@ re-train those runs. tests/test_data_check.py holds each entry to its loader."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import types
@@ -238,24 +239,34 @@ _KINDS = {
 }
 
 
+@functools.cache
+def _declared_options(dataset: str) -> dict[str, tuple[tuple, object]]:
+    """Each option dataset ``dataset``'s loader takes → (the types its annotation allows, its
+    default): read once a process, as planning asks it of every run spec."""
+    from fedkd.data import _loader, loader_options
+
+    loader = _loader(dataset)
+    hints = typing.get_type_hints(loader)
+    params = inspect.signature(loader).parameters
+    declared = {}
+    for name in loader_options(dataset):
+        hint = hints.get(name)
+        union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+        declared[name] = (typing.get_args(hint) if union else (hint,), params[name].default)
+    return declared
+
+
 def option_value_errors(dataset: str, options: dict) -> list[str]:
     """One message per option of ``options`` that dataset ``dataset``'s loader takes whose value
     is not of the type the loader declares for it, naming its default."""
-    from fedkd.data import _loader, loader_options
-
+    if not options:
+        return []
     key = str(dataset).lower()
-    loader = _loader(key)
-    hints = typing.get_type_hints(loader)
-    params = inspect.signature(loader).parameters
+    declared = _declared_options(key)
     errors = []
-    for name in (n for n in options if n in loader_options(key)):
+    for name in (n for n in options if n in declared):
         value = options[name]
-        declared = hints.get(name)
-        allowed = (
-            typing.get_args(declared)
-            if isinstance(declared, types.UnionType) or typing.get_origin(declared) is typing.Union
-            else (declared,)
-        )
+        allowed, default = declared[name]
         if value is None and type(None) in allowed:
             continue
         kinds = [_KINDS[t] for t in allowed if t in _KINDS]
@@ -266,7 +277,7 @@ def option_value_errors(dataset: str, options: dict) -> list[str]:
             wanted += ", or null"
         errors.append(
             f"dataset_options.{safe_text(name)}={shown(value)} must be {wanted} (dataset "
-            f"{key!r}; its default: {shown(params[name].default)})"
+            f"{key!r}; its default: {shown(default)})"
         )
     return errors
 
