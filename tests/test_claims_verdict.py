@@ -357,6 +357,19 @@ def test_the_equivalence_seeds_figure_is_the_tost_power():
     assert one_sided >= tost_power(est.effect, 1.0, sd, n - 1)
 
 
+def test_outside_its_margins_an_equivalences_seeds_figure_is_at_its_corrected_level():
+    """Beyond +m only a contradiction can decide an equivalence, and its p is doubled
+    (Bonferroni over the two regions): each one-sided test runs at 1.25%. The figure at 2.5%
+    said 8 seeds, where the row is contradicted with 75% power, not 80%."""
+    eq = Hypothesis("equivalence", "higher", 1.0)
+    est = contrast([2.0, 1.0, 3.0, 2.5, 1.5])
+    n = seeds_to_resolve(est, eq)
+    power = [t_power((est.effect - 1.0) * math.sqrt(k) / est.sd, k - 1, ALPHA / 2)
+             for k in (n - 1, n)]  # fmt: skip
+    assert power[0] < 0.8 <= power[1]
+    assert eq.pvalues(2.0, 0.3, 4)[1] == pytest.approx(t_sf((2.0 - 1.0) / 0.3, 4) * 2)
+
+
 @pytest.mark.parametrize("n, delta, sd", [(3, 0.0, 0.3), (10, 0.2, 1.0), (5, 0.5, 0.5)])
 def test_tost_power_matches_simulation(n, delta, sd):
     import numpy as np

@@ -405,7 +405,8 @@ def seeds_to_resolve(est: Estimate, hyp: Hypothesis, alpha: float = ALPHA) -> in
     """The smallest number of seeds (>= MIN_SEEDS) at which the paired t-test has POWER (80%)
     to decide the row, were the observed effect and spread (floored at the step) the truth:
     for an equivalence claim with the effect inside the margins the power of both one-sided
-    tests together (TOST), else of the one-sided test against the nearest bound. MAX_SEEDS + 1
+    tests together (TOST), else of the one-sided test against the nearest bound (beyond an
+    equivalence's margins at its Bonferroni-corrected level). MAX_SEEDS + 1
     when even MAX_SEEDS fall short; None where it cannot be said."""
     sd = max(est.sd, est.step)
     if not (math.isfinite(est.effect) and math.isfinite(sd)) or sd <= 0:
@@ -419,9 +420,12 @@ def seeds_to_resolve(est: Estimate, hyp: Hypothesis, alpha: float = ALPHA) -> in
             return tost_power(est.effect, hyp.margin, sd, n, alpha)
 
     else:
+        # outside an equivalence's margins only its contradiction decides, whose p is doubled
+        # over its two regions (Hypothesis.pvalues): each one-sided test runs at alpha / 2
+        level = alpha / 2 if hyp.test == "equivalence" else alpha
 
         def power(n: int) -> float:
-            return t_power(distance * math.sqrt(n) / sd, n - 1, alpha)
+            return t_power(distance * math.sqrt(n) / sd, n - 1, level)
 
     if power(MAX_SEEDS) < POWER:
         return MAX_SEEDS + 1
