@@ -370,6 +370,18 @@ def test_outside_its_margins_an_equivalences_seeds_figure_is_at_its_corrected_le
     assert eq.pvalues(2.0, 0.3, 4)[1] == pytest.approx(t_sf((2.0 - 1.0) / 0.3, 4) * 2)
 
 
+def test_no_seeds_figure_where_the_effect_points_to_a_verdict_a_bound_withholds():
+    """A baseline chosen on the values compared may be better than counted: the row cannot
+    hold. Where its effect points toward holding, no number of seeds decides it; where it points
+    toward a contradiction, seeds can."""
+    hyp = Hypothesis()
+    ahead = verdicts([contrast([0.9, -0.3, 0.6, 0.1, 0.4], open_below=True)], hyp)[0]
+    assert ahead.verdict == "inconclusive" and math.isnan(ahead.p_holds)
+    assert ahead.seeds_needed is None and not ahead.more_seeds
+    behind = verdicts([contrast([-0.9, 0.3, -0.6, -0.1, -0.4], open_below=True)], hyp)[0]
+    assert behind.verdict == "inconclusive" and behind.seeds_needed > 5
+
+
 @pytest.mark.parametrize("n, delta, sd", [(3, 0.0, 0.3), (10, 0.2, 1.0), (5, 0.5, 0.5)])
 def test_tost_power_matches_simulation(n, delta, sd):
     import numpy as np

@@ -407,12 +407,17 @@ def seeds_to_resolve(est: Estimate, hyp: Hypothesis, alpha: float = ALPHA) -> in
     for an equivalence claim with the effect inside the margins the power of both one-sided
     tests together (TOST), else of the one-sided test against the nearest bound (beyond an
     equivalence's margins at its Bonferroni-corrected level). MAX_SEEDS + 1
-    when even MAX_SEEDS fall short; None where it cannot be said."""
+    when even MAX_SEEDS fall short; None where it cannot be said (no spread, an effect on a
+    bound, or one pointing to a verdict the bounds withhold)."""
     sd = max(est.sd, est.step)
     if not (math.isfinite(est.effect) and math.isfinite(sd)) or sd <= 0:
         return None
     distance = hyp.distance(est.effect)
     if distance == 0:
+        return None
+    # the verdict the effect points to is one a bound withholds: no number of seeds gives it
+    holds_off, against_off = hyp.withheld(est.open_above, est.open_below)
+    if holds_off if hyp.in_region(est.effect) else against_off:
         return None
     if hyp.test == "equivalence" and hyp.in_region(est.effect):
 
