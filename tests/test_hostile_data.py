@@ -1,8 +1,9 @@
 """Crafted dataset and partition files: small on disk and huge in memory (CIFAR batch pickles
 declaring 50,000-image arrays, Tiny-ImageNet images declaring thousands of pixels a side, a
 decompression bomb, an MNIST gzip bomb), crafted MNIST headers, Tiny-ImageNet names that leave the
-data root, partitions with empty clients or metadata of the wrong shape. Each is refused with the
-loader's error, naming the file, before the memory is taken."""
+data root, partitions with empty clients, metadata of the wrong shape or rows that do not match the
+training split. Each is refused with the loader's error, naming the file, before the memory is
+taken."""
 
 from __future__ import annotations
 
@@ -342,3 +343,31 @@ def test_partition_metadata_of_the_wrong_shape_is_refused(tmp_path):
         pq.write_table(table.replace_schema_metadata({b"fedkd": meta}), tmp_path / "p.parquet")
         with pytest.raises(ValueError, match=re.escape(fragment)):
             read_partition(tmp_path / "p.parquet")
+
+
+@pytest.mark.parametrize("rows, num_samples", [(3_100, 3_600), (3_100, None), (3_700, None)])
+def test_a_partition_of_another_length_than_the_training_split_is_refused(
+    tmp_path, rows, num_samples
+):
+    """A partition file whose rows do not cover the training split one to one is refused before
+    training: fewer rows left the last samples on no client without a word (its metadata still
+    said 3,600), more named samples the split does not have."""
+    from fedkd.config import RunSpec
+    from fedkd.data.partition import draw_partition, write_partition
+    from fedkd.engine.run import Run
+
+    assignment, labels, meta = draw_partition("mnist5k", "dirichlet-equal", 10, 0, alpha=1.0)
+    assert len(assignment) == 3_600  # mnist5k's training split at seed 0
+    if rows > len(assignment):
+        extra = rows - len(assignment)
+        assignment = np.concatenate([assignment, np.arange(extra) % 10])
+        labels = np.concatenate([labels, np.arange(extra) % 10])
+    if num_samples is None:  # a file written without the count
+        del meta["num_samples"]
+    path = tmp_path / "p.parquet"
+    write_partition(path, assignment[:rows], labels[:rows], meta)
+    spec = RunSpec(dataset="mnist5k", clients=10, alpha=1.0, rounds=1, seed=0, device="cpu",
+                   partition_file=str(path))  # fmt: skip
+    with pytest.raises(ValueError, match=f"{re.escape(str(path))} has {rows} rows but the "
+                       "training split has 3600 samples"):  # fmt: skip
+        Run(spec, tmp_path / "run").prepare()

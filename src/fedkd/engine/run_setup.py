@@ -128,7 +128,7 @@ class RunSetup:
         check_client_capacity(len(labels), spec.clients, spec.batch_size)
         if spec.partition_file:
             assignment, meta = read_partition(spec.partition_file)
-            self._check_partition(meta, len(labels))
+            self._check_partition(meta, len(labels), len(assignment))
         else:
             assignment = partition_labels(
                 labels, spec.partition, spec.clients, spec.seed, alpha=spec.alpha,
@@ -186,7 +186,7 @@ class RunSetup:
         )  # fmt: skip
         self.model_bytes = tensor_bytes(self.global_model.state_dict())
 
-    def _check_partition(self, meta: dict, n_train: int) -> None:
+    def _check_partition(self, meta: dict, n_train: int, rows: int) -> None:
         spec = self.spec
         want = {
             "dataset": spec.dataset,
@@ -208,6 +208,13 @@ class RunSetup:
             raise ValueError(
                 f"partition file {spec.partition_file} covers {meta.get('num_samples')} samples but "
                 f"the training split has {n_train}; re-create the partition for this dataset"
+            )
+        # the rows themselves, not only the count the metadata claims (or lacks): fewer rows
+        # would leave the last samples on no client, more would name samples the split lacks
+        if rows != n_train:
+            raise ValueError(
+                f"partition file {spec.partition_file} has {rows} rows but the training split "
+                f"has {n_train} samples; re-create the partition with `fedkd partition`"
             )
 
     # ------------------------------------------------------------------ provenance
