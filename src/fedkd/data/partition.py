@@ -7,7 +7,8 @@ client trains on). Schemes:
   Dir(alpha) label draw per group, then equal slices of floor(n / clients) per client.
 - ``dirichlet`` (NIID-Bench/MOON): Dir(alpha) per class over all clients, every client >= 10
   samples, sizes differ, every sample assigned.
-- ``shards`` (FedAvg/FedNTD): label-sorted shards, ``shards_per_client`` random ones each.
+- ``shards`` (FedNTD): each class cut into the same number of one-class shards,
+  ``shards_per_client`` random ones each; every sample assigned, sizes differ with the classes'.
 - ``iid``: a random permutation cut into equal slices.
 
 The Parquet file has columns ``index`` (int64), ``client`` (int32), ``label`` (int32) and the
@@ -17,6 +18,7 @@ JSON metadata under the schema-metadata key ``b"fedkd"``.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -99,20 +101,46 @@ def partition_labels(
                 f"{num_clients} clients x {s} shards per client = {total} shards exceed the {n} "
                 f"training samples; use fewer clients or fewer shards per client"
             )
-        size = n // total
-        # the n % total remainder is a random subset, so the left-out samples carry no label bias;
-        # shuffling before the stable sort makes each shard a random draw within its class
-        kept = rng.permutation(n)[: total * size]
-        order = kept[np.argsort(labels[kept], kind="stable")]
-        owner = np.repeat(np.arange(num_clients), s)[np.argsort(rng.permutation(total))]
-        out = np.full(n, -1, dtype=np.int64)
-        out[order] = np.repeat(owner, size)
-        return out
+        return _one_class_shards(rng, labels, num_clients, s)
 
     # iid: equal slices of a random permutation; the tail (n % num_clients) is left out
     m = n // num_clients
     out = np.full(n, -1, dtype=np.int64)
     out[rng.permutation(n)[: m * num_clients]] = np.repeat(np.arange(num_clients), m)
+    return out
+
+
+def _one_class_shards(rng, labels, num_clients, shards_per_client) -> np.ndarray:
+    """FedNTD (Appendix B.5 and its code): every class present is cut into the same number of
+    shards, each of one class; a class's samples are spread over its shards within one of each
+    other, so nothing is left out, and each client takes ``shards_per_client`` random shards."""
+    classes = np.unique(labels)
+    total = num_clients * shards_per_client
+    per_class, rest = divmod(total, len(classes))
+    if rest:
+        raise ValueError(
+            f"scheme 'shards' cuts each of the {len(classes)} classes into the same number of "
+            f"one-class shards, so clients x shards_per_client = {num_clients} x "
+            f"{shards_per_client} = {total} must be a multiple of {len(classes)}; with "
+            f"{num_clients} clients use a multiple of "
+            f"{len(classes) // math.gcd(num_clients, len(classes))} shards per client"
+        )
+    counts = np.bincount(labels)[classes]
+    if counts.min() < per_class:
+        raise ValueError(
+            f"scheme 'shards' cuts each class into {per_class} shards but class "
+            f"{classes[counts.argmin()]} has {counts.min()} samples; use fewer clients or fewer "
+            "shards per client"
+        )
+    shards = [
+        shard
+        for c in classes
+        for shard in np.array_split(rng.permutation(np.flatnonzero(labels == c)), per_class)
+    ]
+    owner = np.repeat(np.arange(num_clients), shards_per_client)[rng.permutation(total)]
+    out = np.full(len(labels), -1, dtype=np.int64)
+    for shard, client in zip(shards, owner, strict=True):
+        out[shard] = client
     return out
 
 
