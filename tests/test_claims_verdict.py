@@ -307,14 +307,21 @@ def test_a_bound_rules_out_only_the_verdict_it_could_undo(test, way):
     """Counted differences that are bounds (a target missed, counted as R + 1; a column chosen
     on the values compared): were the truth above them, only a verdict the truth above could
     undo is withheld — for a claim in direction "higher" that is a contradiction, never a holds;
-    an equivalence loses both."""
+    an equivalence loses its holds, and its contradiction in the region the truth could leave
+    (beyond −m where the truth may lie above the counted values, beyond +m where below)."""
     hyp = Hypothesis(test, way, 1.0)
     sign = hyp.sign
     far = 10.0 * sign  # far on the claimed side of every bound (an equivalence: outside)
     for above, below in ((True, False), (False, True), (True, True)):
         holds_off, against_off = hyp.withheld(above, below)
         if test == "equivalence":
-            assert holds_off and against_off
+            assert holds_off and against_off == (above and below)
+            for effect in (10.0, -10.0, 0.0):
+                v = verdicts([Estimate(effect, 0.5, 2, 3, open_above=above, open_below=below)],
+                             hyp)[0]  # fmt: skip
+                undone = effect == 0.0 or (below if effect > 0 else above)
+                assert v.verdict == ("inconclusive" if undone else "contradicted"), (
+                    above, below, effect)  # fmt: skip
             continue
         # the truth may lie further on the claimed side: holds stands, contradicted does not
         toward = above if sign > 0 else below

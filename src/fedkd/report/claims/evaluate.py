@@ -160,6 +160,9 @@ def _note_withheld(r: Comparison, hyp: Hypothesis) -> None:
         return
     which = "hold nor be contradicted" if holds and against else "hold" if holds else (
         "be contradicted")  # fmt: skip
+    if hyp.test == "equivalence" and not against:  # one region of the contradiction is left
+        side = f"below -{hyp.margin:g}" if r.open_above else f"above +{hyp.margin:g}"
+        which = f"hold, nor be contradicted by a difference {side}"
     r.notes.append(f"{'; '.join(r.open_why)}: the row cannot {which} on these values")
 
 

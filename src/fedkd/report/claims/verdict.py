@@ -178,10 +178,14 @@ class Hypothesis:
             return "smaller than stated"
         return ""
 
-    def pvalues(self, effect: float, se: float, df: int) -> tuple[float, float]:
+    def pvalues(self, effect: float, se: float, df: int, open_above: bool = False,
+                open_below: bool = False) -> tuple[float, float]:  # fmt: skip
         """One-sided p-values (claimed region, its complement) of the t-tests (se > 0). The
         complement of an equivalence is two regions, beyond −m or beyond +m: its p is
-        Bonferroni-corrected over the two, so that a contradiction has the 2.5% level too."""
+        Bonferroni-corrected over the two, so that a contradiction has the 2.5% level too. A
+        region that true differences lying above (``open_above``) or below (``open_below``)
+        those counted could leave is not tested (its p is 1): beyond −m where the truth may lie
+        higher, beyond +m where it may lie lower."""
         if not se > 0:
             raise ValueError(f"the t-test needs a standard error > 0, got {se!r}")
 
@@ -193,7 +197,9 @@ class Hypothesis:
 
         if self.test == "equivalence":
             lo, hi = -self.margin, self.margin
-            return max(above(lo), below(hi)), min(1.0, 2 * min(below(lo), above(hi)))
+            beyond_lo = 1.0 if open_above else below(lo)
+            beyond_hi = 1.0 if open_below else above(hi)
+            return max(above(lo), below(hi)), min(1.0, 2 * min(beyond_lo, beyond_hi))
         (bound,) = self.bounds()
         if self.sign > 0:
             return above(bound), below(bound)
@@ -204,11 +210,23 @@ class Hypothesis:
         ``below`` those counted could undo, and which are therefore not given. The counted
         values are bounds where a run missed its target (R + 1 rounds, the fewest it could
         need) or where a column was tuned on the very values compared (its chosen variant looks
-        better than it is): a verdict stands only where every bound points its way."""
+        better than it is): a verdict stands only where every bound points its way. An
+        equivalence's holds is undone by either; its contradiction only by both, for each of its
+        two regions is left by one of them alone (``pvalues`` leaves that region untested)."""
         if self.test == "equivalence":
-            return (above or below,) * 2
+            return above or below, above and below
         toward, away = (above, below) if self.sign > 0 else (below, above)
         return away, toward
+
+    def withheld_at(self, effect: float, above: bool, below: bool) -> bool:
+        """Whether the verdict an effect points to (holds inside the claimed region,
+        contradicted outside it) is one that the bounds withhold."""
+        holds_off, against_off = self.withheld(above, below)
+        if self.in_region(effect):
+            return holds_off
+        if self.test == "equivalence":  # the contradiction on the effect's own side
+            return above if effect < 0 else below
+        return against_off
 
     def distance(self, effect: float) -> float:
         """How far the effect lies from the nearest bound (what a power computation needs)."""
@@ -323,7 +341,8 @@ def verdicts(estimates: Sequence[Estimate], hyps: Hypothesis | Sequence[Hypothes
                 for h, e in zip(hyps, estimates, strict=True)]  # fmt: skip
     # a side the bounds could undo is not tested: p 1 for the correction, shown as none
     raw = {i: tuple(1.0 if off else p for p, off in zip(
-               hyps[i].pvalues(estimates[i].effect, estimates[i].se, estimates[i].df),
+               hyps[i].pvalues(estimates[i].effect, estimates[i].se, estimates[i].df,
+                               estimates[i].open_above, estimates[i].open_below),
                withheld[i], strict=True))
            for i in tested}  # fmt: skip
     p_for = {i: raw[i][0] for i in tested}
@@ -416,8 +435,7 @@ def seeds_to_resolve(est: Estimate, hyp: Hypothesis, alpha: float = ALPHA) -> in
     if distance == 0:
         return None
     # the verdict the effect points to is one a bound withholds: no number of seeds gives it
-    holds_off, against_off = hyp.withheld(est.open_above, est.open_below)
-    if holds_off if hyp.in_region(est.effect) else against_off:
+    if hyp.withheld_at(est.effect, est.open_above, est.open_below):
         return None
     if hyp.test == "equivalence" and hyp.in_region(est.effect):
 
