@@ -81,6 +81,19 @@ def test_a_method_that_never_reaches_the_target_is_not_called_close_to_one_that_
     assert same["p_holds"] == same["p_contradicted"] == ""
 
 
+def test_an_equivalence_keeps_the_contradiction_a_bound_cannot_undo(tmp_path):
+    """FedX never reaches 80% in 10 rounds (counted 11, the fewest it could need); FedAvg does at
+    rounds 3, 4, 3. "FedX needs comparable rounds (within 3)": the counted differences 8, 7, 8
+    lie beyond +3 and the truth can only lie further, so the row is contradicted; it cannot hold,
+    nor be shown below -3, and the note says so."""
+    runs = rounds_runs(tmp_path / "runs", {"fedavg": [3, 4, 3], "fedx": [11] * 3})
+    table = claims_table(tmp_path, runs, ROUNDS, [declared("equivalence", "fedx", "fedavg", 3)])
+    row = row_of(table, "equivalence-claim")
+    assert float(row["ci_low"]) > 3 and row["p_holds"] == ""
+    assert row["verdict"] == "contradicted" and float(row["p_contradicted"]) <= 0.025
+    assert "the row cannot hold, nor be contradicted by a difference below -3" in row["note"]
+
+
 def test_a_bound_that_points_the_verdicts_way_leaves_it_standing(tmp_path):
     """FedDF reaches 80% at rounds 3, 4, 3; FedAvg never does (counted 11). FedAvg's true
     rounds can only be more, which makes FedDF's lead larger: "FedDF needs fewer rounds" holds
