@@ -170,6 +170,42 @@ def test_cifar100_fine_labels(tmp_path):
     assert_split(ds, exp["train_x"], exp["train_y"], exp["test_x"], exp["test_y"], seed=2)
 
 
+def _relabel_cifar(root, name: str, label: int) -> str:
+    """Replace one official CIFAR file by one whose last label is ``label``; the file's name."""
+    folder, file, key, n = {
+        "cifar10": ("cifar-10-batches-py", "test_batch", b"labels", 10),
+        "cifar100": ("cifar-100-python", "train", b"fine_labels", 30),
+    }[name]
+    rng = np.random.default_rng(9)
+    labels = [int(v) for v in rng.integers(0, 10, size=n - 1)] + [label]
+    images = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
+    fx._dump_py2({b"data": images, key: labels}, root / folder / file)
+    return file
+
+
+@pytest.mark.parametrize(("name", "label"), [("cifar10", 10), ("cifar10", -1), ("cifar100", 100)])
+def test_a_cifar_label_outside_the_classes_names_the_file(tmp_path, name, label):
+    (fx.write_cifar10 if name == "cifar10" else fx.write_cifar100)(tmp_path)
+    file = _relabel_cifar(tmp_path, name, label)
+    with pytest.raises(DatasetCorruptError) as err:
+        load_dataset(name, tmp_path)
+    assert file in str(err.value) and str(label) in str(err.value)
+    assert "place the official" in str(err.value)
+
+
+@pytest.mark.parametrize("split", ["train", "t10k"])
+def test_an_mnist_label_outside_the_digits_names_the_file(tmp_path, split):
+    exp = fx.write_mnist(tmp_path)
+    labels = exp[f"{split}_y"].copy()
+    labels[3] = 200
+    path = tmp_path / "MNIST" / "raw" / f"{split}-labels-idx1-ubyte.gz"
+    fx.write_idx(path, labels)
+    with pytest.raises(DatasetCorruptError) as err:
+        load_dataset("mnist", tmp_path)
+    assert str(path) in str(err.value) and "200" in str(err.value)
+    assert "place the official" in str(err.value)
+
+
 def test_download_when_allowed(tmp_path, monkeypatch):
     staging = tmp_path / "staging"
     exp = fx.write_cifar10(staging)

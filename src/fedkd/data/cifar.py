@@ -19,6 +19,7 @@ from fedkd.data.base import (
     DatasetCorruptError,
     FedDataset,
     as_labels,
+    check_label_range,
     split_train_val,
 )
 from fedkd.data.download import extract_archive, fetch_or_explain
@@ -167,9 +168,10 @@ def _read_cifar_pickle(path: Path, max_array_bytes: int, max_file_bytes: int) ->
     return {_str(k): v for k, v in obj.items()}
 
 
-def _cifar_arrays(folder: Path, files: list[str], labels_key: str, images_per_file):
-    """The images and labels of ``files``, each file held to at most ``images_per_file`` images
-    (an int, or {file: count}) of 3,072 bytes, with a label each."""
+def _cifar_arrays(folder: Path, files: list[str], info: dict):
+    """The images and labels of ``files``, each file held to at most ``info["images_per_file"]``
+    images (an int, or {file: count}) of 3,072 bytes, with a label of its classes each."""
+    labels_key, images_per_file = info["labels_key"], info["images_per_file"]
     xs, ys = [], []
     for name in files:
         path = folder / name
@@ -204,6 +206,7 @@ def _cifar_arrays(folder: Path, files: list[str], labels_key: str, images_per_fi
             raise DatasetCorruptError(
                 f"{path} lacks a valid 'data'/'{labels_key}' entry ({exc}); delete it"
             ) from exc
+        check_label_range(labels, info["num_classes"], path)
         xs.append(data)
         ys.append(labels)
     return torch.from_numpy(np.concatenate(xs)), as_labels(np.concatenate(ys))
@@ -220,9 +223,8 @@ def _load_cifar(name: str, root: Path, seed: int, download: bool, check: bool) -
                 f"{name}: neither {folder} nor {archive} exists",
             )  # fmt: skip
         extract_archive(archive, root, info["folder"], info["md5"] if check else None)
-    per_file = info["images_per_file"]
-    train_x, train_y = _cifar_arrays(folder, info["train"], info["labels_key"], per_file)
-    test_x, test_y = _cifar_arrays(folder, info["test"], info["labels_key"], per_file)
+    train_x, train_y = _cifar_arrays(folder, info["train"], info)
+    test_x, test_y = _cifar_arrays(folder, info["test"], info)
     meta_file = folder / info["meta"]
     meta = _read_cifar_pickle(meta_file, 0, MAX_META_BYTES) if meta_file.is_file() else {}
     names = [_str(n) for n in meta.get(info["names_key"], [])]

@@ -18,6 +18,7 @@ from fedkd.data.base import (
     DatasetCorruptError,
     FedDataset,
     as_labels,
+    check_label_range,
     split_train_val,
 )
 from fedkd.data.download import fetch_or_explain
@@ -99,7 +100,9 @@ def load_mnist(root: Path, seed: int, download: bool) -> FedDataset:
     arrays = {}
     for prefix in ("train", "t10k"):
         x = _read_idx(_mnist_file(raw, f"{prefix}-images-idx3-ubyte", download), ndim=3)
-        y = _read_idx(_mnist_file(raw, f"{prefix}-labels-idx1-ubyte", download), ndim=1)
+        labels_file = _mnist_file(raw, f"{prefix}-labels-idx1-ubyte", download)
+        y = _read_idx(labels_file, ndim=1)
+        check_label_range(y, 10, labels_file)
         if len(x) != len(y):
             raise DatasetCorruptError(f"{raw}: {prefix} has {len(x)} images but {len(y)} labels")
         arrays[prefix] = ArraySplit(torch.from_numpy(x)[:, None], as_labels(y))
