@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import data_fixtures as fx
-from fedkd.data import DATASETS, DatasetNotFoundError, load_dataset
+from fedkd.data import DATASETS, DatasetCorruptError, DatasetNotFoundError, load_dataset
 from fedkd.pipeline import data_check, snakefile
 from fedkd.pipeline.plan import Plan
 
@@ -108,6 +108,52 @@ def test_a_dataset_in_the_official_layout_is_found_without_loading_it(
     assert data_check.missing_datasets({name: str(tmp_path)}) == {}
 
 
+def loader_refusal(name: str, root: Path) -> str:
+    """What the loader says of ``name``'s files under ``root``: not found, or not as it needs."""
+    with pytest.raises((DatasetNotFoundError, DatasetCorruptError)) as caught:
+        load_dataset(name, root, download=False)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "folder"),
+    [
+        ("cifar10", "cifar-10-batches-py"),
+        ("cifar100", "cifar-100-python"),
+        ("tinyimagenet", "tiny-imagenet-200"),
+        ("mnist", "MNIST/raw"),
+        ("agnews", "ag_news"),
+        ("sst5", "sst5"),
+    ],
+)
+def test_an_empty_folder_of_a_dataset_is_reported_in_its_loaders_words(tmp_path, name, folder):
+    """An empty MNIST/raw is what torchvision leaves where its download failed."""
+    (tmp_path / folder).mkdir(parents=True)
+    assert data_check.missing_datasets({name: str(tmp_path)}) == {
+        name: loader_refusal(name, tmp_path)
+    }
+
+
+INCOMPLETE = {  # a layout its loader reads, less one file it needs
+    "cifar10": (fx.write_cifar10, "cifar-10-batches-py/test_batch"),
+    "cifar100": (fx.write_cifar100, "cifar-100-python/test"),
+    "mnist": (fx.write_mnist, "MNIST/raw/t10k-labels-idx1-ubyte.gz"),
+    "tinyimagenet": (_tiny_folder, "tiny-imagenet-200/wnids.txt"),
+    "agnews": (_text("agnews", "parquet"), "ag_news/test.parquet"),
+    "sst5": (_text("sst5", "csv"), "sst5/validation.csv"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INCOMPLETE))
+def test_a_folder_lacking_a_file_its_loader_reads_is_reported_naming_the_file(tmp_path, name):
+    write, removed = INCOMPLETE[name]
+    write(tmp_path)
+    (tmp_path / removed).unlink()
+    said = loader_refusal(name, tmp_path)
+    assert Path(removed).name.split(".")[0] in said
+    assert data_check.missing_datasets({name: str(tmp_path)}) == {name: said}
+
+
 def test_downloads_allowed_nothing_is_checked(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDKD_DOWNLOAD", "1")
     monkeypatch.setattr(data_check, "not_found", lambda *a: pytest.fail("checked"))
@@ -123,12 +169,19 @@ def test_a_path_that_cannot_be_looked_at_is_left_to_the_jobs(tmp_path, monkeypat
     assert data_check.missing_datasets({"cifar10": str(tmp_path)}) == {}
 
 
+def names_in_place(root: Path, folder: str) -> None:
+    """``root / folder`` holding (empty) files of the names the check looks for in it."""
+    (root / folder).mkdir(parents=True)
+    for group in data_check.FOLDER_FILES[folder]:
+        (root / folder / group[0]).touch()
+
+
 def test_the_check_imports_no_torch_when_nothing_is_absent(tmp_path):
     """The workflow's process does not import torch; the check adds it only to ask a loader."""
     import subprocess
     import sys
 
-    (tmp_path / "cifar-10-batches-py").mkdir()
+    names_in_place(tmp_path, "cifar-10-batches-py")
     code = (
         "import sys; from fedkd.pipeline import data_check; "
         f"r = data_check.missing_datasets({{'mnist5k': None, 'cifar10': {str(tmp_path)!r}}}); "
@@ -240,7 +293,7 @@ def test_a_dataset_a_strategy_reads_besides_its_own_is_checked_like_it(tmp_path)
     """FedDF on CIFAR-10 distils on CIFAR-100 (its default there): with CIFAR-10 in place and
     CIFAR-100 absent, CIFAR-100 is named in its loader's words; a FedDF that distils on a slice of
     its own data or on noise, and a strategy naming no dataset, read CIFAR-10 only."""
-    (tmp_path / "cifar-10-batches-py").mkdir()
+    names_in_place(tmp_path, "cifar-10-batches-py")
     feddf = {"dataset": "cifar10", "data_root": str(tmp_path), "strategy": "feddf", "params": {}}
     assert data_check.other_datasets(feddf) == {"cifar100"}
     said = f"{loader_says('cifar100', tmp_path)} (read by the runs of feddf on cifar10)"
@@ -253,7 +306,7 @@ def test_a_dataset_a_strategy_reads_besides_its_own_is_checked_like_it(tmp_path)
         assert data_check.other_datasets(own) == set()
         assert data_check.missing_inputs([own]) == []
     assert data_check.missing_inputs([dict(feddf, strategy="fedavg")]) == []
-    (tmp_path / "cifar-100-python").mkdir()
+    names_in_place(tmp_path, "cifar-100-python")
     assert data_check.missing_inputs([feddf]) == []
 
 

@@ -6,12 +6,12 @@ pretrained weights it cannot find training a small DistilBERT from scratch under
 fedkd.models.text falls back to with a warning in its log only).
 
 The dataset check is cheap and errs towards starting: a dataset is taken as present when any of
-the names its loader looks for exists under its data root (the jobs read it and say what is
-wrong with it); otherwise its loader is asked, with downloads off, and only its "not found"
-counts. With ``FEDKD_DOWNLOAD=1`` the jobs fetch missing datasets and tokenizers, which are not
-checked then; pretrained weights are never downloaded by a run, so they are checked always. A
-dataset that a run's strategy reads besides the run's own (FedDF's unlabelled set) is checked
-like it.
+the names its loader looks for exists under its data root, a folder with the files its loader
+reads first in it (the jobs read them and say what else is wrong); otherwise its loader is asked,
+with downloads off, and its "not found", or its refusal of the folder it found, counts. With
+``FEDKD_DOWNLOAD=1`` the jobs fetch missing datasets and tokenizers, which are not checked then;
+pretrained weights are never downloaded by a run, so they are checked always. A dataset that a
+run's strategy reads besides the run's own (FedDF's unlabelled set) is checked like it.
 ``fedkd train`` makes the weights check too, before a run starts (``refuse_missing_weights``).
 Both also check the values of a run's ``dataset_options`` against the types its loader declares
 (``option_value_errors``): the loaders check their ranges when they run, but text or null where
@@ -44,6 +44,35 @@ LOOKED_FOR: dict[str, tuple[str, ...]] = {
 }
 
 
+def _idx_files() -> tuple[tuple[str, ...], ...]:
+    stems = [f"{s}-{k}-ubyte" for s in ("train", "t10k") for k in ("images-idx3", "labels-idx1")]
+    return tuple((stem, f"{stem}.gz") for stem in stems)
+
+
+def _split_files(*splits: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """Each text split (its file names) as parquet or csv, one group of names a split; the
+    Hugging Face cache serves any split the files lack."""
+    return tuple(
+        (*(f"{name}{suffix}" for name in names for suffix in (".parquet", ".csv")), "hf_cache")
+        for names in splits
+    )
+
+
+# a folder of LOOKED_FOR → the files its loader needs in it, each one of a group of names; an
+# empty folder (an MNIST/raw a failed torchvision download leaves) is no dataset. Only files the
+# loader reads before any large one, or the batches themselves, so asking it fails fast.
+FOLDER_FILES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "cifar-10-batches-py": tuple(
+        (name,) for name in (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch")
+    ),
+    "cifar-100-python": (("train",), ("test",)),
+    "tiny-imagenet-200": (("wnids.txt",), ("words.txt",)),
+    "MNIST/raw": _idx_files(),
+    "ag_news": _split_files(("train",), ("test",)),
+    "sst5": _split_files(("train",), ("test",), ("validation", "dev")),
+}
+
+
 def data_root(configured: str | None) -> Path:
     """Where a job looks: the configuration's data_root, else ``$FEDKD_DATA``, else ``./data``
     (fedkd.data.base.default_root, without importing torch)."""
@@ -61,7 +90,7 @@ def missing_datasets(roots: dict[str, str | None]) -> dict[str, str]:
         if looked_for is None:  # mnist5k, synthtext: no files
             continue
         root = data_root(roots[name])
-        if not any(_there(root / entry) for entry in looked_for):
+        if not any(_complete(root, entry) for entry in looked_for):
             absent[name] = root
     if not absent:
         return {}  # without importing torch (fedkd.data.base), a second and more
@@ -82,14 +111,23 @@ def _there(path: Path) -> bool:
         return True
 
 
+def _complete(root: Path, entry: str) -> bool:
+    """Whether ``root / entry`` is there, a folder of FOLDER_FILES with one name of each group."""
+    if not _there(root / entry):
+        return False
+    groups = FOLDER_FILES.get(entry, ())
+    return all(any(_there(root / entry / name) for name in group) for group in groups)
+
+
 def not_found(name: str, root: Path) -> str | None:
     """The loader's own message when it finds nothing of ``name`` under ``root`` (downloads off),
-    else None: whatever else it finds wrong is for the jobs to say, as they read the data."""
-    from fedkd.data import DatasetNotFoundError, load_dataset
+    or refuses a folder lacking a file it needs, else None: whatever else it finds wrong is for
+    the jobs to say, as they read the data."""
+    from fedkd.data import DatasetCorruptError, DatasetNotFoundError, load_dataset
 
     try:
         load_dataset(name, root, download=False)
-    except DatasetNotFoundError as exc:
+    except (DatasetNotFoundError, DatasetCorruptError) as exc:
         return str(exc)
     except Exception:
         return None
