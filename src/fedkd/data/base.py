@@ -153,7 +153,7 @@ def check_label_range(labels: np.ndarray, num_classes: int, path: Path) -> None:
     outside = labels[(labels < 0) | (labels >= num_classes)]
     if outside.size:
         raise DatasetCorruptError(
-            f"{path} holds label {int(outside[0])}, outside the {num_classes} classes "
-            f"0..{num_classes - 1} ({outside.size:,} such labels); the file is damaged or of "
-            "another dataset: delete it and place the official file again"
+            f"{path} holds {outside.size:,} of {labels.size:,} labels outside the {num_classes} "
+            f"classes 0..{num_classes - 1}, the first {int(outside[0])}; the file is damaged or "
+            "of another dataset: delete it and place the official file again"
         )
