@@ -155,6 +155,31 @@ def test_the_known_training_set_sizes_are_the_loaders():
         assert train_size(name, options) == len(load_dataset(name, seed=0, **options).train)
 
 
+def test_the_known_class_counts_are_the_loaders():
+    from fedkd.data import load_dataset
+    from fedkd.pipeline.capacity import class_count
+
+    for name, options in (("mnist5k", {}), ("synthtext", {}), ("synthtext", {"num_classes": 7})):
+        data = load_dataset(name, seed=0, **options)
+        assert class_count(name, options) == data.num_classes == len(set(data.train.y.tolist()))
+
+
+def test_shards_that_cannot_be_cut_from_the_classes_are_refused_at_planning():
+    """Each class is cut into clients x shards / classes one-class shards
+    (fedkd.data.partition), so the product must be a multiple of the classes: 4 clients x 3
+    shards on mnist5k's 10 classes is refused before any job, naming the counts that fit."""
+
+    def shards_config(shards: int) -> dict:
+        cfg = small_config(partition="shards", alpha=None, shards=shards)
+        cfg["tables"]["table3"]["grid"] = {"dataset": ["mnist5k"]}
+        return cfg
+
+    text = errors_of(shards_config(3))
+    assert "clients x shards = 4 x 3 must be a multiple of 10" in text
+    assert "with 4 clients use a multiple of 5 shards per client" in text
+    validate_config(shards_config(5), SCHEMA)  # 4 x 5 = 20 shards: two of each class
+
+
 def test_true_is_not_a_client_count_and_seeds_fit_64_bits():
     assert "defaults.clients: True is not of type 'integer'" in errors_of(
         small_config(clients=True)

@@ -1,8 +1,10 @@
 """What a dataset's size allows, known at planning without loading it: its training samples
-under a run's dataset_options (``train_size``) and the clients they can serve
-(``capacity_errors``)."""
+and classes under a run's dataset_options (``train_size``, ``class_count``) and the clients and
+shards they can serve (``capacity_errors``)."""
 
 from __future__ import annotations
+
+import math
 
 from fedkd.echo import shown
 
@@ -12,6 +14,25 @@ TRAIN_SIZES = {
     "cifar10": 45_000, "cifar100": 45_000, "tinyimagenet": 90_000, "mnist": 54_000,
     "mnist5k": 3_600, "sst5": 8_544,
 }  # fmt: skip
+
+
+# classes of the datasets whose classes are fixed by their files (synthtext: its num_classes)
+CLASSES = {
+    "cifar10": 10, "cifar100": 100, "tinyimagenet": 200, "mnist": 10, "mnist5k": 10,
+    "agnews": 4, "sst5": 5,
+}  # fmt: skip
+
+
+def class_count(dataset: str, options: dict) -> int | None:
+    """The classes ``dataset`` with ``options`` has, known without loading it; None where it
+    cannot be known."""
+    if dataset == "synthtext":
+        from fedkd.pipeline.data_check import option_value_errors
+
+        if option_value_errors(dataset, options):  # named by dataset_option_errors
+            return None
+        return int(options.get("num_classes", 4))  # the loader's default, as train_size's
+    return CLASSES.get(dataset)
 
 
 def train_size(dataset: str, options: dict) -> int | None:
@@ -68,6 +89,16 @@ def capacity_errors(spec, partition_only: bool = False) -> list[str]:
     need = 10 if spec.partition == "dirichlet" else 1
     if spec.partition == "shards" and spec.shards:
         need = spec.shards
+        classes = class_count(spec.dataset, spec.dataset_options)
+        if classes and (spec.clients * spec.shards) % classes:
+            # fedkd.data.partition cuts each class into the same number of one-class shards
+            fits = classes // math.gcd(spec.clients, classes)
+            return [
+                f"partition 'shards' cuts each of {spec.dataset}'s {classes} classes into the "
+                f"same number of one-class shards, so clients x shards = {spec.clients} x "
+                f"{spec.shards} must be a multiple of {classes}; with {spec.clients} clients "
+                f"use a multiple of {fits} shards per client"
+            ]
     if n < spec.clients * need:
         return [
             f"clients={spec.clients} needs {spec.clients * need} training samples for partition "
