@@ -4,8 +4,12 @@ registries the workflow's schema must agree with."""
 from __future__ import annotations
 
 import copy
+import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +18,7 @@ import yaml
 
 from fedkd.pipeline import Plan, validate_config
 from fedkd.pipeline.validation import semantic_errors
+from fedkd.provenance import PACKAGE_DIR
 from fedkd.report.targets import ALIASES, LAYOUTS, get_layout
 from fedkd.run_paths import (
     cli_value,
@@ -195,6 +200,36 @@ def test_a_code_edit_reaches_exactly_the_outputs_that_depend_on_it():
     assert plan.partition_code_hash("mnist5k") != plan.partition_code_hash("synthtext")
     assert plan.partition_code_hash("mnist5k") != plan.partition_code_hash("cifar10")
     assert plan.partition_code_hash("mnist5k") == plan.partition_code_hash("mnist")
+
+
+def render_hashes(package: Path, *names: str) -> list[str]:
+    """The render code hashes of tiny.yaml's outputs ``names``, planned from the package at
+    ``package`` in a process of its own."""
+    code = (
+        "import sys, yaml; from fedkd.pipeline import Plan; "
+        "plan = Plan(yaml.safe_load(open(sys.argv[1]))); "
+        "print(*(plan.render_code_hash(n) for n in sys.argv[2:]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(package.parent)}
+    cmd = [sys.executable, "-c", code, str(TINY), *names]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_an_edit_of_the_papers_numbers_renders_the_comparisons_again(tmp_path):
+    """The comparison with the paper and the claims read the paper's numbers from the package's
+    paper_values.yaml: a corrected number must make them again, as a code edit does."""
+    package = tmp_path / "fedkd"
+    shutil.copytree(PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
+    names = ("table3", "claims")  # table3's hash is its _vs_paper companion's too
+    before = render_hashes(package, *names)
+    values = package / "report" / "paper_values.yaml"
+    text = values.read_text()
+    edited = text.replace("mean: 77.30, std: 0.72", "mean: 80.30, std: 0.72", 1)
+    assert edited != text
+    values.write_text(edited)
+    after = render_hashes(package, *names)
+    assert len(before) == len(after) == len(names)
+    assert all(a != b for a, b in zip(before, after, strict=True)), (before, after)
 
 
 def test_a_loader_edit_reaches_the_runs_and_partitions_of_its_datasets_only():

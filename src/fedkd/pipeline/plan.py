@@ -15,6 +15,7 @@ from functools import cache, cached_property
 
 from fedkd.pipeline.grid import check_plan_size, grid_points
 from fedkd.provenance import (
+    PACKAGE_DIR,
     features_code_hash,
     files_hash,
     package_files_hash,
@@ -37,6 +38,8 @@ from fedkd.runtime.seeding import clients_a_round
 
 # the code every rendered output depends on
 REPORT_CODE = ("report", "metrics.py", "collapse.py", "files.py", "digests.py")
+# the package folder whose data files the renders read too (paper_values.yaml: the papers' numbers)
+REPORT_DATA = PACKAGE_DIR / "report"
 # a table's companion beside the paper: results/tables/<name>_vs_paper.{tex,md,csv,html}
 VS_PAPER = "_vs_paper"
 
@@ -420,16 +423,15 @@ class Plan:
 
     def render_code_hash(self, name: str) -> str:
         code = self.layout(name).code
-        package = package_files_hash(*REPORT_CODE, *code)
-        if "strategies" not in code:
-            return package
-        # the strategies it lists may be modules of one's own (FEDKD_STRATEGY_MODULES)
-        from fedkd.strategies import external_module_files
+        parts = [package_files_hash(*REPORT_CODE, *code), report_data_hash()]
+        if "strategies" in code:
+            # the strategies it lists may be modules of one's own (FEDKD_STRATEGY_MODULES)
+            from fedkd.strategies import external_module_files
 
-        outside = external_module_files()
-        if not outside:
-            return package
-        return hashlib.sha256(f"{package} {files_hash(outside)}".encode()).hexdigest()[:16]
+            outside = external_module_files()
+            if outside:
+                parts.append(files_hash(outside))
+        return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
 
     def all_outputs(self) -> list[str]:
         out = []
@@ -463,6 +465,17 @@ class Plan:
             seconds = 1.5 * s["rounds"] * per_round * s["local_epochs"] * per_epoch
             minutes = max(minutes, math.ceil(seconds / 60))
         return minutes
+
+
+@cache
+def report_data_hash() -> str:
+    """Hash of the report's data files, byte for byte: the package's code hashes cover its Python
+    sources only, and a render reads the papers' numbers (paper_values.yaml) as data."""
+    h = hashlib.sha256()
+    for path in sorted(REPORT_DATA.rglob("*")):
+        if path.is_file() and path.suffix not in (".py", ".pyc"):
+            h.update(f"{path.relative_to(REPORT_DATA)}\0".encode() + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def _same(a, b) -> bool:
