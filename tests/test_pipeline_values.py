@@ -80,6 +80,44 @@ def test_a_config_reads_numbers_in_every_notation_and_passes_null_to_the_runs():
             assert spec.params == {"mu": 0.01}
 
 
+def run_flags(cfg: dict) -> dict[str, tuple[str, str]]:
+    """Every run of the configuration → its train flags and stamp (the train rule's parameters:
+    a change of either trains the run again)."""
+    validate_config(cfg, SCHEMA)
+    plan = Plan(cfg)
+    keys = [run.split("/")[2:] for run in sorted(plan.all_runs())]
+    return {
+        "/".join(k): (plan.train_args(*k[:3], k[3][4:]), plan.train_stamp(*k[:3], k[3][4:]))
+        for k in keys
+    }
+
+
+def test_another_spelling_of_the_same_numbers_trains_no_run_again():
+    """``grad_clip: 10`` and ``10.0``, ``momentum: 0`` and ``0.0``, a strategy's float parameter
+    written as an integer, its integer one as an integral float: one run spec each (the same
+    spec_hash), so the same flags, or Snakemake trains every finished run again."""
+    from fedkd.config import RunSpec
+
+    as_written = small_config(grad_clip=10, momentum=0, weight_decay=0)
+    as_written["variants"]["fedprox"]["params"] = {"mu": 1}
+    as_written["variants"]["fedgkd"] = {"strategy": "fedgkd", "params": {"buffer": 2.0}}
+    as_written["tables"]["table3"]["columns"]["fedgkd"] = "fedgkd"
+    respelt = copy.deepcopy(as_written)
+    respelt["defaults"].update(grad_clip=10.0, momentum=0.0, weight_decay=0.0)
+    respelt["variants"]["fedprox"]["params"] = {"mu": 1.0}
+    respelt["variants"]["fedgkd"]["params"] = {"buffer": 2}
+    before, after = run_flags(as_written), run_flags(respelt)
+    assert len(before) == 6
+    assert before == after
+    plan = Plan(respelt)
+    for run in before:
+        dataset, variant, setting, seed = run.split("/")
+        spec = plan.run_spec(dataset, variant, setting, seed[4:])
+        # the flags hold the numbers as the run spec holds them, type and all
+        held = RunSpec.from_dict(dict(spec)).to_dict()
+        assert all(repr(spec[k]) == repr(held[k]) for k in spec), (spec, held)
+
+
 def test_the_cluster_runtime_counts_the_clients_a_round_the_engine_draws():
     from fedkd.runtime.seeding import sample_clients
 

@@ -25,6 +25,7 @@ from fedkd.provenance import (
 from fedkd.report.targets import Layout, get_layout
 from fedkd.run_paths import (
     cli_value,
+    held_numbers,
     normalise_path_keys,
     num,
     parse_partition,
@@ -101,7 +102,7 @@ class Plan:
         """The full spec of the run at results/runs/{dataset}/{variant}/{setting}/seed{seed}."""
         spec = self.base_spec(dataset, variant)
         spec.update(parse_setting(setting))
-        spec = normalise_path_keys(spec)
+        spec = held_numbers(normalise_path_keys(spec))
         spec["seed"] = int(seed)
         if self.uses_partition_file(dataset):
             spec["partition_file"] = partition_file(dataset, spec, seed)
