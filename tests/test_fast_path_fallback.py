@@ -377,3 +377,27 @@ def test_only_a_fast_path_that_failed_earlier_stays_off():
               "compile_step": False, "compile_step_reason": "off CUDA"}  # fmt: skip
     for earlier in (on_cpu, None, "damaged", {}):
         assert choice.after_earlier_attempt(dict(on), earlier) == on
+
+
+def test_a_failing_first_step_is_the_steps_failure_not_the_captures(graphs, monkeypatch, tmp_path):
+    """The run's first step is a warm-up step, an eager step: where it fails (CUDA out of memory)
+    nothing was captured, so the graphs are not blamed, the step is not taken twice, and the
+    retry, with the memory it needed, captures as the run asked."""
+    step, calls = batched.BatchedTrainer._step, {"n": 0}
+
+    def out_of_memory(self) -> None:
+        calls["n"] += 1
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(batched.BatchedTrainer, "_step", out_of_memory)
+    spec, out = RunSpec(**BATCHED, seed=1), tmp_path / "run"
+    with pytest.raises(RuntimeError, match="out of memory"):
+        Run(spec, out, log=lambda msg: None).run()
+    record = on_disk(out)
+    assert record["status"] == "failed" and calls["n"] == 1, "the failed step was run again"
+    assert graphs.captures == 0
+    assert (record["engine"]["cuda_graphs"], record["engine"]["cuda_graphs_reason"]) == (True, None)
+    monkeypatch.setattr(batched.BatchedTrainer, "_step", step)
+    retried, _ = train(spec, out)
+    assert retried["status"] == "complete" and retried["engine"]["cuda_graphs"] is True
+    assert graphs.captures == 1

@@ -344,11 +344,9 @@ class BatchedTrainer:
             return self._first_compiled_step()
         if not self.use_graphs:
             return self._step()
-        graph = self.graphs.get(self.names)
-        if graph is not None and not graph.captures_next:
-            return graph.step(self._step)
         started = time.perf_counter()
         try:  # the pool and stream too: where CUDA cannot make them, the run goes on eagerly
+            graph = self.graphs.get(self.names)
             if graph is None:
                 if self.graph_pool is None:
                     self.graph_pool = graph_pool()
@@ -356,10 +354,14 @@ class BatchedTrainer:
                 graph = self.graphs[self.names] = GraphedStep(
                     self.device, self.graph_pool, self.graph_stream
                 )
-            graph.step(self._step)  # the capture, which runs nothing, then its first replay
+            if graph.captures_next:
+                return graph.step(self._step)  # the capture, which runs nothing, then a replay
         except Exception as exc:  # the step has not happened: it runs eagerly, as every later one
             self._without_graphs(exc, time.perf_counter() - started)
-            self._step()
+            return self._step()
+        # a replay, or a warm-up step: an eager step, whose failure is the step's and not the
+        # graphs' (and may have written part of the step)
+        graph.step(self._step)
 
     def _without_graphs(self, exc: Exception, seconds: float) -> None:
         """The eager step for the rest of the run, after a failed capture: no graphs, and the
