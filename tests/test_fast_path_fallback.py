@@ -212,9 +212,10 @@ def test_a_compiled_step_failing_at_its_first_use_falls_back(where, eager, monke
     )
     assert engine["compile_step_seconds_lost"] >= engine["compile_step_seconds"] >= 0
     assert fallen_back == eager
-    # written at once, twice within round 1: the trial's outcome, then the fallback
-    assert [(c["status"], c["rounds_done"]) for c in changes] == [("running", 0)] * 2
-    assert [c["engine"]["compile_step"] for c in changes] == [True, False]
+    # written at once, three times within round 1: the trial running, its outcome, the fallback
+    assert [(c["status"], c["rounds_done"]) for c in changes] == [("running", 0)] * 3
+    assert [c["engine"]["compile_step"] for c in changes] == [False, True, False]
+    assert changes[0]["engine"]["compile_step_reason"] == compiled_step.TRIAL_RUNNING
     assert calls["n"] == 2, "the compiled forward is not called again after it failed"
 
 
@@ -401,3 +402,48 @@ def test_a_failing_first_step_is_the_steps_failure_not_the_captures(graphs, monk
     retried, _ = train(spec, out)
     assert retried["status"] == "complete" and retried["engine"]["cuda_graphs"] is True
     assert graphs.captures == 1
+
+
+class ProcessDied(BaseException):
+    """What a process killed in the compiler leaves (SIGKILL at a job's time limit, a crash):
+    nothing after it runs, no handler, no record."""
+
+
+def test_an_attempt_that_died_compiling_leaves_the_compiled_step_off_in_its_retry(
+    eager, monkeypatch, tmp_path
+):
+    def dies(fn):
+        raise ProcessDied
+
+    force_compile(monkeypatch, dies)
+    spec, out = RunSpec(**BATCHED, seed=1), tmp_path / "run"
+    with pytest.raises(ProcessDied):
+        Run(spec, out, log=lambda msg: None).run()
+    record, metrics = train(spec, out)  # the retry, where the compiler would die again
+    assert record["status"] == "complete" and metrics == eager
+    assert record["engine"]["compile_step"] is False
+    assert record["engine"]["compile_step_reason"] == (
+        choice.EARLIER + compiled_step.TRIAL_UNFINISHED
+    )
+
+
+def test_a_stop_asked_for_during_the_compile_trial_compiles_again_in_the_retry(
+    monkeypatch, tmp_path
+):
+    stop = {"once": True}
+
+    def interrupted(fn):
+        if stop.pop("once", False):
+            raise KeyboardInterrupt
+        return fn
+
+    force_compile(monkeypatch, interrupted)
+    spec, out = RunSpec(**BATCHED, seed=1), tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        Run(spec, out, log=lambda msg: None).run()
+    assert on_disk(out)["status"] == "stopped"
+    record, _ = train(spec, out)
+    assert (record["engine"]["compile_step"], record["engine"]["compile_step_reason"]) == (
+        True,
+        None,
+    )

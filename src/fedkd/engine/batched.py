@@ -47,7 +47,7 @@ import time
 import torch
 from torch.func import vmap
 
-from fedkd.engine.compiled_step import first_line, too_short, try_compiled
+from fedkd.engine.compiled_step import TRIAL_RUNNING, first_line, too_short, try_compiled
 from fedkd.engine.cuda_graphs import (
     DROPPED_WITH_GRAPHS,
     GraphedStep,
@@ -319,7 +319,15 @@ class BatchedTrainer:
             return self._recorded()
         ints = self.int_table[0]
         x = self.inputs(ints[0], ints[1], self.dtype).flatten(1, 2)
-        self.forward, seconds, error = try_compiled(self.student, x, self.leaves, self._autocast)
+        self.record.update(compile_step=False, compile_step_reason=TRIAL_RUNNING)
+        self._recorded()
+        try:
+            self.forward, seconds, error = try_compiled(
+                self.student, x, self.leaves, self._autocast
+            )
+        except KeyboardInterrupt:  # a stop asked for, not the compiler's failure
+            self.record.update(compile_step=True, compile_step_reason=None)
+            raise
         self.compiled_untried = error is None
         self.record.update(compile_step=error is None, compile_step_reason=error)
         self.record["compile_step_seconds"] = round(seconds, 3)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fedkd.engine.compiled_step import compile_choice
+from fedkd.engine.compiled_step import TRIAL_RUNNING, TRIAL_UNFINISHED, compile_choice
 from fedkd.engine.cuda_graphs import DROPPED_WITH_GRAPHS, graphs_choice
 from fedkd.engine.folding import fold_error
 from fedkd.strategies.base import Strategy
@@ -82,6 +82,8 @@ def after_earlier_attempt(choice: dict, earlier: dict | None) -> dict:
     for key in ("cuda_graphs", "compile_step"):
         reason = str(earlier.get(f"{key}_reason"))
         failed = earlier.get(f"{key}_seconds_lost") is not None or reason == DROPPED_WITH_GRAPHS
+        if reason == TRIAL_RUNNING:  # that attempt's process died in the compiler
+            reason, failed = TRIAL_UNFINISHED, True
         if choice.get(key) and earlier.get(key) is False and (failed or reason.startswith(EARLIER)):
             choice[key] = False
             choice[f"{key}_reason"] = reason if reason.startswith(EARLIER) else EARLIER + reason

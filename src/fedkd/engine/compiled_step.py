@@ -58,6 +58,18 @@ def compile_choice(engine: str, device: torch.device) -> tuple[bool, str | None]
     return False, NOT_YET_MEASURED
 
 
+# run.json's compile_step_reason while the trial runs: a process that dies in the compiler (a
+# crash, a kill at the job's time limit) writes nothing after it, and its retry would compile and
+# die again; seeing this, the retry keeps the step eager (``fedkd.engine.choice``)
+TRIAL_RUNNING = (
+    "the torch.compile trial is running; an attempt that ends during it leaves the compiled "
+    "step off in the next"
+)
+TRIAL_UNFINISHED = (
+    "the attempt ended during the torch.compile trial (killed, or crashed in the compiler)"
+)
+
+
 def too_short(steps_left: int) -> str | None:
     """Why a run with ``steps_left`` batched steps still to take stays eager, or None when it
     compiles."""
