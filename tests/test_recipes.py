@@ -59,8 +59,11 @@ def build(source, options):
 '''
 
 # name → (output, options, steps left out); every throwaway takes options the grid or the curves
-# take, "made_nohelp" one of its own
+# take, "made_nohelp" one of its own. "own_table" and "own_figure" come first, as a layout and a
+# figure kind added to this repository earlier would: the recipe is followed after them.
 LAYOUTS = {
+    "own_table": ("table", ("rows", "columns"), ()),
+    "own_figure": ("figure", ("panels", "columns"), ()),
     "made_table": ("table", ("rows", "columns", "stat"), ()),
     "made_figure": ("figure", ("panels", "columns"), ()),
     "made_nomodule": ("table", ("rows", "columns"), ("module",)),
@@ -104,12 +107,15 @@ def add_layout(root: Path, name: str, output: str, options: tuple, left_out: tup
     if "schema order" in left_out:
         edit(schema, "        enum:\n", f"          - {name}\n")  # first, before traits
     elif "schema" not in left_out:
-        last = "          - claims\n" if output == "table" else "          - fedcad\n"
+        # where the registry has it, whatever was added before: a table's before partition, the
+        # first figure kind; a figure kind's at the end of the layout enum
         text = schema.read_text()
-        # after the throwaways added before it, in the registry's order
-        at = text.index(last) + len(last)
-        while text[at:].startswith("          - made_"):
-            at = text.index("\n", at) + 1
+        if output == "table":
+            at = text.index("          - partition\n")
+        else:
+            at = text.index("        enum:\n") + len("        enum:\n")
+            while text[at:].startswith("          - "):
+                at = text.index("\n", at) + 1
         schema.write_text(text[:at] + f"          - {name}\n" + text[at:])
     readme = root / "config" / "README.md"
     if "list" not in left_out:
@@ -186,6 +192,7 @@ def test_this_repository_follows_its_recipes():
 
 def test_a_layout_and_a_figure_kind_that_follow_every_step_pass(problems):
     assert problems["made_table"] == [] and problems["made_figure"] == []
+    assert problems["own_table"] == [] and problems["own_figure"] == []
     # and nothing else is disturbed by the additions
     assert not {n: p for n, p in problems.items() if p and not n.startswith("made_")}
 
