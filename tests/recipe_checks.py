@@ -40,6 +40,7 @@ def out_of_order(enum: list[str], registry: list[str]) -> set[str]:
 
 def layout_problems(root: Path, schema: dict, readme: str) -> dict[str, list[str]]:
     from fedkd.report.render import RENDER_OPTION_HELP, RENDER_SHARED
+    from fedkd.report.sections import figure_how
     from fedkd.report.targets import LAYOUTS
 
     enum = schema["$defs"]["target"]["properties"]["layout"]["enum"]
@@ -58,6 +59,8 @@ def layout_problems(root: Path, schema: dict, readme: str) -> dict[str, list[str
         for option in (*layout.options, *layout.run_options):
             if option not in RENDER_SHARED and option not in RENDER_OPTION_HELP:
                 found.append(f"render help: no RENDER_OPTION_HELP[{option!r}]")
+        if layout.output == "figure" and not figure_how(name):
+            found.append("report text: no figure_how entry")
         if name not in enum:
             found.append("schema: not in the layout enum")
         elif name in misplaced:

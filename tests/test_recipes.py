@@ -73,6 +73,7 @@ LAYOUTS = {
     "made_misplaced": ("table", ("rows", "columns"), ("schema order",)),
     "made_nolist": ("table", ("rows", "columns"), ("list",)),
     "made_norow": ("table", ("rows", "columns"), ("row",)),
+    "made_figure_nohow": ("figure", ("panels", "columns"), ("how",)),
 }
 
 
@@ -103,6 +104,9 @@ def add_layout(root: Path, name: str, output: str, options: tuple, left_out: tup
             if option not in ("rows", "columns", "stat", "panels"):
                 edit(src / "report" / "render.py", "RENDER_OPTION_HELP = {\n",
                      f"    {option!r}: 'a throwaway option',\n")  # fmt: skip
+    if output == "figure" and "how" not in left_out:
+        edit(src / "report" / "sections.py", "    return {\n",
+             f"        {name!r}: 'Lines are the mean over the seeds.',\n")  # fmt: skip
     schema = root / "workflow" / "schemas" / "config.schema.yaml"
     if "schema order" in left_out:
         edit(schema, "        enum:\n", f"          - {name}\n")  # first, before traits
@@ -207,6 +211,7 @@ def test_a_layout_and_a_figure_kind_that_follow_every_step_pass(problems):
         ("made_misplaced", "schema: the layout enum is not in the registry's order"),
         ("made_nolist", "config/README.md: not in the layout list"),
         ("made_norow", "config/README.md: no row in the table of layouts"),
+        ("made_figure_nohow", "report text: no figure_how entry"),
     ],
 )
 def test_a_layout_missing_a_step_fails_naming_it(problems, name, problem):
@@ -241,7 +246,7 @@ def test_the_recipes_name_every_step_the_checks_hold_them_to():
     for needed in (
         "FEDKD_STRATEGY_MODULES", "adding-a-strategy.md",
         "src/fedkd/report/targets.py", "`columns`", "RENDER_OPTION_HELP",
-        "`layout` enum", "registry's order", "config/README.md",
+        "`layout` enum", "registry's order", "config/README.md", "`figure_how`",
         "src/fedkd/report/claims/papers/", "tests/test_claims.py",
         "`DATASETS`", "its own or its family's", "`dataset` enum",
         "tests/test_recipes.py",
