@@ -371,3 +371,31 @@ def test_the_workflow_builds_a_table_of_the_toy(toy, tmp_path):
         next((work / "results" / "runs" / "mnist5k" / "toy-shrink").rglob("run.json")).read_text()
     )
     assert record["status"] == "complete" and record["strategy_params"] == {"decay": 0.5}
+
+
+# the suite's tests that read every registered strategy, besides the shared ones above
+EVERY_STRATEGY_TESTS = (
+    "tests/test_pipeline.py::test_provenance_finds_every_registered_strategy",
+    "tests/test_report_figures.py::test_every_registered_strategy_has_its_papers_name",
+    "tests/test_doc_statements.py::test_docs_strategies_names_every_parameter_of_every_strategy",
+)
+
+
+@pytest.mark.slow
+def test_the_suite_passes_with_the_module_exported_for_pytest(toy_file):
+    """docs/adding-a-strategy.md has the variable exported for pytest too: the tests over every
+    registered strategy hold the module to what it must do, and to nothing only the package's own
+    strategies do (an entry in docs/strategies.md, a name the tables have always shown)."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, MODULES_VARIABLE: str(toy_file)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-o", "addopts=", "-p", "no:cacheprovider",
+         *EVERY_STRATEGY_TESTS],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "3 passed" in proc.stdout, proc.stdout[-3000:]
