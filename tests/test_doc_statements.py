@@ -210,3 +210,9 @@ def test_docs_strategies_names_every_parameter_of_every_strategy():
         fields = [f.name for f in dataclasses.fields(get_strategy_class(name).Params)]
         missing[name] = [f for f in fields if f"`{f}`" not in entry]
     assert not {k: v for k, v in missing.items() if v}, missing
+    # the files a shipped strategy touches, as docs/adding-a-strategy.md lists them, include its
+    # entry there, with the test that asks for it
+    recipe = (ROOT / "docs/adding-a-strategy.md").read_text()
+    files = re.findall(r"^\| `([^`]+)`", recipe.split("## A walk through")[0], re.M)
+    assert "docs/strategies.md" in files, files
+    assert "tests/test_doc_statements.py" in recipe
