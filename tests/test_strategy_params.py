@@ -32,6 +32,16 @@ def field_of(strategy: str, key: str):
     return next(f for f in dataclasses.fields(get_strategy_class(strategy).Params) if f.name == key)
 
 
+def declared_range(strategy: str, f: dataclasses.Field) -> Range:
+    """The range ``ranged(...)`` declared on parameter ``f`` of ``strategy``."""
+    assert "range" in f.metadata, (
+        f"{strategy}'s parameter {f.name!r} declares no range: write its default as "
+        f'ranged({f.default!r}, at_least(0), "what the value means"), or with above() or '
+        "within() (fedkd.strategies._params; docs/adding-a-strategy.md, Params)"
+    )
+    return f.metadata["range"]
+
+
 def outside(r: Range) -> list[float]:
     """Values just beyond each finite bound of ``r``."""
     values = []
@@ -51,14 +61,14 @@ def spec_errors_of(strategy: str, params: dict) -> str:
 def test_every_numeric_parameter_of_every_strategy_declares_a_range():
     """A new strategy's number without a declared range would take any value silently."""
     assert len(ALL_NUMERIC) > 30
-    missing = [(s, k) for s, k in ALL_NUMERIC if "range" not in field_of(s, k).metadata]
-    assert not missing, missing
+    for strategy, key in ALL_NUMERIC:
+        declared_range(strategy, field_of(strategy, key))
 
 
 @pytest.mark.parametrize(("strategy", "key"), ALL_NUMERIC)
 def test_defaults_lie_in_their_range_and_every_bound_is_refused_at_read_time(strategy, key):
     f = field_of(strategy, key)
-    r = f.metadata["range"]
+    r = declared_range(strategy, f)
     assert f.default is None or r.holds(f.default), (strategy, key, f.default, r)
     bad_values = outside(r)
     assert bad_values, f"{strategy}.{key}: range {r} has no bound"
@@ -66,6 +76,21 @@ def test_defaults_lie_in_their_range_and_every_bound_is_refused_at_read_time(str
         message = spec_errors_of(strategy, {key: bad})
         assert f"params.{key}=" in message and str(r) in message, message
         assert f"strategy {get_strategy_class(strategy).name!r}" in message, message
+
+
+def test_a_number_without_a_range_is_named_with_the_fix():
+    """Under `-k <name>` (docs/adding-a-strategy.md) only the parametrized test runs: its failure
+    for a number declared without a range says how to declare one."""
+
+    @dataclasses.dataclass
+    class Params:
+        decay: float = 0.01
+
+    with pytest.raises(AssertionError) as refused:
+        declared_range("toy", dataclasses.fields(Params)[0])
+    message = str(refused.value)
+    assert "toy's parameter 'decay' declares no range" in message, message
+    assert "ranged(0.01, at_least(0), " in message, message
 
 
 def test_range_bounds_open_and_closed():
