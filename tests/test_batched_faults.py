@@ -154,3 +154,21 @@ def test_channels_last_falls_back_to_the_sequential_trainer_with_the_reason():
     assert choice["used"] == "sequential"
     assert "memory_format" in choice["reason"] and "channels_last" in choice["reason"]
     assert engine_choice(RunSpec(engine="batched"), fedavg, model, cpu)["used"] == "batched"
+
+
+def test_a_local_loss_vmap_cannot_run_is_named_with_the_fix(tmp_path, monkeypatch):
+    """A local_loss that breaks the batched trainer's contract (here: .item(), a branch on a
+    tensor's value) stops the run with what to do in fedkd's terms, not torch's alone."""
+    local_loss = FEDAVG.local_loss
+
+    def branching(self, batch, ctx):
+        loss = local_loss(self, batch, ctx)
+        return loss * 2 if loss.item() > 1e9 else loss
+
+    monkeypatch.setattr(FEDAVG, "local_loss", branching)
+    with pytest.raises(RuntimeError) as stopped:
+        train(RunSpec(**CNN), tmp_path / "run", data_for("cnn-mnist5k"))
+    message = str(stopped.value)
+    assert "strategy 'fedavg': its local_loss cannot run in the batched trainer" in message
+    assert ".item()" in message  # torch's own words, for the line that broke it
+    assert "batched = False" in message and "engine: sequential" in message, message

@@ -184,8 +184,21 @@ class BatchedTrainer:
         self.loss_sum.zero_()
         if self.compile_pending:
             self._compile(clients[0].round)
-        for _ in range(max(steps, default=0)):
-            self._run_step()
+        try:
+            for _ in range(max(steps, default=0)):
+                self._run_step()
+        except RuntimeError as exc:
+            # torch names the operation vmap cannot batch; the fix is the strategy's
+            if not str(exc).startswith("vmap:"):
+                raise
+            raise RuntimeError(
+                f"strategy {type(self.strategy).name!r}: its local_loss cannot run in the "
+                f"batched trainer, which runs it for {self.k} clients at once under "
+                f"torch.func.vmap ({first_line(exc)}); keep it to the contract in "
+                "fedkd/strategies/base.py's docstring, or declare batched = False with a "
+                "batched_reason in its class (docs/adding-a-strategy.md); engine: sequential "
+                "trains it meanwhile"
+            ) from exc
         return [
             Trained(
                 self.params.export(c),
