@@ -244,10 +244,26 @@ def test_bench_refuses_bad_flags_naming_flag_and_value(flag, value, fragment, ca
     assert f"fedkd bench: error: {fragment}" in err
 
 
-@pytest.mark.parametrize("flag", ["--strategies", "--ops-strategies"])
-def test_bench_refuses_an_unknown_strategy_before_any_benchmark(flag):
-    with pytest.raises(SystemExit, match=f"fedkd bench: {flag}: 'fedavgg' is unknown; choose one"):
-        main([*BENCH, flag, "fedavg,fedavgg"])
+@pytest.mark.parametrize(
+    "flag, value, fragment",
+    [
+        ("--strategies", "fedavg,fedavgg", "--strategies: 'fedavgg' is unknown; choose one"),
+        ("--ops-strategies", "fedavg,fedavgg", "--ops-strategies: 'fedavgg' is unknown; choose"),
+        ("--engine", "fast", "--engine 'fast' is not one of auto, sequential"),
+        ("--pack", "x", "--pack 'x' must be counts >= 1, e.g. 4,8"),
+        ("--rounds-bench", "table4", "--rounds-bench 'table4' is not one of default, table3"),
+        ("--out", str(TINY), f"--out {TINY} is a file, and the benchmarks write a folder there"),
+    ],
+)
+def test_bench_refuses_a_bad_value_as_a_usage_error_before_any_benchmark(
+    flag, value, fragment, capsys, monkeypatch
+):
+    """Exit code 2 and argparse's form, as for its own flags; --rounds-bench's shape was a
+    KeyError's traceback, and an --out file failed only once the first benchmark had run."""
+    monkeypatch.setattr(bench, "run_bench", lambda args: pytest.fail("a benchmark ran"))
+    err = refused_by_argparse(["bench", "--device", "cpu", flag, value], capsys)
+    assert f"fedkd bench: error: {fragment}" in err
+    assert "Traceback" not in err
 
 
 def test_bench_reads_integers_as_train_does():

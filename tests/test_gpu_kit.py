@@ -228,7 +228,7 @@ def check_kit_outputs(out: Path) -> None:
 
 
 def test_the_bench_refuses_an_unknown_engine_with_the_choices():
-    with pytest.raises(SystemExit, match="--engine 'fast' is not one of auto, sequential"):
+    with pytest.raises(ValueError, match="--engine 'fast' is not one of auto, sequential"):
         command.check_arguments(bench_args("--engine", "fast"))
 
 

@@ -20,7 +20,11 @@ from fedkd.tools.bench.local_training import (
 from fedkd.tools.bench.packed import bench_packed, describe_packed
 from fedkd.tools.bench.precision import describe_precision, precision_check
 from fedkd.tools.bench.profile import profile_round
-from fedkd.tools.bench.round_engines import bench_round_engines, describe_round_engines
+from fedkd.tools.bench.round_engines import (
+    ROUND_SHAPES,
+    bench_round_engines,
+    describe_round_engines,
+)
 from fedkd.tools.bench.table3 import bench_table3_run, describe_table3_run
 from fedkd.values import integer_from, positive_number
 
@@ -33,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
     args.command = "fedkd bench " + " ".join(argv)
+    try:  # before any benchmark, as argparse's own checks: usage, the message, exit code 2
+        check_arguments(args)
+    except ValueError as exc:
+        p.error(str(exc))
     return run_bench(args)
 
 
@@ -143,6 +151,7 @@ def precisions(text: str) -> list[str]:
 
 
 def check_arguments(args) -> None:
+    """Refuse (ValueError) a value the parser's types cannot judge alone."""
     from fedkd.strategies import choose_a_strategy, strategy_names
 
     known = strategy_names()
@@ -152,25 +161,31 @@ def check_arguments(args) -> None:
     ):
         for name in names(given):
             if name not in known:
-                raise SystemExit(f"fedkd bench: {flag}: {name!r} is unknown; {choose_a_strategy()}")
+                raise ValueError(f"{flag}: {name!r} is unknown; {choose_a_strategy()}")
     for name in names(args.engine):
         if name not in BENCH_ENGINES:
-            raise SystemExit(
-                f"fedkd bench: --engine {name!r} is not one of {', '.join(BENCH_ENGINES)}"
+            raise ValueError(f"--engine {name!r} is not one of {', '.join(BENCH_ENGINES)}")
+    for name in names(args.rounds_bench):
+        if name not in ROUND_SHAPES:
+            raise ValueError(
+                f"--rounds-bench {name!r} is not one of {', '.join(ROUND_SHAPES)} (or none)"
             )
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(
+            f"--out {args.out} is a file, and the benchmarks write a folder there "
+            "(bench-results.jsonl, profiles); give a folder's path"
+        )
     if args.profile and not args.out:
-        raise SystemExit("fedkd bench: --profile writes a trace: give --out DIR")
+        raise ValueError("--profile writes a trace: give --out DIR")
     if args.pack:
         if not all(k.isdigit() and int(k) >= 1 for k in names(args.pack)):
-            raise SystemExit(f"fedkd bench: --pack {args.pack!r} must be counts >= 1, e.g. 4,8")
+            raise ValueError(f"--pack {args.pack!r} must be counts >= 1, e.g. 4,8")
         if args.warmup_rounds < 1:
-            raise SystemExit(
-                "fedkd bench: --pack needs --warmup-rounds >= 1 (the runs meet after it)"
-            )
+            raise ValueError("--pack needs --warmup-rounds >= 1 (the runs meet after it)")
 
 
 def run_bench(args) -> int:
-    check_arguments(args)
+    """The benchmarks ``args`` (checked by ``check_arguments``) ask for, in turn."""
     device = resolve_device(args.device)
     if args.ops:
         from fedkd.tools.bench.ops import print_ops
