@@ -337,6 +337,18 @@ def test_the_version_is_the_installed_distributions(capsys):
     assert capsys.readouterr().out == f"fedkd {version('fedkd')}\n"
 
 
+@pytest.mark.parametrize("after", [["strategies"], ["train"], ["render", "table3"]])
+def test_the_version_flag_prints_the_version_and_exits_whatever_follows(after, capsys):
+    """--version said "print fedkd's version and exit", but before a command it was ignored:
+    the command ran (strategies listed, train refused for want of --out)."""
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version", *after])
+    assert exc.value.code == 0
+    assert capsys.readouterr() == (f"fedkd {version('fedkd')}\n", "")
+
+
 def test_a_flag_before_the_command_is_the_top_level_commands(capsys):
     err = refused_by_argparse(["--detials", "strategies"], capsys)
     assert err.startswith("usage: fedkd [-h] [--version] COMMAND ...\n")

@@ -160,7 +160,7 @@ def test_train_into_a_folder_it_cannot_write_is_refused_before_any_work(
     folder.mkdir()
     access = os.access
     monkeypatch.setattr(
-        cli.os, "access", lambda path, mode: Path(path) != folder and access(path, mode)
+        os, "access", lambda path, mode: Path(path) != folder and access(path, mode)
     )
     monkeypatch.setattr(cli, "_spec_from_args", lambda args: pytest.fail("work was done"))
     out = folder / "sub" / "run"

@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import os
 import sys
 from pathlib import Path
 
-from fedkd.user_errors import OutputPathError, check_output_path, reporting_user_errors
+from fedkd.user_errors import check_output_path, check_writable_out, reporting_user_errors
 from fedkd.values import integer, integer_from, number
 
 RUN_KEY_HELP = {
@@ -140,26 +139,10 @@ def parse_label(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def read_only_out(out: Path, folder: Path) -> OutputPathError:
-    return OutputPathError(
-        f"--out {out}: {folder} is read-only (no write permission, or a read-only file system), "
-        f"and a run writes its files there; give an --out you can write to, or make {folder} "
-        "writable"
-    )
-
-
-def check_writable_out(out: str | Path) -> None:
-    """Refuse, before any work, a new ``--out`` whose nearest existing folder cannot be written.
-    An existing one is the run's to judge: a finished run there is read, not written."""
-    out = Path(out)
-    folder = next((p for p in out.parents if p.is_dir()), None)
-    if not out.exists() and folder is not None and not os.access(folder, os.W_OK | os.X_OK):
-        raise read_only_out(out, folder)
-
-
 def cmd_train(args) -> int:
     from fedkd.engine.run import Run
     from fedkd.pipeline import data_check
+    from fedkd.user_errors import read_only_out
 
     check_output_path(args.out, "directory")
     check_writable_out(args.out)
@@ -304,6 +287,24 @@ def cmd_status(args) -> int:
 
 
 # --------------------------------------------------------------------------- parser
+def print_version() -> None:
+    """fedkd's version, looked up only when asked (30 ms a call otherwise)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        say(f"fedkd {version('fedkd')}")
+    except PackageNotFoundError:  # its sources on PYTHONPATH, not installed
+        say("fedkd (not installed)")
+
+
+class PrintVersion(argparse.Action):
+    """``--version`` exits before a command that follows it is parsed."""
+
+    def __call__(self, parser, *args):
+        print_version()
+        parser.exit()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command-line parser; given the ``command`` about to run, other commands' help texts
     that are costly to build (render's) are left short."""
@@ -312,7 +313,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Federated knowledge-distillation reproduction: partition data, train runs, "
         "aggregate and render the papers' tables.",
     )
-    parser.add_argument("--version", action="store_true", help="print fedkd's version and exit")
+    parser.add_argument(
+        "--version", action=PrintVersion, nargs=0, help="print fedkd's version and exit"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parser.set_defaults(commands=sub.choices)  # a command's own usage for its unknown flags
 
@@ -483,13 +486,8 @@ def main(argv: list[str] | None = None) -> int:
         from fedkd.tools.bench.command import main as bench_main
 
         return reporting_user_errors("bench", lambda: bench_main(argv[1:]))
-    if argv == ["--version"]:  # looked up only when asked: 30 ms a call otherwise
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return say(f"fedkd {version('fedkd')}") or 0
-        except PackageNotFoundError:  # its sources on PYTHONPATH, not installed
-            return say("fedkd (not installed)") or 0
+    if argv == ["--version"]:  # without building the parser
+        return print_version() or 0
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the command's own usage, unless the flag came before the command

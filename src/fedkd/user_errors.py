@@ -5,6 +5,7 @@ line is longer than a screenful)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -52,6 +53,23 @@ def check_output_path(path: str | Path, kind: str, example: str = "") -> None:
             break
 
 
+def read_only_out(out: Path, folder: Path) -> OutputPathError:
+    return OutputPathError(
+        f"--out {out}: {folder} is read-only (no write permission, or a read-only file system), "
+        f"and a run writes its files there; give an --out you can write to, or make {folder} "
+        "writable"
+    )
+
+
+def check_writable_out(out: str | Path) -> None:
+    """Refuse, before any work, a new ``--out`` whose nearest existing folder cannot be written.
+    An existing one is the run's to judge: a finished run there is read, not written."""
+    out = Path(out)
+    folder = next((p for p in out.parents if p.is_dir()), None)
+    if not out.exists() and folder is not None and not os.access(folder, os.W_OK | os.X_OK):
+        raise read_only_out(out, folder)
+
+
 def reporting_user_errors(command: str, run) -> int:
     """``run()``'s exit code; an error the user can fix is its one-line message and code 2."""
     try:
@@ -86,7 +104,7 @@ def user_error_message(exc: Exception, command: str) -> str | None:
         )
     if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         # an --out in a read-only place that no check before the work could see (root's, a
-        # read-only mount); train says it before it starts (cli.check_writable_out)
+        # read-only mount); train says it before it starts (check_writable_out)
         return (
             f"fedkd {command}: error: {exc.filename or 'its output'}: {exc.strerror}; give a "
             "path this command may write (and read), or change the folder's permissions"
