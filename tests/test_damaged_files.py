@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -332,6 +334,33 @@ def test_ctrl_c_through_the_command_exits_130_with_one_line(tmp_path, ctrl_c_in_
         f"[fedkd] {out}: stopped after round 1 of 3; run the same command again to resume"
     )
     assert code == 130
+
+
+def test_sigterm_records_the_run_as_stopped_as_ctrl_c_does(tmp_path):
+    """SIGTERM (a SLURM time limit or scancel, `kill`) ended `fedkd train` at once: run.json
+    said "running" with no process behind it, and the log said nothing of where it stopped."""
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "fedkd", "train", "--out", str(out), "--rounds", "500"]
+    proc = subprocess.Popen([*argv, *TINY_ARGS], env=ENV, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / CHECKPOINT).exists():  # a round done, its checkpoint written
+            assert proc.poll() is None and time.monotonic() < deadline, "no round was done"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    record = json.loads((out / RUN_JSON).read_text())
+    done = record["rounds_done"]
+    assert record["status"] == "stopped" and 1 <= done < 500, record
+    assert record["error"].startswith("terminated (SIGTERM"), record
+    assert read_metrics(out / METRICS)["round"].tolist() == list(range(1, done + 1))
+    assert err.splitlines()[-1] == (
+        f"[fedkd] {out}: stopped after round {done} of 500; run the same command again to resume"
+    )
+    assert "Traceback" not in err
 
 
 # --------------------------------------------------------------------------- render's inputs

@@ -142,8 +142,9 @@ def parse_label(text: str) -> tuple[str, str]:
 def cmd_train(args) -> int:
     from fedkd.engine.run import Run
     from fedkd.pipeline import data_check
-    from fedkd.user_errors import read_only_out
+    from fedkd.user_errors import read_only_out, stop_on_sigterm
 
+    stop_on_sigterm()  # a SLURM time limit or `kill` stops a run as Ctrl-C does, recorded
     check_output_path(args.out, "directory")
     check_writable_out(args.out)
     spec = _spec_from_args(args)

@@ -6,6 +6,7 @@ line is longer than a screenful)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -70,12 +71,27 @@ def check_writable_out(out: str | Path) -> None:
         raise read_only_out(out, folder)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a SLURM time limit or scancel, `kill`, a container's stop) ending a command as
+    Ctrl-C does: a run records after which round it stopped before the process exits."""
+
+
+def stop_on_sigterm() -> None:
+    """From now on SIGTERM raises Terminated in the main thread instead of ending the process
+    where it stands."""
+
+    def terminated(signum, frame):
+        raise Terminated("terminated (SIGTERM: a time limit, scancel or kill)")
+
+    signal.signal(signal.SIGTERM, terminated)
+
+
 def reporting_user_errors(command: str, run) -> int:
     """``run()``'s exit code; an error the user can fix is its one-line message and code 2."""
     try:
         return run()
-    except KeyboardInterrupt:  # Ctrl-C: the run has said after which round it stopped
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the run has said where it stopped
+        return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     except BrokenPipeError:  # `fedkd strategies | head`: the reader has what it wanted
         import os
 

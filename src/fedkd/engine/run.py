@@ -164,8 +164,10 @@ class Run(RunSetup):
                 return prev
             try:
                 return self._train(stop_after_round)
-            except KeyboardInterrupt:  # Ctrl-C: a stop the user asked for, not a crash
-                done = self._record_end("stopped", "interrupted (SIGINT, e.g. Ctrl-C)")
+            except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM, as fedkd train has it): a
+                # stop asked for, not a crash
+                why = str(exc) or "interrupted (SIGINT, e.g. Ctrl-C)"
+                done = self._record_end("stopped", why)
                 when = f"after round {done}" if done else "before round 1"
                 self.log(
                     f"[fedkd] {self.out}: stopped {when} of {self.spec.rounds}; run the same "
