@@ -379,3 +379,12 @@ def test_a_reader_that_closes_the_pipe_early_gets_no_traceback():
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141 and err == "", err
+
+
+def test_aggregate_names_a_file_given_as_a_run_directory_as_a_file(tmp_path, capsys):
+    """A file as --run's directory was said not to exist."""
+    run = tmp_path / "run.yaml"
+    run.write_text("dataset: mnist5k\n")
+    err = refused(["aggregate", "-o", str(tmp_path / "a.parquet"), "--run", f"a={run}"], capsys)
+    assert f"fedkd aggregate: error: run directory {run} (label 'a') is a file, not" in err
+    assert "does not exist" not in err

@@ -188,6 +188,11 @@ def _read_run(label: str, run_dir: str | Path) -> tuple[pd.DataFrame, dict]:
         check_run_links(run_dir)
     except RunMismatch as exc:
         raise ReportError(f"{exc} (label {label!r})") from None
+    if path.exists() and not path.is_dir():
+        raise ReportError(
+            f"run directory {run_dir} (label {label!r}) is a file, not a run's directory (the "
+            "--out of its fedkd train); give the run's directory"
+        )
     if not path.is_dir():
         raise ReportError(f"run directory {run_dir} (label {label!r}) does not exist")
     rec_path = path / RUN_JSON
