@@ -177,7 +177,7 @@ def test_a_list_of_grids_one_per_partition_passes():
     cfg["tables"]["table3"]["grid"] = [
         {"dataset": ["mnist5k"], "partition": ["iid"]},
         {"dataset": ["mnist5k"], "partition": ["dirichlet"], "alpha": [0.5, 0.1]},
-        {"dataset": ["mnist5k"], "partition": ["shards"], "shards": [2, 5]},
+        {"dataset": ["mnist5k"], "partition": ["shards"], "shards": [5, 10]},
     ]
     validate_config(cfg, SCHEMA)
 
