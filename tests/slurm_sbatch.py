@@ -44,6 +44,7 @@ def main(out: str, argv: list[str]) -> None:
                     "rerun_incomplete", "max_status_checks_per_second")
     }  # fmt: skip
     settings = ExecutorPluginRegistry().get_plugin("slurm").get_settings(args)
+    options["pass_command_as_script"] = settings.pass_command_as_script
     if not cli.args_to_api(args, parser):
         raise SystemExit("the dry run failed")
 

@@ -77,6 +77,10 @@ def test_tiny_config_through_the_slurm_profile(cluster, tmp_path):
     workdir = tmp_path / "work"
     workdir.mkdir()
     targets = ["results/tables/table3.tex", "results/figures/curves.pdf"]
+    # a --config value reaches the jobs as typed: no shell on the way expands it (the name is
+    # quoted in every caption, which the render jobs write)
+    env["FEDKD_NAME_PROBE"] = "expanded-by-a-shell"
+    name = "tiny $FEDKD_NAME_PROBE"
     cmd = [
         sys.executable, "-m", "snakemake", *targets,
         "--profile", str(PROFILE),
@@ -85,7 +89,7 @@ def test_tiny_config_through_the_slurm_profile(cluster, tmp_path):
         "--slurm-init-seconds-before-status-checks", "5",
         "--slurm-keep-successful-logs",  # evidence that each job went through sbatch
         "--snakefile", str(SNAKEFILE), "--directory", str(workdir),
-        "--configfile", str(TINY),
+        "--configfile", str(TINY), "--config", f"name={name}",
     ]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
@@ -95,6 +99,8 @@ def test_tiny_config_through_the_slurm_profile(cluster, tmp_path):
         assert (workdir / target).stat().st_size > 0
     table = pd.read_csv(workdir / "results/tables/table3.csv")
     assert len(table) > 0
+    caption = (workdir / "results/tables/table3.md").read_text()
+    assert f"configuration {name};" in caption, caption
     # every job went through sbatch: the executor keeps a SLURM log per job and rule
     slurm_logs = workdir / ".snakemake" / "slurm_logs"
     rules = {p.name for p in slurm_logs.iterdir()} if slurm_logs.exists() else set()

@@ -111,6 +111,8 @@ def test_the_profile_gives_gpus_to_training_only(tmp_path):
     options = result["options"]
     assert options["executor"] == "slurm" and options["retries"] == 1, options
     assert options["keep_going"] is True and options["rerun_incomplete"] is True, options
+    # the job's command reaches sbatch as a script, not through a shell's --wrap="..."
+    assert options["pass_command_as_script"] is True, options
 
     submitted = [j for j in result["jobs"] if not j["local"]]
     rules = {j["rule"] for j in submitted}
