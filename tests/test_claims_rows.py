@@ -96,7 +96,7 @@ def test_a_rows_paper_gap_is_the_most_specific_cell_and_each_cell_counts_once(tm
     assert moon.loc[row.format(0.4), "paper_gap"] == pytest.approx(78.28 - 78.20)
     md = (tmp_path / "out" / "claims.md").read_text().splitlines()
     (head,) = [line for line in md if "[fedgkd+-beats-moon]" in line]
-    assert "(14 settings)" in head  # Tables 3 and 5 (12 cells) and Table 4's two
+    assert "(12 settings)" in head  # Tables 3 (9 cells) and 5 (4), C 0.2 shared
     cells = check_on_paper(next(c for c in CLAIMS if c.id == "fedgkd+-beats-moon")).gaps
     settings = [dict(g.setting) for g in cells]
     assert {"dataset": "cifar10", "alpha": 0.5} not in settings
