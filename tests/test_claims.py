@@ -111,6 +111,9 @@ UNCHECKABLE = {
     "fedcad-beats-fedprox": "(fedcad)",
     "fedcad-beats-fedavg": "(fedcad)",
     "fedcad-local-beats-fedavg": "(fedcad)",
+    "fedcad-local-beats-fedprox": "(fedcad)",
+    "fedlsd-local-beats-fedavg": "(fedcad)",
+    "fedlsd-local-beats-fedprox": "(fedcad)",
 }
 
 
@@ -218,10 +221,13 @@ def test_a_sentence_against_several_methods_is_a_claim_per_method():
 
     table5 = {"fedavg", "fedprox", "moon", "feddistill+", "fedgen"}
     assert baselines("constantly outperform the other methods") == {"best": table5}
-    # "our proposed methods": a claim per method on both sides
+    # "our proposed methods" and "FedCAD and FedLSD": a claim per method on both sides
     proposed = {"fedgkd", "fedgkd-vote", "fedgkd+"}
     assert pairs("our proposed methods constantly outperform") == {
         (t, b) for t in proposed for b in table5
+    }
+    assert pairs("local average accuracy of FedCAD and FedLSD outperforms") == {
+        (t, b) for t in ("fedcad", "fedlsd") for b in ("fedavg", "fedprox")
     }
     assert baselines("greater superiority over other methods") == {"participation": table5}
     assert baselines("five stateof-the-art methods") == {"rounds_to_target": {"fedavg", "fedprox"}}
