@@ -77,6 +77,17 @@ def format_key_value(key: str, v: Any, names: dict | None) -> str:
     return DEFAULT_VALUE_NAMES.get(key, {}).get(text, text)
 
 
+# Greek letters in math mode; the capitals shaped like Latin letters as those letters
+_GREEK_NAMES = (
+    r"\beta \gamma \delta \epsilon \zeta \eta \theta \iota \kappa \lambda \mu \nu \xi \pi \rho "
+    r"\varsigma \tau \upsilon \phi \chi \psi \omega \Gamma \Delta \Theta \Lambda \Xi \Pi \Sigma "
+    r"\Upsilon \Phi \Psi \Omega"
+).split()
+_GREEK = {
+    **dict(zip("βγδεζηθικλμνξπρςτυφχψωΓΔΘΛΞΠΣΥΦΨΩ", (f"${n}$" for n in _GREEK_NAMES), strict=True)),
+    **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΧο", "ABEZHIKMNOPTXo", strict=True)),
+}
+
 _TEX_SPECIAL = {
     "\\": r"\textbackslash{}",
     "&": r"\&",
@@ -102,7 +113,27 @@ _TEX_SPECIAL = {
     ">": r"\textgreater{}",
     # a blank line would end the paragraph inside a \caption or a table cell: an error
     "\n": " ",
+    # signs the claims page writes, and mathematics a label may hold, that LaTeX's utf8 input
+    # does not set up (pdflatex stops at them)
+    "−": "$-$",
+    "≤": r"$\leq$",
+    "≥": r"$\geq$",
+    "≈": r"$\approx$",
+    "≠": r"$\neq$",
+    "√": r"$\surd$",
+    "∞": r"$\infty$",
+    "∓": r"$\mp$",
+    "⇒": r"$\Rightarrow$",
+    "∑": r"$\sum$",
+    **_GREEK,
 }
+# the non-ASCII characters LaTeX's utf8 input typesets with no package (the kernel's tables for
+# its default encodings): Latin-1, most of Latin Extended-A and these punctuation marks and
+# symbols; any other is written as TEX_REPLACEMENT, as pdflatex would stop at it
+TEX_TEXT = re.compile(
+    "[\u00a0-\u00ac\u00ae-\u0125\u0128-\u0137\u0139-\u013e\u0141-\u0148\u014a-\u0165"
+    "\u0168-\u017e‐-‖‘-‚“-„•…‰‱‹›※‽⁄№℗℞℠™Ω℮←↑→↓◦◯♪⟨⟩]"
+)
 # what a control character (NUL included) or a bidi formatting character is written as: never
 # itself, in any output format (U+202E in a label would reorder the rest of its table row)
 REPLACEMENT = "\ufffd"
@@ -112,9 +143,15 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(sorted(BIDI_CONTR
 
 
 def tex_escape(text: str) -> str:
-    """Plain text -> LaTeX (captions, names and labels given in options are plain text)."""
+    """Plain text -> LaTeX (captions, names and labels given in options are plain text) that
+    pdflatex typesets with no package but the table's: a character it cannot is written in math
+    mode where it has a symbol (Greek letters, ≤), else as TEX_REPLACEMENT."""
     text = CONTROL.sub(TEX_REPLACEMENT, str(text).replace("\r", " "))
-    return "".join(_TEX_SPECIAL.get(ch, ch) for ch in text)
+    return "".join(_TEX_SPECIAL.get(ch) or _tex_char(ch) for ch in text)
+
+
+def _tex_char(ch: str) -> str:
+    return ch if ch.isascii() or TEX_TEXT.match(ch) else TEX_REPLACEMENT
 
 
 _MD_SPECIAL = {

@@ -117,8 +117,11 @@ def tex_label(label: str) -> str:
 def to_latex(doc: TableDoc, name: str) -> str:
     ncol = len(doc.columns)
     spec = "l" * doc.n_stub + "c" * (ncol - doc.n_stub)
+    needs = doc.needs
+    if "amssymb" not in needs and any(r"\checkmark" in t.tex for t in _texts(doc)):
+        needs += ("amssymb",)  # a "✓" in a label or caption (tex_escape)
     out = [
-        f"% fedkd render {' '.join(name.split())}; needs \\usepackage{{{','.join(doc.needs)}}}",
+        f"% fedkd render {' '.join(name.split())}; needs \\usepackage{{{','.join(needs)}}}",
         r"\begin{table}[htbp]",
         r"\centering",
         rf"\caption{{{caption_tex(doc.caption)}}}",
@@ -153,6 +156,13 @@ def to_latex(doc: TableDoc, name: str) -> str:
         out.append(" & ".join(texts) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return CONTROL.sub(TEX_REPLACEMENT, "\n".join(out))
+
+
+def _texts(doc: TableDoc):
+    yield Text(caption_tex(doc.caption), "")
+    yield from doc.columns
+    yield from (text for text, _ in doc.groups or ())
+    yield from (t for row in doc.body for t in row)
 
 
 def to_markdown(doc: TableDoc) -> str:
