@@ -378,6 +378,25 @@ def test_rounds_to_target_reached_and_not_reached(tmp_path):
         )
 
 
+def test_rounds_to_target_csv_has_the_same_columns_whichever_cells_are_reached(tmp_path):
+    """A script reads the CSV by its header: rounds_reached is a column of every table of the
+    layout, at one place, whether no cell, the first or a later one is not reached."""
+    r = tmp_path / "runs"
+    reached = ("fedavg", make_run(r, "a", [0.5, 0.85], alpha=1.0))
+    missed = ("fedprox", make_run(r, "p", [0.5, 0.79], alpha=1.0))
+    headers = []
+    for i, (runs, columns) in enumerate([
+        ([reached], ["fedavg"]),
+        ([reached, missed], ["fedavg", "fedprox"]),
+        ([reached, missed], ["fedprox", "fedavg"]),
+    ]):  # fmt: skip
+        out = tmp_path / f"rt{i}"
+        render("rounds_to_target", out, aggregate=agg_file(tmp_path, runs, f"{i}.parquet"),
+               options={"columns": columns, "targets": {"1.0": 0.8}})  # fmt: skip
+        headers.append(read(out, ".csv").splitlines()[0])
+    assert "rounds_reached" in headers[0] and len(set(headers)) == 1, headers
+
+
 def test_cell_mixing_settings_is_an_error(tmp_path):
     r = tmp_path / "runs"
     runs = [
