@@ -60,6 +60,9 @@ class TableDoc:
     # the HTML page's body in place of the table (the claims: one block per claim), with
     # HTML_BLOCK_STYLE; the caption and notes frame it as they frame a table
     html: str | None = None
+    # LaTeX column types of a table too long and wide for a page (the claims): set, the .tex is
+    # a landscape longtable in small type, these columns ("p{...}" wraps its text)
+    long_columns: tuple[str, ...] | None = None
 
 
 def _styled_tex(t: Text) -> str:
@@ -118,17 +121,22 @@ def to_latex(doc: TableDoc, name: str) -> str:
     ncol = len(doc.columns)
     spec = "l" * doc.n_stub + "c" * (ncol - doc.n_stub)
     needs = doc.needs
+    if doc.long_columns is not None:
+        if len(doc.long_columns) != ncol:
+            raise ValueError(f"{len(doc.long_columns)} long_columns for {ncol} columns")
+        spec = "".join(doc.long_columns)
+        needs += tuple(n for n in LONG_NEEDS if n not in needs)
     if "amssymb" not in needs and any(r"\checkmark" in t.tex for t in _texts(doc)):
         needs += ("amssymb",)  # a "✓" in a label or caption (tex_escape)
-    out = [
-        f"% fedkd render {' '.join(name.split())}; needs \\usepackage{{{','.join(needs)}}}",
-        r"\begin{table}[htbp]",
-        r"\centering",
-        rf"\caption{{{caption_tex(doc.caption)}}}",
-        rf"\label{{{tex_label(doc.label)}}}",
-        rf"\begin{{tabular}}{{{spec}}}",
-        r"\toprule",
-    ]
+    head = f"% fedkd render {' '.join(name.split())}; needs \\usepackage{{{','.join(needs)}}}"
+    caption = rf"\caption{{{caption_tex(doc.caption)}}}"
+    label = rf"\label{{{tex_label(doc.label)}}}"
+    if doc.long_columns is not None:
+        out = [head, r"\begin{landscape}", r"\scriptsize", r"\setlength{\tabcolsep}{3pt}",
+               rf"\begin{{longtable}}{{{spec}}}", caption + label + r" \\", r"\toprule"]  # fmt: skip
+    else:
+        out = [head, r"\begin{table}[htbp]", r"\centering", caption, label,
+               rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]  # fmt: skip
     if doc.groups:
         cells, rules, col = [], [], 1
         for text, span in doc.groups:
@@ -141,8 +149,11 @@ def to_latex(doc: TableDoc, name: str) -> str:
             col += span
         out.append(" & ".join(cells) + r" \\")
         out.append(" ".join(rules))
-    out.append(" & ".join(c.tex for c in doc.columns) + r" \\")
-    out.append(r"\midrule")
+    header = " & ".join(c.tex for c in doc.columns) + r" \\"
+    out += [header, r"\midrule"]
+    if doc.long_columns is not None:  # the header again atop every later page
+        out += [r"\endfirsthead", r"\toprule", header, r"\midrule", r"\endhead",
+                r"\bottomrule", r"\endlastfoot"]  # fmt: skip
     prev = None
     for row in doc.body:
         texts = [_styled_tex(t) for t in row]
@@ -154,8 +165,14 @@ def to_latex(doc: TableDoc, name: str) -> str:
                 out.append(r"\midrule")
             prev = first
         out.append(" & ".join(texts) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    if doc.long_columns is not None:
+        out += [r"\end{longtable}", r"\end{landscape}", ""]
+    else:
+        out += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return CONTROL.sub(TEX_REPLACEMENT, "\n".join(out))
+
+
+LONG_NEEDS = ("longtable", "array", "pdflscape")
 
 
 def _texts(doc: TableDoc):

@@ -120,7 +120,12 @@ def claims_doc(views: list[ClaimView], opts: Options) -> TableDoc:
     for col in ("seeds_needed", "n", "failed", "df"):
         csv[col] = csv[col].astype("Int64")  # counts: "4", not "4.0"
     return TableDoc(caption, label, header, body, 1, csv, blank_repeats=False,
-                    notes=[READ_LINE, METHOD_NOTE])  # fmt: skip
+                    notes=[READ_LINE, METHOD_NOTE], long_columns=LONG_COLUMNS)  # fmt: skip
+
+
+# the claim, the paper's gap and the seeds figure wrap; on a landscape page the rest fits as it is
+LONG_COLUMNS = (r"p{0.3\linewidth}", "l", "r", "r", "l", "r", "r", r"p{0.12\linewidth}",
+                r"p{0.07\linewidth}")  # fmt: skip
 
 
 # the page's two sections where a configuration declares claims of its own
