@@ -4,6 +4,7 @@ start took) does not, and an older record without a start time runs unverified."
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ import pytest
 from fedkd.runtime import processes
 from fedkd.runtime.processes import is_same_process, process_identity
 from fedkd.tools.status import collect, report
-from test_status import make_run
+from test_status import SETTING, make_run
 
 
 def test_a_recent_round_keeps_a_long_run_running(tmp_path):
@@ -172,3 +173,18 @@ def test_a_record_that_is_no_process_identity_cannot_tell(record):
     if isinstance(record, dict):
         record = {"host": socket.gethostname(), **record}
     assert is_same_process(record) is None
+
+
+def test_a_run_killed_before_its_first_checkpoint_has_no_round_done(tmp_path):
+    """A kill in round 1 after its metrics were written but before its checkpoint: run.json's 0
+    rounds done is what the run resumes from (all 5 rounds again), not the metrics' one row."""
+    root = tmp_path / "runs"
+    run = make_run(root, "fedavg", "running", 1, seconds=2.0, age=3600)
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**record, "rounds_done": 0}))
+    os.utime(run / "run.json", (time.time() - 3600,) * 2)
+    progress = collect(root)
+    assert [(r.state, r.rounds_done, r.rounds_left) for r in progress] == [("stopped", 0, 5)]
+    text = report(progress, root)
+    assert f"stopped  mnist5k/fedavg/{SETTING}/seed0  round 0/5, 2.0 s/round" in text
+    assert "ETA: ~10 s of training left (1 run, none running now)" in text

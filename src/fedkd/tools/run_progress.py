@@ -187,7 +187,10 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
                 pass
     elif metrics_expected(record):  # what the report reads is gone
         return _damaged_metrics(rel, record, rounds, missing_metrics(run))
-    done = record.get("rounds_done") or len(seconds)
+    # run.json's count, 0 included: it is what the checkpoint holds (the metrics may hold a
+    # round more, written before the kill); the rows only for a record without the field
+    done = record.get("rounds_done")
+    done = len(seconds) if done is None else done
     per_round = statistics.fmean(seconds) if seconds else None
     process = record.get("process")
     alive = is_same_process(process) if process else None
