@@ -188,3 +188,23 @@ def test_a_run_killed_before_its_first_checkpoint_has_no_round_done(tmp_path):
     text = report(progress, root)
     assert f"stopped  mnist5k/fedavg/{SETTING}/seed0  round 0/5, 2.0 s/round" in text
     assert "ETA: ~10 s of training left (1 run, none running now)" in text
+
+
+def test_a_temporary_file_renamed_while_status_lists_it_is_no_damage(tmp_path, monkeypatch):
+    """On another host a run's last write decides; a write's temporary file that the training
+    renames between status's listing of the folder and its look at the file leaves the run
+    running, not damaged (once in about a thousand reads under steady writes)."""
+    root = tmp_path / "runs"
+    run = make_run(root, "fedavg", "running", 2, process={"host": "elsewhere", "pid": 1})
+    (run / "metrics.parquet.0123456789ab.tmp").write_bytes(b"")
+    is_file = Path.is_file
+
+    def renamed_after_the_check(path: Path) -> bool:
+        found = is_file(path)
+        if path.name.endswith(".tmp"):
+            path.unlink()  # the writer's rename, just after the check
+        return found
+
+    monkeypatch.setattr(Path, "is_file", renamed_after_the_check)
+    progress = collect(root)
+    assert [(r.state, r.problem) for r in progress] == [("running", None)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 import statistics
 import time
 from dataclasses import dataclass
@@ -133,7 +134,14 @@ def load_record(path: Path) -> dict:
 def _updated_at(record: dict, run: Path) -> float:
     """When the run last wrote anything: the newest of run.json's "updated" and its files' mtimes
     (metrics.parquet and the checkpoint are rewritten after every round)."""
-    newest = max((p.stat().st_mtime for p in run.iterdir() if p.is_file()), default=0.0)
+    newest = 0.0
+    for path in run.iterdir():
+        try:
+            info = path.stat()
+        except FileNotFoundError:  # a write's temporary file, renamed since the listing
+            continue
+        if stat.S_ISREG(info.st_mode):
+            newest = max(newest, info.st_mtime)
     stamp = record.get("updated")
     if stamp:
         try:
