@@ -169,6 +169,37 @@ def test_eta_waits_for_a_measurement_and_counts_running_jobs_at_half():
     assert progress.eta() == pytest.approx(2.5 * 8.0)
 
 
+def job_error(logger, jobid, rule):
+    logger.error(
+        f"Error in rule {rule}, jobid: {jobid}",
+        extra=dict(event=LogEvent.JOB_ERROR, jobid=jobid, rule_name=rule, rule_msg=None,
+                   input=[], output=["out.txt"], log=[], conda_env=None, container_img=None,
+                   aux={}, indent=False, shellcmd=None),
+    )  # fmt: skip
+
+
+def test_a_failed_job_is_neither_running_nor_left_unless_it_is_retried():
+    """Under keep-going (the default profile) a failed job is over: it no longer counts as a job
+    in flight, which would halve the ETA of a one-core build for the rest of it, nor as a job
+    left; a retry of it (--retries) starts it again."""
+    clock = Clock()
+    logger, stream = console(clock=clock)
+    logger.info("Job stats", extra=dict(event=LogEvent.RUN_INFO,
+                                        stats={"train": 4, "total": 4}))  # fmt: skip
+    job_info(logger, 1, "train", "train results/runs/a")
+    clock.now = 5.0
+    job_error(logger, 1, "train")
+    job_info(logger, 2, "train", "train results/runs/b")
+    clock.now = 15.0
+    finish(logger, 2, "train", 1, 4)
+    # 2 train jobs left at 10 s, one at a time
+    assert stream.getvalue().splitlines()[-1].endswith("(1 of 4 steps, 25%, ETA ~20 s)")
+    job_info(logger, 1, "train", "train results/runs/a")  # retried
+    clock.now = 25.0
+    finish(logger, 1, "train", 2, 4)
+    assert stream.getvalue().splitlines()[-1].endswith("(2 of 4 steps, 50%, ETA ~20 s)")
+
+
 def test_fmt_duration():
     assert [fmt_duration(s) for s in (5, 75, 3725)] == ["5 s", "1 min 15 s", "1 h 02 min"]
 

@@ -51,6 +51,9 @@ class Progress:
         self.started: dict[int, tuple[str, str, float]] = {}  # jobid -> (rule, what, start)
         self.durations: dict[str, list[float]] = defaultdict(list)
         self.finished: dict[str, int] = defaultdict(int)
+        # jobid -> rule of the jobs that failed: no work left (under keep-going nothing runs them
+        # again), nor running, unless Snakemake retries one (it starts again)
+        self.failed: dict[int, str] = {}
         self.max_running = 1
         self.last_finished: str | None = None
 
@@ -58,6 +61,7 @@ class Progress:
         self.total = {r: int(n) for r, n in stats.items() if r != "total"}
 
     def start(self, jobid: int, rule: str, what: str) -> None:
+        self.failed.pop(jobid, None)
         self.started[jobid] = (rule, what, self.clock())
         self.max_running = max(self.max_running, len(self.started))
 
@@ -67,6 +71,12 @@ class Progress:
             self.durations[rule].append(self.clock() - began)
             self.finished[rule] += 1
         self.last_finished = what
+
+    def fail(self, jobid: int | None) -> None:
+        """A job that failed: it took no measurable time of its rule's jobs."""
+        rule, _, _ = self.started.pop(jobid, (None, None, None))
+        if rule is not None:
+            self.failed[jobid] = rule
 
     def eta(self) -> float | None:
         """Seconds left, or None until a job has finished. A rule none of whose jobs has finished
@@ -78,7 +88,7 @@ class Progress:
         overall = sum(measured) / len(measured)
         work = 0.0
         for rule, n in self.total.items():
-            left = n - self.finished[rule]
+            left = n - self.finished[rule] - sum(r == rule for r in self.failed.values())
             if left <= 0:
                 continue
             ds = self.durations.get(rule)
@@ -162,6 +172,8 @@ class ConsoleHandler(LogHandlerBase):
             self.progress.start(record.jobid, record.rule_name, _what(record.__dict__))
         elif event == LogEvent.JOB_FINISHED:
             self.progress.finish(record.job_id)
+        elif event == LogEvent.JOB_ERROR:
+            self.progress.fail(getattr(record, "jobid", None))
         if not self.dryrun and (
             event in (LogEvent.JOB_FINISHED, LogEvent.JOB_STARTED)  # "Execute N jobs..."
             or (event is None and CHATTER.match(str(record.msg or "")))
