@@ -49,8 +49,10 @@ def evaluate(claim: Claim, runs: pd.DataFrame, sources: dict, stand_ins: dict,
     ]  # fmt: skip
     values: list[SettingValues] = []
     for name in tables:
-        rows = runs[runs["table"] == name]  # every method: the setting's variance needs them
         if {claim.treatment, claim.baseline} <= held_labels(sources[name], runs, name):
+            # every method: the setting's variance needs them; selected only when the memo has
+            # not grouped this table yet (a filter of every round of every run, else per claim)
+            rows = lambda n=name: runs[runs["table"] == n]  # noqa: E731
             values += setting_values(claim, name, sources[name], rows, stand_ins, memo)
     # the variance of a setting from every table's methods in it
     pool_methods(claim, values, sources, runs, {} if memo is None else memo)

@@ -159,7 +159,7 @@ def pool_methods(claim: Claim, values: list[SettingValues], sources: dict, runs:
     if claim.metric not in POOLED_METRICS or not values:
         return
     by_setting: dict[tuple, dict[str, MethodRuns]] = {}
-    for name in dict.fromkeys(runs["table"]):
+    for name in runs["table"].unique():  # in order of appearance, without a loop over rows
         info = sources.get(name)
         # runs that stop at a target accuracy are another treatment of the setting: left out
         if info is None or info.get("layout") == "rounds_to_target":
