@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from fedkd.report.aggregate import SETTING_KEYS, ReportError
@@ -71,12 +72,21 @@ def group_runs(
     out: dict[tuple, dict[str, dict[str, pd.DataFrame]]] = {}
     if df.empty:
         return out
-    key_tuples = list(zip(*(df[k].map(key_value) for k in keys), strict=True)) if keys else None
+    key_tuples = list(zip(*(_key_values(df[k]) for k in keys), strict=True)) if keys else None
     work = df.assign(_row=key_tuples if keys else [()] * len(df))
     for (row, label, run), rows in work.groupby(["_row", "label", "run"], sort=False, dropna=False):
         rows = rows.drop(columns="_row").sort_values("round", kind="mergesort")
         out.setdefault(row, {}).setdefault(label, {})[run] = rows.reset_index(drop=True)
     return out
+
+
+def _key_values(column: pd.Series) -> np.ndarray:
+    """``key_value`` of each of ``column``'s values, worked out once per distinct value: a run's
+    keys repeat on every one of its rounds (a million rows in a paper grid's claims)."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    values = np.empty(len(uniques), dtype=object)
+    values[:] = [key_value(v) for v in uniques]
+    return values[codes]
 
 
 def check_same_setting(runs: dict[str, pd.DataFrame], where: str, keys_hint: str) -> None:
