@@ -88,6 +88,9 @@ def test_a_collapsed_run_is_marked_in_the_aggregate_and_in_every_cell_it_feeds(t
         ("test_acc", [0.3, math.inf], "test_acc=inf in round 2 is not finite"),
         ("local_acc", [0.3, 2.0], "local_acc=2.0 in round 2 lies outside [0, 1]"),
         ("class_acc", [[0.5, 0.5], [0.5, 7.0]], "class_acc=7.0 in round 2 lies outside [0, 1]"),
+        ("class_acc", [[0.5, 0.5], [0.5, math.inf]], "class_acc=inf in round 2 is not finite"),
+        ("class_acc", [[True, False], [True, True]], "class_acc=True in round 1 is not a number"),
+        ("val_acc", [0.3, -math.inf], "val_acc=-inf in round 2 is not finite"),
     ],
 )  # fmt: skip
 def test_an_accuracy_outside_0_1_is_refused_at_aggregation_naming_the_run(
