@@ -309,6 +309,26 @@ def test_ctrl_c_records_the_rounds_done_and_says_how_to_resume(tmp_path, ctrl_c_
     assert "stopped  mnist5k/fedavg/x-R3/seed0  round 1/3" in text
 
 
+def test_a_stop_just_after_a_checkpoint_is_saved_counts_its_round(tmp_path, monkeypatch,
+                                                                  fake_rounds):  # fmt: skip
+    """Ctrl-C or SIGTERM between the checkpoint's rename and the run's count of it: run.json
+    says the rounds the checkpoint holds (1), not those counted before it was saved (0)."""
+    import fedkd.engine.run as run_module
+
+    real_save = run_module.save_checkpoint
+
+    def save_then_stopped(path, state):
+        real_save(path, state)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "save_checkpoint", save_then_stopped)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        Run(RunSpec(**TINY, rounds=3), out, log=quiet).run()
+    record = json.loads((out / RUN_JSON).read_text())
+    assert record["status"] == "stopped" and record["rounds_done"] == 1
+
+
 def test_a_run_stopped_by_ctrl_c_resumes_after_its_last_round(tmp_path, fake_rounds):
     out = tmp_path / "run"
     spec = RunSpec(**TINY, rounds=3)

@@ -199,12 +199,13 @@ class Run(RunSetup):
         failed write has removed its temporary file, which may be room enough; where it is not,
         the log says what the checkpoint holds, and the next start records it). Returns the
         rounds done."""
-        done = self._rounds_checkpointed
-        if done is None:  # stopped before the checkpoint was read
-            try:
-                done = len(load_checkpoint(self.out / CHECKPOINT)["rows"])
-            except (OSError, CheckpointCorruptError, KeyError, TypeError):
-                done = 0
+        known = self._rounds_checkpointed  # None: stopped before the checkpoint was read
+        try:  # a stop between a checkpoint's rename and the count's update: the file says
+            done = len(load_checkpoint(self.out / CHECKPOINT)["rows"])
+        except (OSError, CheckpointCorruptError, KeyError, TypeError):
+            done = 0
+        if known is not None:
+            done = max(done, known)
         try:
             self._write_record(status, {"rounds_done": done, "error": error})
         except Exception as exc:  # noqa: BLE001 - the error being handled is what is raised
