@@ -47,6 +47,7 @@ import time
 import torch
 from torch.func import vmap
 
+from fedkd.engine.choice import unbatchable_loss
 from fedkd.engine.compiled_step import TRIAL_RUNNING, first_line, too_short, try_compiled
 from fedkd.engine.cuda_graphs import (
     DROPPED_WITH_GRAPHS,
@@ -188,17 +189,9 @@ class BatchedTrainer:
             for _ in range(max(steps, default=0)):
                 self._run_step()
         except RuntimeError as exc:
-            # torch names the operation vmap cannot batch; the fix is the strategy's
             if not str(exc).startswith("vmap:"):
                 raise
-            raise RuntimeError(
-                f"strategy {type(self.strategy).name!r}: its local_loss cannot run in the "
-                f"batched trainer, which runs it for {self.k} clients at once under "
-                f"torch.func.vmap ({first_line(exc)}); keep it to the contract in "
-                "fedkd/strategies/base.py's docstring, or declare batched = False with a "
-                "batched_reason in its class (docs/adding-a-strategy.md); engine: sequential "
-                "trains it meanwhile"
-            ) from exc
+            raise unbatchable_loss(type(self.strategy).name, self.k, exc) from exc
         return [
             Trained(
                 self.params.export(c),

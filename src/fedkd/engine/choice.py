@@ -8,7 +8,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fedkd.engine.compiled_step import TRIAL_RUNNING, TRIAL_UNFINISHED, compile_choice
+from fedkd.engine.compiled_step import (
+    TRIAL_RUNNING,
+    TRIAL_UNFINISHED,
+    compile_choice,
+    first_line,
+)
 from fedkd.engine.cuda_graphs import DROPPED_WITH_GRAPHS, graphs_choice
 from fedkd.engine.folding import fold_error
 from fedkd.strategies.base import Strategy
@@ -88,3 +93,15 @@ def after_earlier_attempt(choice: dict, earlier: dict | None) -> dict:
             choice[key] = False
             choice[f"{key}_reason"] = reason if reason.startswith(EARLIER) else EARLIER + reason
     return choice
+
+
+def unbatchable_loss(strategy: str, clients: int, exc: RuntimeError) -> RuntimeError:
+    """The error of a strategy whose local_loss torch.func.vmap cannot batch: torch names the
+    operation, the fix is the strategy's."""
+    return RuntimeError(
+        f"strategy {strategy!r}: its local_loss cannot run in the batched trainer, which runs "
+        f"it for {clients} clients at once under torch.func.vmap ({first_line(exc)}); keep it "
+        "to the contract in fedkd/strategies/base.py's docstring, or declare batched = False "
+        "with a batched_reason in its class (docs/adding-a-strategy.md); engine: sequential "
+        "trains it meanwhile"
+    )
