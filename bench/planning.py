@@ -332,50 +332,63 @@ def commit() -> str:
         return "unknown"
 
 
-def record(figures: dict, head: str) -> None:
-    """One row of bench/results.jsonl in its format (bench/results_table.py: id, topic, date,
-    device, commit, command, what, figures, conditions); then `python bench/results_table.py
-    --out docs/results.md` puts it in the tables. ``head``: the commit measured, taken at the start."""
+def append_row(base: str, head: str, fields: dict, notes: list[str]) -> None:
+    """Append one row of bench/results.jsonl in its format (bench/results_table.py: id, topic,
+    date, device, commit, command, what, figures, conditions); then `python
+    bench/results_table.py --out docs/results.md` puts it in the tables. ``base``: the row's id
+    (a suffix -1, -2, ... where the file has it); ``head``: the commit measured, taken at the
+    start; ``fields``: topic, what, figures and conditions; ``notes``: the row's note, if any."""
     edits = head.endswith("+edits")
     head = head.removesuffix("+edits")
     rows = RESULTS.read_text(encoding="utf-8").splitlines() if RESULTS.exists() else []
     ids = {json.loads(line)["id"] for line in rows if line.strip()}
-    base = f"planning-{figures['runs'] // 1000}k-{head}"
-    row_id, n = base, 1
+    row_id, n = f"{base}-{head}", 1
     while row_id in ids:
-        row_id, n = f"{base}-{n}", n + 1
-    what = f"fedkd's planning of a generated sweep of {figures['runs']:,} runs"
-    if "snakemake_n_seconds" in figures or "snakemake_n_timeout_seconds" in figures:
-        what += ", snakemake -n of it"
-    if "aggregate_runs" in figures:
-        what += f", fedkd aggregate of {figures['aggregate_runs']:,} synthetic run folders"
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        row_id, n = f"{base}-{head}-{n}", n + 1
     row = {
         "id": row_id,
-        "topic": "Planning at scale",
+        "topic": fields["topic"],
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "device": device(),
         "commit": head if head != "unknown" else None,
-        "command": shlex.join(["python", "bench/planning.py", *sys.argv[1:]]),
-        "what": what,
-        "figures": figures,
-        "conditions": (
-            "mnist5k sweep: one table, one column, one seed; 100 client counts x 10 "
-            "participations x alphas; Python "
-            f"{platform.python_version()}; load average {load:.1f} at the end (the cores are "
-            "shared: the CPU seconds are this process's own); torch's import on its own line"
-        ),
+        "command": shlex.join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "what": fields["what"],
+        "figures": fields["figures"],
+        "conditions": fields["conditions"],
     }
-    notes = []
-    if "snakemake_n_timeout_seconds" in figures:
-        notes.append("snakemake -n did not finish within its timeout")
     if edits:
-        notes.append("measured with uncommitted edits on top of the commit")
+        notes = [*notes, "measured with uncommitted edits on top of the commit"]
     if notes:
         row["note"] = "; ".join(notes)
     with open(RESULTS, "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
     print(json.dumps(row, indent=1))
+
+
+def load_average() -> float:
+    """The 1-minute load average at the end of a measurement (NaN where the OS has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def record(figures: dict, head: str) -> None:
+    """This benchmark's row of bench/results.jsonl (``append_row``)."""
+    what = f"fedkd's planning of a generated sweep of {figures['runs']:,} runs"
+    if "snakemake_n_seconds" in figures or "snakemake_n_timeout_seconds" in figures:
+        what += ", snakemake -n of it"
+    if "aggregate_runs" in figures:
+        what += f", fedkd aggregate of {figures['aggregate_runs']:,} synthetic run folders"
+    conditions = (
+        "mnist5k sweep: one table, one column, one seed; 100 client counts x 10 "
+        "participations x alphas; Python "
+        f"{platform.python_version()}; load average {load_average():.1f} at the end (the cores "
+        "are shared: the CPU seconds are this process's own); torch's import on its own line"
+    )
+    notes = []
+    if "snakemake_n_timeout_seconds" in figures:
+        notes.append("snakemake -n did not finish within its timeout")
+    append_row(f"planning-{figures['runs'] // 1000}k", head,
+               {"topic": "Planning at scale", "what": what, "figures": figures,
+                "conditions": conditions}, notes)  # fmt: skip
 
 
 def main() -> None:

@@ -32,14 +32,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config" / "paper.yaml"
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 sys.path.insert(0, str(ROOT / "bench"))
-from planning import commit, device  # noqa: E402
+from planning import append_row, commit, load_average  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results.jsonl"
 OUTPUTS = ("claims", "rounds_to_target")  # every run; the most rounds of one table
@@ -170,42 +169,22 @@ def _rows(path: Path) -> int:
 
 
 def record(figures: dict, head: str, round_scale: float) -> None:
-    """One row of bench/results.jsonl in its format (see bench/results_table.py)."""
-    edits = head.endswith("+edits")
-    head = head.removesuffix("+edits")
-    rows = RESULTS.read_text(encoding="utf-8").splitlines() if RESULTS.exists() else []
-    ids = {json.loads(line)["id"] for line in rows if line.strip()}
-    base = f"report-scale-{round_scale:g}-{head}"
-    row_id, n = base, 1
-    while row_id in ids:
-        row_id, n = f"{base}-{n}", n + 1
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    row = {
-        "id": row_id,
-        "topic": "Report at scale",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "device": device(),
-        "commit": head if head != "unknown" else None,
-        "command": " ".join(["python", "bench/report_scale.py", *sys.argv[1:]]),
-        "what": (
-            f"fedkd aggregate and render of the claims page and rounds_to_target, fedkd status"
-            f" and snakemake -n, on config/paper.yaml's {figures['runs']:,} runs as synthetic "
-            f"finished run folders ({figures['rounds']:,} rounds)"
-        ),
-        "figures": figures,
-        "conditions": (
-            f"runs at {round_scale:g} of their planned rounds, every column training records "
-            f"(per-class accuracies, the clients of each round); Python "
-            f"{platform.python_version()}; load average {load:.1f} at the end (the cores are "
-            "shared: the CPU seconds are each process's own); peak memory: its maximum "
-            "resident set"
-        ),
-    }
-    if edits:
-        row["note"] = "measured with uncommitted edits on top of the commit"
-    with open(RESULTS, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
-    print(json.dumps(row, indent=1))
+    """This benchmark's row of bench/results.jsonl (planning.append_row)."""
+    what = (
+        f"fedkd aggregate and render of the claims page and rounds_to_target, fedkd status"
+        f" and snakemake -n, on config/paper.yaml's {figures['runs']:,} runs as synthetic "
+        f"finished run folders ({figures['rounds']:,} rounds)"
+    )
+    conditions = (
+        f"runs at {round_scale:g} of their planned rounds, every column training records "
+        f"(per-class accuracies, the clients of each round); Python "
+        f"{platform.python_version()}; load average {load_average():.1f} at the end (the cores "
+        "are shared: the CPU seconds are each process's own); peak memory: its maximum "
+        "resident set"
+    )
+    append_row(f"report-scale-{round_scale:g}", head,
+               {"topic": "Report at scale", "what": what, "figures": figures,
+                "conditions": conditions}, [])  # fmt: skip
 
 
 def main() -> None:
