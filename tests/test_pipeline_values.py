@@ -213,7 +213,8 @@ def test_shards_that_cannot_be_cut_from_the_classes_are_refused_at_planning():
         return cfg
 
     text = errors_of(shards_config(3))
-    assert "clients x shards = 4 x 3 must be a multiple of 10" in text
+    assert "mnist5k: scheme 'shards' cuts each of the 10 classes" in text
+    assert "clients x shards = 4 x 3 = 12 must be a multiple of 10" in text
     assert "with 4 clients use a multiple of 5 shards per client" in text
     validate_config(shards_config(5), SCHEMA)  # 4 x 5 = 20 shards: two of each class
 

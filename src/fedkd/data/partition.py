@@ -110,21 +110,32 @@ def partition_labels(
     return out
 
 
+def shards_misfit(num_classes: int, num_clients: int, shards_per_client: int) -> str | None:
+    """Why the ``shards`` scheme cannot cut ``num_classes`` classes into the same number of
+    one-class shards for ``num_clients`` x ``shards_per_client`` shards (None: it can); planning
+    asks it too (fedkd.pipeline.capacity)."""
+    total = num_clients * shards_per_client
+    if total % num_classes == 0:
+        return None
+    fits = num_classes // math.gcd(num_clients, num_classes)
+    return (
+        f"scheme 'shards' cuts each of the {num_classes} classes into the same number of "
+        f"one-class shards, so clients x shards = {num_clients} x {shards_per_client} = {total} "
+        f"must be a multiple of {num_classes}; with {num_clients} clients use a multiple of "
+        f"{fits} shards per client"
+    )
+
+
 def _one_class_shards(rng, labels, num_clients, shards_per_client) -> np.ndarray:
     """FedNTD (Appendix B.5 and its code): every class present is cut into the same number of
     shards, each of one class; a class's samples are spread over its shards within one of each
     other, so nothing is left out, and each client takes ``shards_per_client`` random shards."""
     classes = np.unique(labels)
+    problem = shards_misfit(len(classes), num_clients, shards_per_client)
+    if problem:
+        raise ValueError(problem)
     total = num_clients * shards_per_client
-    per_class, rest = divmod(total, len(classes))
-    if rest:
-        raise ValueError(
-            f"scheme 'shards' cuts each of the {len(classes)} classes into the same number of "
-            f"one-class shards, so clients x shards_per_client = {num_clients} x "
-            f"{shards_per_client} = {total} must be a multiple of {len(classes)}; with "
-            f"{num_clients} clients use a multiple of "
-            f"{len(classes) // math.gcd(num_clients, len(classes))} shards per client"
-        )
+    per_class = total // len(classes)
     counts = np.bincount(labels)[classes]
     if counts.min() < per_class:
         raise ValueError(

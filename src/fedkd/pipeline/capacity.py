@@ -4,8 +4,6 @@ shards they can serve (``capacity_errors``)."""
 
 from __future__ import annotations
 
-import math
-
 from fedkd.echo import shown
 
 # training-set sizes (after the 90/10 train/validation split) of the datasets whose size is fixed
@@ -16,7 +14,9 @@ TRAIN_SIZES = {
 }  # fmt: skip
 
 
-# classes of the datasets whose classes are fixed by their files (synthtext: its num_classes)
+# classes of the datasets whose classes are fixed by their files; synthtext has its option
+# num_classes, whose default the loader's is (a test holds both to the loaders)
+SYNTHTEXT_CLASSES = 4
 CLASSES = {
     "cifar10": 10, "cifar100": 100, "tinyimagenet": 200, "mnist": 10, "mnist5k": 10,
     "agnews": 4, "sst5": 5,
@@ -31,7 +31,7 @@ def class_count(dataset: str, options: dict) -> int | None:
 
         if option_value_errors(dataset, options):  # named by dataset_option_errors
             return None
-        return int(options.get("num_classes", 4))  # the loader's default, as train_size's
+        return int(options.get("num_classes", SYNTHTEXT_CLASSES))
     return CLASSES.get(dataset)
 
 
@@ -64,7 +64,8 @@ def train_size(dataset: str, options: dict) -> int | None:
             "topic_rate",
         }:
             return None
-        k, n = int(options.get("num_classes", 4)), int(options.get("num_docs", 4000))
+        k = int(options.get("num_classes", SYNTHTEXT_CLASSES))
+        n = int(options.get("num_docs", 4000))
         per_class = [n // k + (c < n % k) for c in range(k)]
         return after_split(n - sum(m // 5 for m in per_class))  # a fixed 20% test split per class
     if set(options) - {"tokenizer", "max_len", "max_vocab", "check_md5", "cache"}:
@@ -90,15 +91,12 @@ def capacity_errors(spec, partition_only: bool = False) -> list[str]:
     if spec.partition == "shards" and spec.shards:
         need = spec.shards
         classes = class_count(spec.dataset, spec.dataset_options)
-        if classes and (spec.clients * spec.shards) % classes:
-            # fedkd.data.partition cuts each class into the same number of one-class shards
-            fits = classes // math.gcd(spec.clients, classes)
-            return [
-                f"partition 'shards' cuts each of {spec.dataset}'s {classes} classes into the "
-                f"same number of one-class shards, so clients x shards = {spec.clients} x "
-                f"{spec.shards} must be a multiple of {classes}; with {spec.clients} clients "
-                f"use a multiple of {fits} shards per client"
-            ]
+        if classes:
+            from fedkd.data.partition import shards_misfit
+
+            problem = shards_misfit(classes, spec.clients, spec.shards)
+            if problem:
+                return [f"{spec.dataset}: {problem}"]
     if n < spec.clients * need:
         return [
             f"clients={spec.clients} needs {spec.clients * need} training samples for partition "
