@@ -125,6 +125,29 @@ class SpecError(ValueError):
     """A run spec value is invalid; the message names the key, the value and the fix."""
 
 
+OPTION_KEYS = ("model_options", "dataset_options")
+
+
+def numbers_as_held(fields: dict) -> dict:
+    """A run spec's ``fields``, numbers as meant, as a RunSpec holds them (the plan writes a
+    run's flags from it too): text spelling a number (``1e-5`` from YAML 1.1) becomes one, float
+    keys hold floats (``--alpha 1`` and ``1.0`` are one spec), int keys take integral floats,
+    strategy parameters their declared types; anything else is left for validate() to name."""
+    held = dict(fields)
+    numbers = {**dict.fromkeys(FLOAT_KEYS, as_float), **dict.fromkeys(INT_KEYS, as_int)}
+    for key in numbers.keys() & held.keys():
+        held[key] = numbers[key](held[key])
+    for key in (k for k in OPTION_KEYS if isinstance(held.get(k), dict)):
+        held[key] = {k: as_number(x) for k, x in held[key].items()}
+    if isinstance(held.get("params"), dict):
+        from fedkd.strategies import get_strategy_class, strategy_names
+        from fedkd.strategies.param_types import normalise_params
+
+        if held.get("strategy") in strategy_names():
+            held["params"] = normalise_params(get_strategy_class(held["strategy"]), held["params"])
+    return held
+
+
 @dataclass
 class RunSpec:
     dataset: str = "mnist5k"
@@ -183,30 +206,10 @@ class RunSpec:
     dataset_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._normalise_numbers()
+        keys = (*FLOAT_KEYS, *INT_KEYS, *OPTION_KEYS, "params", "strategy")
+        for key, value in numbers_as_held({k: getattr(self, k) for k in keys}).items():
+            setattr(self, key, value)
         self.validate()
-
-    def _normalise_numbers(self) -> None:
-        """Numbers as the researcher meant them: text spelling a number (``1e-5`` from YAML 1.1
-        or a quoted value) becomes one, float keys hold floats (``--alpha 1`` and ``--alpha 1.0``
-        are one spec) and int keys take integral floats. Anything else is left for validate()
-        to name."""
-        for key in FLOAT_KEYS:
-            setattr(self, key, as_float(getattr(self, key)))
-        for key in INT_KEYS:
-            setattr(self, key, as_int(getattr(self, key)))
-        for key in ("model_options", "dataset_options"):
-            v = getattr(self, key)
-            if isinstance(v, dict):
-                setattr(self, key, {k: as_number(x) for k, x in v.items()})
-        if isinstance(self.params, dict):
-            from fedkd.strategies import strategy_names
-
-            if self.strategy in strategy_names():
-                from fedkd.strategies import get_strategy_class
-                from fedkd.strategies.param_types import normalise_params
-
-                self.params = normalise_params(get_strategy_class(self.strategy), self.params)
 
     # ----------------------------------------------------------------------------- validation
     def validate(self) -> None:

@@ -114,26 +114,6 @@ def normalise_path_keys(spec: dict) -> dict:
     return spec
 
 
-def held_numbers(spec: dict) -> dict:
-    """``spec`` with its numbers as RunSpec holds them (float keys floats, int keys ints, strategy
-    parameters by their declared types): its flags are the train rule's parameters, so another
-    spelling of the same run (``grad_clip: 10`` or ``10.0``, ``mu: 1`` or ``1.0``) must give the
-    same flags, or every finished run of it would train again."""
-    from fedkd.config import FLOAT_KEYS, INT_KEYS
-    from fedkd.strategies import get_strategy_class, strategy_names
-    from fedkd.strategies.param_types import normalise_params
-    from fedkd.values import as_float, as_int
-
-    spec = dict(spec)
-    for keys, held in ((FLOAT_KEYS, as_float), (INT_KEYS, as_int)):
-        for key in keys:
-            if key in spec:
-                spec[key] = held(spec[key])
-    if isinstance(spec.get("params"), dict) and spec.get("strategy") in strategy_names():
-        spec["params"] = normalise_params(get_strategy_class(spec["strategy"]), spec["params"])
-    return spec
-
-
 def run_dir(spec: dict, variant: str, seed) -> str:
     return f"results/runs/{spec['dataset']}/{variant}/{setting_id(spec)}/seed{int(seed)}"
 

@@ -13,6 +13,7 @@ import os
 import shlex
 from functools import cache, cached_property
 
+from fedkd.config import numbers_as_held
 from fedkd.pipeline.grid import check_plan_size, grid_points
 from fedkd.provenance import (
     PACKAGE_DIR,
@@ -25,7 +26,6 @@ from fedkd.provenance import (
 from fedkd.report.targets import Layout, get_layout
 from fedkd.run_paths import (
     cli_value,
-    held_numbers,
     normalise_path_keys,
     num,
     parse_partition,
@@ -102,7 +102,8 @@ class Plan:
         """The full spec of the run at results/runs/{dataset}/{variant}/{setting}/seed{seed}."""
         spec = self.base_spec(dataset, variant)
         spec.update(parse_setting(setting))
-        spec = held_numbers(normalise_path_keys(spec))
+        # numbers as the run holds them: each spelling of one run gives the same flags
+        spec = numbers_as_held(normalise_path_keys(spec))
         spec["seed"] = int(seed)
         if self.uses_partition_file(dataset):
             spec["partition_file"] = partition_file(dataset, spec, seed)
