@@ -93,8 +93,6 @@ def reporting_user_errors(command: str, run) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the run has said where it stopped
         return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     except BrokenPipeError:  # `fedkd strategies | head`: the reader has what it wanted
-        import os
-
         # Python flushes stdout at exit, which would raise again: point it at nothing
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command a closed pipe stopped
