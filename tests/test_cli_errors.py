@@ -364,6 +364,20 @@ def test_partition_names_its_flags_in_its_errors(tmp_path, capsys):
     assert not Path(out).exists()
 
 
+@pytest.mark.parametrize(
+    "flags, unused",
+    [(["--scheme", "iid", "--alpha", "1"], "--scheme iid does not use --alpha"),
+     (["--scheme", "shards", "--shards", "2", "--alpha", "1"], "--scheme shards does not use --alpha"),
+     (["--scheme", "dirichlet", "--alpha", "1", "--shards", "2"], "--scheme dirichlet does not use --shards")],
+)  # fmt: skip
+def test_partition_refuses_a_flag_its_scheme_does_not_use(flags, unused, tmp_path, capsys):
+    """A flag the scheme ignores would leave a file that looks drawn with it."""
+    out = tmp_path / "p.parquet"
+    err = refused([*PARTITION[:5], *flags, "--out", str(out)], capsys)
+    assert f"fedkd partition: error: {unused}; leave it out" in err
+    assert not out.exists()
+
+
 def test_partition_takes_the_largest_seed_train_takes():
     args = build_parser("partition").parse_args([*PARTITION, "--seed", str(2**63 - 1), "-o", "p"])
     assert args.seed == 2**63 - 1

@@ -177,6 +177,9 @@ def cmd_partition(args) -> int:
     out = Path(args.out)
     if args.scheme == "shards" and args.shards is None:
         raise ValueError("--scheme shards needs --shards N, the shards each client gets (e.g. 2)")
+    used = {"alpha": args.scheme.startswith("dirichlet"), "shards": args.scheme == "shards"}
+    for flag in (f for f in used if getattr(args, f) is not None and not used[f]):
+        raise ValueError(f"--scheme {args.scheme} does not use --{flag}; leave it out")
     # before the check below, which would keep a directory there as if it were the partition
     check_output_path(out, "file", "partition.parquet")
     if out.exists() and not args.force:
@@ -445,8 +448,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "status",
-        help="progress of the training runs: done / running / stopped / failed / damaged, and an "
-        "ETA",
+        help="progress of the training runs: done / running / stopped / failed / damaged; an ETA",
         description="Read run.json and metrics.parquet of the runs that TARGETs need (the same "
         "targets and --configfile as snakemake; --configfile alone: every run of that configuration;"
         " neither: every run under --runs) and print how many are done, running, stopped (their "
