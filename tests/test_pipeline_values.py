@@ -131,6 +131,23 @@ def test_the_cluster_runtime_counts_the_clients_a_round_the_engine_draws():
     assert plan.train_runtime("mnist5k", setting) == 30
 
 
+def test_the_cluster_runtime_stops_at_max_runtime():
+    """A 1,000-round run sized by client_epoch_seconds asked SLURM for weeks, which clusters
+    refuse; max_runtime caps the request (the run resumes from its checkpoint when resubmitted)."""
+    cfg = small_config()
+    cfg["resources"] = {"train": {"runtime": 1, "client_epoch_seconds": 40, "max_runtime": 20}}
+    cfg["resources"]["train_datasets"] = {"cifar10": {"max_runtime": 45}}
+    validate_config(cfg, SCHEMA)
+    plan = Plan(cfg)
+    assert plan.train_runtime("mnist5k", "iid-K10-C0.25-E2-R5") == 20  # 30 needed
+    assert plan.train_runtime("mnist5k", "iid-K10-C0.25-E2-R1") == 6  # under the cap: as needed
+    assert plan.train_runtime("cifar10", "iid-K10-C0.25-E2-R5") == 30  # its own cap is above
+    cfg["resources"]["train"]["max_runtime"] = 0
+    assert "resources.train.max_runtime: 0 is less than the minimum of 1" in errors_of(cfg)
+    cfg["resources"] = {"render": {"max_runtime": 20}}  # a CPU job's runtime is its own
+    assert "resources.render: 'max_runtime' was unexpected" in errors_of(cfg)
+
+
 def test_a_resource_its_rule_would_ignore_is_refused():
     """Partition, aggregate and render jobs run one thread on a CPU: threads or a GPU for them
     were accepted and never asked for."""

@@ -457,7 +457,8 @@ class Plan:
 
     def train_runtime(self, dataset: str, setting: str) -> int:
         """Minutes: the configured runtime, or more when `client_epoch_seconds` says the run needs
-        more (rounds × clients a round × local epochs, with 50% to spare)."""
+        more (rounds × clients a round × local epochs, with 50% to spare), at most `max_runtime`:
+        a job the limit stops resumes from its checkpoint when it runs again."""
         res = self.train_resources(dataset)
         minutes = int(res.get("runtime", 60))
         per_epoch = res.get("client_epoch_seconds")
@@ -466,7 +467,7 @@ class Plan:
             per_round = clients_a_round(s["clients"], s["participation"])
             seconds = 1.5 * s["rounds"] * per_round * s["local_epochs"] * per_epoch
             minutes = max(minutes, math.ceil(seconds / 60))
-        return minutes
+        return min(minutes, int(res.get("max_runtime", minutes)))
 
 
 @cache
