@@ -283,7 +283,38 @@ def test_tinyimagenet_missing(tmp_path):
     assert "http://cs231n.stanford.edu/tiny-imagenet-200.zip" in str(err.value)
 
 
+@pytest.mark.parametrize("mode", ["zip", "folder"])
+def test_a_tinyimagenet_class_without_training_images_is_refused_in_both_modes(tmp_path, mode):
+    """wnids.txt lists the class: a zip lacking its images trained 200 classes on 199 (the folder
+    mode already refused the missing folder); a class with no images is damage either way."""
+    import zipfile
+
+    fx.write_tinyimagenet(tmp_path / "src")
+    root = tmp_path / "data"
+    root.mkdir()
+    with zipfile.ZipFile(tmp_path / "src" / "tiny-imagenet-200.zip") as z:
+        names = [n for n in z.namelist() if "/n01629819/images/" not in n]
+        if mode == "zip":
+            with zipfile.ZipFile(root / "tiny-imagenet-200.zip", "w") as out:
+                for name in names:
+                    out.writestr(name, z.read(name))
+        else:
+            z.extractall(root, names)
+            (root / "tiny-imagenet-200" / "train" / "n01629819" / "images").mkdir()
+    with pytest.raises(DatasetCorruptError, match=r"train/n01629819/images holds no image"):
+        load_dataset("tinyimagenet", root, check_md5=False, cache=False)
+
+
 # ----------------------------------------------------------------------------- MNIST
+
+
+def test_mnist_images_of_another_size_are_refused(tmp_path):
+    """A 32x32 idx (another dataset in MNIST's file names) loaded and trained; MNIST is 28x28."""
+    fx.write_mnist(tmp_path)
+    path = tmp_path / "MNIST" / "raw" / "t10k-images-idx3-ubyte.gz"
+    fx.write_idx(path, np.zeros((12, 32, 32), dtype=np.uint8))
+    with pytest.raises(DatasetCorruptError, match=r"t10k-images-idx3-ubyte\.gz holds 32x32 images"):
+        load_dataset("mnist", tmp_path, seed=7)
 
 
 @pytest.mark.parametrize("gz", [True, False])

@@ -99,7 +99,13 @@ def load_mnist(root: Path, seed: int, download: bool) -> FedDataset:
     raw = root / "MNIST" / "raw"
     arrays = {}
     for prefix in ("train", "t10k"):
-        x = _read_idx(_mnist_file(raw, f"{prefix}-images-idx3-ubyte", download), ndim=3)
+        images_file = _mnist_file(raw, f"{prefix}-images-idx3-ubyte", download)
+        x = _read_idx(images_file, ndim=3)
+        if x.shape[1:] != (28, 28):
+            raise DatasetCorruptError(
+                f"{images_file} holds {x.shape[1]}x{x.shape[2]} images, not MNIST's 28x28; "
+                "delete it and place the official file again"
+            )
         labels_file = _mnist_file(raw, f"{prefix}-labels-idx1-ubyte", download)
         y = _read_idx(labels_file, ndim=1)
         check_label_range(y, 10, labels_file)

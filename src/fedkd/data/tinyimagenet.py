@@ -124,7 +124,10 @@ def _read_tiny(tree: _ZipTree) -> dict:
     label = {w: i for i, w in enumerate(wnids)}
     train_x, train_y = [], []
     for w in wnids:
-        for name in tree.listdir(f"train/{w}/images"):
+        names = tree.listdir(f"train/{w}/images")
+        if not names:  # a zip without the folder lists nothing where a folder would be missing
+            raise DatasetCorruptError(f"{tree.path}: train/{w}/images holds no image; {AGAIN}")
+        for name in names:
             rel = f"train/{w}/images/{name}"
             train_x.append(_decode_rgb(tree.read(rel, MAX_IMAGE_BYTES), f"{tree.path}: {rel}"))
             train_y.append(label[w])
