@@ -217,3 +217,23 @@ def test_a_variant_note_lists_numbers_in_numeric_order():
     })  # fmt: skip
     note = variant_note(runs, ["local_epochs"], ["fedgkd"], {})
     assert note == "Variants run: FedGKD: FedGKD (M=1) at E=10, 5 and FedGKD (M=5) at E=2.", note
+
+
+@pytest.mark.parametrize("layout", ["curves", "fedcad"])
+def test_a_label_whose_runs_all_diverged_before_a_round_is_named_not_dropped(tmp_path, layout):
+    """A run that diverged before finishing a round has only its round-0 row: a label with no
+    other run in a panel has no line there, and the legend says why instead of leaving it out
+    (fedcad: its runs did record local accuracy, eval_local is true; they had no round to)."""
+    r, runs = tmp_path / "runs", []
+    for alpha in (1.0, 0.1):
+        for seed in (0, 1):
+            accs = [0.2, 0.4, 0.5]
+            runs.append(("fedavg", make_run(r, f"a{alpha}-{seed}", accs, alpha=alpha, seed=seed,
+                                            local_acc=accs)))  # fmt: skip
+            runs.append(("fedcad", make_run(r, f"c{alpha}-{seed}", [], alpha=alpha, seed=seed,
+                                            rounds=3, status="diverged", local_acc=[])))  # fmt: skip
+    fig = _build(layout, agg_file(tmp_path, runs), {"columns": ["fedavg", "fedcad"],
+                                                     "panels": ["alpha"]})  # fmt: skip
+    legend = _legend(fig)
+    assert legend["FedAvg"] == "FedAvg"
+    assert legend["FedCAD"] == "FedCAD (α=1: 2/2 diverged; α=0.1: 2/2 diverged)", legend

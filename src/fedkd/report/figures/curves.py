@@ -49,9 +49,8 @@ def build(df: pd.DataFrame, opts: Options, column: str = "test_acc"):
                 if not runs:
                     continue
                 check_same_setting(runs, f"{opts.target} panel {pid} label {label!r}", "panels")
+                # runs that diverged before their first round draw no line, but are noted
                 x, mean, std = curve(runs, column, ddof)
-                if len(x) == 0:
-                    continue
                 notes[label][panel_title(panels, pid, names)] = runs_note(runs, seeds)
                 handles.setdefault(label, mean_band(ax, x, mean, std, styles[label]))
             ax.set_title(panel_title(panels, pid, names))

@@ -34,13 +34,13 @@ def build(df: pd.DataFrame, opts: Options):
     names, col_names = opts.mapping("row_names"), opts.mapping("column_names")
     ddof = opts.ddof()
     sub = df[df["label"].isin(labels)]
-    no_local = sorted(
-        sub.groupby("label")["local_acc"].apply(lambda s: s.isna().all()).loc[lambda s: s].index
-    )
+    # the run's setting, not its values: a run that diverged before its first round recorded
+    # no local accuracy either, and is drawn as such (noted), not refused
+    no_local = sorted(sub.loc[~sub["eval_local"].astype(bool), "label"].unique())
     if no_local:
         raise ReportError(
-            f"{opts.target} needs runs trained with eval_local=true; label(s) {no_local} have no "
-            f"local_acc values"
+            f"{opts.target} needs runs trained with eval_local=true; label(s) {no_local} have "
+            f"runs trained without it, which record no local_acc"
         )
     seeds = figure_seeds(sub)
     groups = group_runs(sub, panels)
