@@ -237,3 +237,19 @@ def test_a_label_whose_runs_all_diverged_before_a_round_is_named_not_dropped(tmp
     legend = _legend(fig)
     assert legend["FedAvg"] == "FedAvg"
     assert legend["FedCAD"] == "FedCAD (α=1: 2/2 diverged; α=0.1: 2/2 diverged)", legend
+
+
+def test_a_forgetting_bar_without_a_value_says_why(tmp_path):
+    """A run of one round has no earlier round to forget from: its forgetting is undefined, and
+    its bar says so rather than standing empty at 0 like a run that forgot nothing; the mean is
+    over the runs that have one."""
+    r, runs = tmp_path / "runs", []
+    for seed in (0, 1):
+        runs.append(("fedavg", make_run(r, f"a{seed}", [0.5], seed=seed)))
+        accs = [0.5] if seed == 0 else [0.5, 0.6]  # seed 0 stopped at its target in round 1
+        runs.append(("fedntd", make_run(r, f"n{seed}", accs, seed=seed, rounds=2)))
+    fig = _build("forgetting", agg_file(tmp_path, runs), {"columns": ["fedavg", "fedntd"]})
+    texts = [t.get_text() for t in fig.axes[1].texts]
+    assert texts[0] == "2/2 forgetting undefined (1 round)", texts
+    assert texts[1] == "-0.10\n1/2 stopped before round 2; 1/2 forgetting undefined (1 round)"
+    assert [p.get_height() for p in fig.axes[1].patches] == pytest.approx([0.0, -0.1], rel=1e-9)

@@ -145,3 +145,15 @@ def test_snakemake_dry_run_refuses_them_before_any_job(tmp_path):
     assert "tables.out.options: option 'rows' of target 'out' names column(s) ['bogus']" in out
     assert "figures.fig.options: option 'stat' of target 'fig' must be one of" in out
     assert "Building DAG" not in out
+
+
+def test_a_forgetting_figure_of_one_round_runs_is_refused_at_planning():
+    """Forgetting (fedntd eq. 5) compares the last round with the earlier ones: a run of one
+    round has none, and every bar of the figure would be empty."""
+    cfg = small_config("figures", "forgetting", {}, grid={"dataset": ["mnist5k"], "rounds": [1]})
+    assert (
+        "figures.out.grid: layout forgetting compares a run's last round with its earlier ones, "
+        "which runs of 1 round do not have; give its grid rounds of at least 2" in errors_of(cfg)
+    )
+    cfg["figures"]["out"]["grid"]["rounds"] = [2]
+    validate_config(cfg, SCHEMA)

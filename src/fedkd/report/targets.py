@@ -166,6 +166,7 @@ LAYOUTS: dict[str, Layout] = {
             "forgetting", "figure", "aggregate", "figures.forgetting:build",
             ("panels", "columns", *_NAMES, "stat"),
             "Accuracy and forgetting (fedntd eq. 5) of the global model, mean ± std over seeds.",
+            check="figures.forgetting:check_entry",
             options_check="figures.forgetting:checked_options", aliases=("fig_forgetting",),
         ),
         Layout(

@@ -43,28 +43,38 @@ def build(df: pd.DataFrame, opts: Options):
         fig, axes = new_figure(2, len(pids), width=max(2.6, 0.45 * len(labels) + 1.2))
         for j, pid in enumerate(pids):
             values = {"acc": [], "fgt": []}
-            notes = []
+            notes = {"acc": [], "fgt": []}
             for label in labels:
                 runs = groups[pid].get(label) or {}
                 if runs:
                     check_same_setting(runs, f"{opts.target} panel {pid} label {label!r}", "panels")
                 statuses = {str(r["status"].iloc[0]) for r in runs.values()}
                 if not runs or statuses != {"complete"}:
-                    notes.append(
+                    note = (
                         "–"
                         if not runs
                         else ("diverged" if "diverged" in statuses else "incomplete")
                     )
-                    values["acc"].append((np.nan, 0.0))
-                    values["fgt"].append((np.nan, 0.0))
+                    for key in values:
+                        notes[key].append(note)
+                        values[key].append((np.nan, 0.0))
                     continue
                 # a seed with no run, a run stopped early: the bar's mean is over fewer seeds
-                notes.append(runs_note(runs, seeds))
+                note = runs_note(runs, seeds)
                 played = [r[r["round"] >= 1] for r in runs.values()]
                 acc = [acc_fn(p) * 100 for p in played]
-                fgt = [metrics.forgetting_from_rows(p) for p in played]
+                # a run of one round has no earlier round to forget from: left out, and said
+                fgt = [f for f in map(metrics.forgetting_from_rows, played) if np.isfinite(f)]
+                undefined = len(played) - len(fgt)
+                said = (
+                    f"{undefined}/{len(played)} forgetting undefined (1 round)" if undefined else ""
+                )
+                notes["acc"].append(note)
+                notes["fgt"].append("; ".join(t for t in (note, said) if t))
                 values["acc"].append((float(np.mean(acc)), _std(acc, ddof)))
-                values["fgt"].append((float(np.mean(fgt)), _std(fgt, ddof)))
+                values["fgt"].append(
+                    (float(np.mean(fgt)), _std(fgt, ddof)) if fgt else (np.nan, 0.0)
+                )
             x = np.arange(len(labels))
             for i, (key, ylabel) in enumerate(
                 (("acc", f"Accuracy (%, {stat} round)"), ("fgt", "Forgetting $\\mathcal{F}$"))
@@ -73,7 +83,7 @@ def build(df: pd.DataFrame, opts: Options):
                 means = np.array([m for m, _ in values[key]])
                 stds = np.array([s for _, s in values[key]])
                 ax.bar(x, np.nan_to_num(means), yerr=stds, color=colors, capsize=2)
-                for xi, (m, sd, note) in enumerate(zip(means, stds, notes, strict=True)):
+                for xi, (m, sd, note) in enumerate(zip(means, stds, notes[key], strict=True)):
                     value = "" if np.isnan(m) else (f"{m:.1f}" if key == "acc" else f"{m:.2f}")
                     text = "\n".join(t for t in (value, note) if t)
                     top = 0 if np.isnan(m) else m + sd
@@ -101,3 +111,15 @@ def checked_options(df: pd.DataFrame, opts: Options) -> tuple[list[str], str]:
     panels = opts.str_list("panels", ["partition", "alpha", "shards"])
     check_keys(df, panels, "panels", opts.target)
     return panels, opts.choice("stat", ("best", "final"), "final")
+
+
+def check_entry(where: str, entry: dict, points: list[dict]) -> list[str]:
+    """Config check: its runs have an earlier round to forget from (``points`` hold each point's
+    resolved run keys)."""
+    short = sorted({int(p["rounds"]) for p in points if int(p["rounds"]) < 2})
+    if not short:
+        return []
+    return [
+        f"{where}.grid: layout forgetting compares a run's last round with its earlier ones, "
+        f"which runs of {short[0]} round do not have; give its grid rounds of at least 2"
+    ]
