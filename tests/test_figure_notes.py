@@ -253,3 +253,12 @@ def test_a_forgetting_bar_without_a_value_says_why(tmp_path):
     assert texts[0] == "2/2 forgetting undefined (1 round)", texts
     assert texts[1] == "-0.10\n1/2 stopped before round 2; 1/2 forgetting undefined (1 round)"
     assert [p.get_height() for p in fig.axes[1].patches] == pytest.approx([0.0, -0.1], rel=1e-9)
+
+
+def test_a_legend_counts_diverged_and_unfinished_runs_apart(tmp_path):
+    r, runs = tmp_path / "runs", []
+    for seed, status in enumerate(("complete", "diverged", "running")):
+        accs = [0.3, 0.5, 0.6] if status == "complete" else [0.3]
+        runs.append(("fedavg", make_run(r, f"a{seed}", accs, seed=seed, rounds=3, status=status)))
+    fig = _build("curves", agg_file(tmp_path, runs), {"columns": ["fedavg"]})
+    assert _legend(fig)["FedAvg"] == "FedAvg (1/3 diverged; 1/3 incomplete)"

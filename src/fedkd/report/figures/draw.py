@@ -117,9 +117,11 @@ def runs_note(runs: dict[str, pd.DataFrame], seeds: set[int]) -> str:
     '' when none."""
     statuses = [str(rows["status"].iloc[0]) for rows in runs.values()]
     n, parts = len(statuses), []
-    bad = sum(s != "complete" for s in statuses)
-    if bad:
-        parts.append(f"{bad}/{n} {'diverged' if 'diverged' in statuses else 'incomplete'}")
+    diverged = statuses.count("diverged")
+    unfinished = n - diverged - statuses.count("complete")
+    parts += [
+        f"{k}/{n} {what}" for k, what in ((diverged, "diverged"), (unfinished, "incomplete")) if k
+    ]
     collapsed = sum(
         s == "complete" and "collapsed" in rows.columns and bool(rows["collapsed"].iloc[0])
         for s, rows in zip(statuses, runs.values(), strict=True)
