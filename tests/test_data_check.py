@@ -347,3 +347,36 @@ def test_a_run_counts_while_a_file_of_its_train_or_partition_job_is_missing(tmp_
         path.unlink()
         assert snakefile.run_will_train(plan, dataset, variant, setting, seed), path
         path.touch()
+
+
+# (dataset, other options, option, its lowest value the loader takes, the value below it): the
+# other options make the bound one the loader checks on its own (num_docs: 10 per class)
+LOADER_BOUNDS = [
+    ("synthtext", {}, "num_classes", 2, 1),
+    ("synthtext", {}, "seq_len", 8, 7),
+    ("synthtext", {"num_classes": 3}, "num_docs", 30, 29),
+    ("synthtext", {"topic_words": 8}, "vocab", 32, 31),  # 4 topics, 6 words apart, + 8
+    ("agnews", {}, "max_len", 2, 1),
+    ("agnews", {}, "train_size", 1, 0),
+    ("sst5", {}, "max_len", 2, 1),
+]
+
+
+@pytest.mark.parametrize(("dataset", "others", "name", "lowest", "below"), LOADER_BOUNDS)
+def test_planning_refuses_a_dataset_option_exactly_where_its_loader_does(
+    tmp_path, dataset, others, name, lowest, below
+):
+    """Planning's ranges (option_value_errors, also `fedkd train`'s) are copies of the loaders'
+    checks, held to them here: the loaders' sources are in their runs' code hash."""
+    accepted = {**others, name: lowest}
+    assert data_check.option_value_errors(dataset, accepted) == []
+    try:
+        load_dataset(dataset, tmp_path, download=False, **accepted)
+    except DatasetNotFoundError:
+        pass  # past the loader's checks of its options, at its files
+    refused = {**others, name: below}
+    assert data_check.option_value_errors(dataset, refused)[0].startswith(
+        f"dataset_options.{name}={below} "
+    )
+    with pytest.raises(ValueError, match=f"{name}={below}|got {below}"):
+        load_dataset(dataset, tmp_path, download=False, **refused)

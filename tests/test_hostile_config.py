@@ -115,6 +115,44 @@ def test_dataset_options_of_their_types_pass():
     validate_config(on_dataset("agnews", {"train_size": None, "tokenizer": "word"}), SCHEMA)
 
 
+# each out of its loader's range (tests/test_data_check.py holds the ranges to the loaders)
+OUT_OF_RANGE = [
+    ("synthtext", {"num_classes": 1}, "num_classes=1 must be at least 2"),
+    ("synthtext", {"seq_len": 7}, "seq_len=7 must be at least 8"),
+    ("synthtext", {"num_docs": 39}, "num_docs=39 must be at least 40: 10 per class of 4"),
+    ("synthtext", {"topic_words": 0}, "topic_words=0 must be at least 1"),
+    ("synthtext", {"vocab": 159}, "vocab=159 is too small for 4 topics of 40 words; use vocab >= 160"),
+    ("synthtext", {"topic_rate": 1.5}, "topic_rate=1.5 must lie in [0, 1]"),
+    ("synthtext", {"corpus_seed": -1}, "corpus_seed=-1 must be at least 0"),
+    ("agnews", {"max_len": 1}, "max_len=1 must be at least 2"),
+    ("agnews", {"train_size": 0}, "train_size=0 must be at least 1, or null"),
+    ("sst5", {"tokenizer": "word", "max_vocab": 3}, "max_vocab=3 must be at least 4"),
+    ("sst5", {"max_vocab": 5000}, "max_vocab=5000 is read by tokenizer 'word' only"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("dataset", "options", "says"), OUT_OF_RANGE)
+def test_a_dataset_option_out_of_its_range_is_named_at_planning(dataset, options, says):
+    """Ranges were the loader's alone, checked once the train job ran (or, for topic_words and
+    corpus_seed, not at all: numpy's "a must be a positive integer" then ended the job; a
+    topic_rate of 1.5 and a max_vocab the tokenizer never reads trained silently)."""
+    message = errors_of(on_dataset(dataset, options))
+    assert f"datasets.{dataset}.dataset_options.{says}" in message
+    assert "Traceback" not in message
+
+
+def test_fedkd_train_names_a_dataset_option_out_of_its_range_before_any_output(tmp_path, capsys):
+    from fedkd.cli import main
+
+    out = tmp_path / "run"
+    argv = ["train", "--dataset", "synthtext", "--dataset-options", "{corpus_seed: -1}"]
+    assert main([*argv, "--rounds", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "dataset_options.corpus_seed=-1 must be at least 0 (dataset 'synthtext'" in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
 def test_fedkd_train_names_a_dataset_option_of_the_wrong_type_before_any_output(tmp_path, capsys):
     from fedkd.cli import main
 

@@ -14,8 +14,9 @@ pretrained weights are never downloaded by a run, so they are checked always. A 
 run's strategy reads besides the run's own (FedDF's unlabelled set) is checked like it.
 ``fedkd train`` makes the weights check too, before a run starts (``refuse_missing_weights``).
 Both also check the values of a run's ``dataset_options`` against the types its loader declares
-(``option_value_errors``): the loaders check their ranges when they run, but text or null where
-they compute with a count reached them as a TypeError or IndexError traceback.
+and the ranges it holds them to (``option_value_errors``): text or null where a loader computes
+with a count reached it as a TypeError or IndexError traceback, and a count out of its range
+failed the train job rather than the plan.
 
 The names live here, not in the loaders (fedkd.data.cifar, .mnist, .tinyimagenet, .text): a
 loader's source is part of the code hash of every run on its dataset, so moving them there would
@@ -316,6 +317,60 @@ def option_value_errors(dataset: str, options: dict) -> list[str]:
         errors.append(
             f"dataset_options.{safe_text(name)}={shown(value)} must be {wanted} (dataset "
             f"{key!r}; its default: {shown(default)})"
+        )
+    return errors or _range_errors(key, options, declared)
+
+
+# the lowest value of each count a loader takes (fedkd.data.text), and why; besides the loader's
+# own checks, topic_words and corpus_seed (which it leaves to numpy's errors) and max_vocab (below
+# 4 the vocabulary holds its reserved ids only)
+_MAX_LEN = (2, " ([CLS] and one token)")
+_MAX_VOCAB = (4, " (3 reserved ids and one word), or null for all words")
+_LOWEST: dict[str, dict[str, tuple[int, str]]] = {
+    "synthtext": {
+        "num_classes": (2, ""), "seq_len": (8, ""), "topic_words": (1, ""),
+        "corpus_seed": (0, ""), "num_docs": (1, ""), "vocab": (1, ""),
+    },
+    "agnews": {"max_len": _MAX_LEN, "max_vocab": _MAX_VOCAB, "train_size": (1, ", or null for all")},
+    "sst5": {"max_len": _MAX_LEN, "max_vocab": _MAX_VOCAB},
+}  # fmt: skip
+
+
+def _range_errors(dataset: str, options: dict, declared: dict) -> list[str]:
+    """The ranges dataset ``dataset``'s loader holds its options to, checked here rather than
+    once a job has started; tests/test_data_check.py holds them to the loaders."""
+    value = {name: default for name, (_, default) in declared.items()} | options
+    suffix = f" (dataset {dataset!r})"
+    errors = [
+        f"dataset_options.{name}={shown(value[name])} must be at least {lowest}{why}{suffix}"
+        for name, (lowest, why) in _LOWEST.get(dataset, {}).items()
+        if name in options and value[name] is not None and value[name] < lowest
+    ]
+    if "topic_rate" in options and not 0 <= value["topic_rate"] <= 1:
+        errors.append(
+            f"dataset_options.topic_rate={shown(value['topic_rate'])} must lie in [0, 1] (the "
+            f"share of a document's words drawn from its topic){suffix}"
+        )
+    tokenizer = value.get("tokenizer")
+    if options.get("max_vocab") is not None and tokenizer != "word":
+        errors.append(
+            f"dataset_options.max_vocab={shown(options['max_vocab'])} is read by tokenizer "
+            f"'word' only, and the tokenizer is {shown(tokenizer)}; set tokenizer: word, or "
+            f"remove max_vocab{suffix}"
+        )
+    if errors or dataset != "synthtext":
+        return errors
+    classes, topic_words = value["num_classes"], value["topic_words"]
+    if value["num_docs"] < 10 * classes:
+        errors.append(
+            f"dataset_options.num_docs={shown(value['num_docs'])} must be at least "
+            f"{10 * classes}: 10 per class of {classes}{suffix}"
+        )
+    need = (topic_words - topic_words // 4) * classes + topic_words  # topics overlap by 1/4
+    if value["vocab"] < need:
+        errors.append(
+            f"dataset_options.vocab={shown(value['vocab'])} is too small for {classes} topics "
+            f"of {topic_words} words; use vocab >= {need}{suffix}"
         )
     return errors
 
