@@ -177,6 +177,32 @@ def test_an_unknown_dataset_option_is_refused_at_planning():
     )
 
 
+def with_stop_and_target(stop: float, target: float) -> dict:
+    cfg = small_config()
+    cfg["defaults"]["stop_at_acc"] = stop
+    cfg["tables"]["rounds_to_target"] = {
+        "caption": "x", "grid": {"dataset": ["mnist5k"]}, "columns": {"FedAvg": "fedavg"},
+        "options": {"targets": [{"alpha": 0.5, "accuracy": target}]},
+    }  # fmt: skip
+    return cfg
+
+
+def test_a_stop_below_a_rounds_to_target_tables_target_is_refused_at_planning():
+    """Its runs took the configuration's stop_at_acc over the table's target: they stopped at
+    0.3, and the table could never show a run reaching 0.8."""
+    message = errors_of(with_stop_and_target(0.3, 0.8))
+    assert (
+        "tables.rounds_to_target: its runs on mnist5k stop at stop_at_acc=0.3 (defaults or "
+        "datasets.mnist5k), below the target accuracy 0.8 for alpha 0.5; remove stop_at_acc or "
+        "raise it to at least 0.8"
+    ) in message
+
+
+def test_a_stop_at_or_above_the_target_passes():
+    validate_config(with_stop_and_target(0.8, 0.8), SCHEMA)
+    validate_config(with_stop_and_target(0.9, 0.8), SCHEMA)
+
+
 def test_snakemake_dry_run_refuses_them_before_any_job(tmp_path):
     """`snakemake -n` lists every such value at once, and plans no job."""
     cfg = small_config()

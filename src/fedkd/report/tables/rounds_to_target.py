@@ -186,13 +186,31 @@ def _lookup_target(alpha, targets: dict[float, float]) -> float:
 
 def check_entry(where: str, entry: dict, points: list[dict]) -> list[str]:
     """Config check: a target accuracy for the alpha of every grid point (``points`` hold each
-    point's resolved run keys)."""
-    given = {float(x["alpha"]) for x in (entry.get("options") or {}).get("targets", [])}
+    point's resolved run keys), and no stop_at_acc of the configuration's that ends its runs
+    before that target (a run's own stop_at_acc is kept over the table's)."""
+    given = {
+        float(x["alpha"]): x["accuracy"] for x in (entry.get("options") or {}).get("targets", [])
+    }
     for point in points:
         alpha = point.get("alpha")
         if alpha is not None and float(alpha) not in given:
             return [f"{where}.options.targets: no target accuracy for alpha {alpha} of the grid"]
-    return []
+    errors = []
+    for point in points:
+        alpha, stop = point.get("alpha"), point.get("stop_at_acc")
+        target = given[float(alpha)] if alpha is not None else max(given.values(), default=None)
+        if stop is None or target is None or stop >= target:
+            continue
+        dataset = point["dataset"]
+        of_alpha = "" if alpha is None else f" for alpha {alpha:g}"
+        error = (
+            f"{where}: its runs on {dataset} stop at stop_at_acc={stop:g} (defaults or "
+            f"datasets.{dataset}), below the target accuracy {target:g}{of_alpha}; remove "
+            f"stop_at_acc or raise it to at least {target:g}"
+        )
+        if error not in errors:
+            errors.append(error)
+    return errors
 
 
 def _target_for(rows: pd.DataFrame, targets: dict[float, float]) -> float:
