@@ -110,6 +110,27 @@ def test_best_of_picks_the_variant_best_on_validation_and_marks_it(tmp_path, swe
     assert "$^{b}$" in out.with_name("t.tex").read_text()
 
 
+def test_best_of_chooses_on_validation_when_a_candidate_diverged(tmp_path):
+    """A variant that diverged lacks no validation accuracy: it is passed over, and the others
+    are still ranked on validation, not on the test set (g2 is best on test, g1 on validation)."""
+    r = tmp_path / "runs"
+    runs = []
+    for seed in (0, 1):
+        for v, test, val, status in (
+            ("g1", [0.5, 0.6], [0.8, 0.9], "complete"),
+            ("g2", [0.5, 0.8], [0.5, 0.6], "complete"),
+            ("g3", [0.4, 0.5], [0.4, 0.5], "diverged" if seed == 1 else "complete"),
+        ):
+            d = make_run(r, f"{v}-{seed}", test, seed=seed, strategy="fedgen", variant=v,
+                         params={"c": v}, status=status)  # fmt: skip
+            runs.append(("fedgen", add_val(d, val)))
+    out = tmp_path / "t"
+    render("grid", out, aggregate=agg_file(tmp_path, runs),
+           options={"columns": ["fedgen"], "best_of": {"fedgen": ["g1", "g2", "g3"]}})  # fmt: skip
+    best = csv_of(out).set_index("stat").loc["best"]
+    assert (best["variant"], best["mean"]) == ("g1", pytest.approx(60.0))
+
+
 def test_best_of_falls_back_to_the_table_statistic_without_validation(tmp_path):
     r = tmp_path / "runs"
     runs = [

@@ -5,7 +5,8 @@ the variant with the highest mean is kept and the others dropped, so a layout th
 label as usual. The paper tunes FedGen's coefficient and "takes the best": the choice is made on
 the validation split where every candidate has it (the mean over seeds of each run's best
 validation accuracy: no choice by the test set), else on the table's own statistic; ties go to
-the earlier variant in the list.
+the earlier variant in the list. A variant with a run that diverged or never finished is never
+chosen, and leaves the choice among the others on validation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from fedkd.report.options import Options
 from fedkd.report.text import Text
 
 MARKS = "abcdefghijklmnopqrstuvwxyz"
+# the validation cells that let a sweep be chosen on validation: a value, or a run that failed
+RANKED_ON_VALIDATION = ("value", "diverged", "incomplete")
 
 
 def best_of_option(opts: Options) -> dict[str, list[str]]:
@@ -95,7 +98,9 @@ def best_of_choices(
                     by_variant[v], f"{opts.target} best_of {label!r} variant {v!r}", "rows"
                 )
             by_val = {v: make_cell(by_variant[v], _best_validation, ddof) for v in candidates}
-            if by_validation and all(c.kind == "value" for c in by_val.values()):
+            # a candidate that diverged or never finished is passed over on either split: it
+            # does not send the others' choice to the test set
+            if by_validation and all(c.kind in RANKED_ON_VALIDATION for c in by_val.values()):
                 scores, better_high = by_val, True
             else:
                 scores = {
