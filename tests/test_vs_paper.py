@@ -112,6 +112,26 @@ def test_vs_paper_compares_the_papers_own_dataset_by_value(tmp_path):
     assert "Rank" not in alone.with_name(alone.name + ".md").read_text()
 
 
+def test_vs_paper_marks_a_reproduced_cell_short_of_a_seed(tmp_path):
+    """FedGKD has no run of seed 2, which FedAvg has: its reproduced mean is over two seeds, and
+    the comparison says so as the table itself does (‡, the caption's note, missing_seeds),
+    rather than show a bare mean ± std beside the paper's three-trial one."""
+    r = tmp_path / "runs"
+    runs = [("fedavg", make_run(r, f"a{s}", [0.5, acc], alpha=1.0, seed=s))
+            for s, acc in ((0, 0.770), (1, 0.775), (2, 0.780))]  # fmt: skip
+    runs += [("fedgkd", make_run(r, f"g{s}", [0.5, acc], alpha=1.0, seed=s, strategy="fedgkd"))
+             for s, acc in ((0, 0.790), (1, 0.792))]  # fmt: skip
+    out = tmp_path / "table3_vs_paper"
+    opts = {"paper": "fedgkd_table3", "caption": "Beside."}
+    render("vs_paper", out, aggregate=agg_file(tmp_path, runs), options=opts)
+    by = pd.read_csv(out.with_suffix(".csv"), dtype={"missing_seeds": str}).set_index("method")
+    assert by.loc["fedgkd", "n_seeds"] == 2 and by.loc["fedgkd", "missing_seeds"] == "2"
+    assert pd.isna(by.loc["fedavg", "missing_seeds"])
+    md = out.with_name(out.name + ".md").read_text()
+    assert "| 79.10 ± 0.10‡ |" in md and "| 77.50 ± 0.41 |" in md
+    assert "its mean is over fewer seeds" in md
+
+
 def test_vs_paper_names_a_variant_other_than_the_papers_cell(tmp_path):
     """The paper's FedGKD cell at CIFAR-10 alpha=1 is M=5 (paper_values' variant): runs of M=1
     set beside it are not like against like, and the caption and CSV say so."""

@@ -9,7 +9,7 @@ is compared depends on the data it ran on:
 - on the paper's own dataset: the paper's value, the reproduced mean ± std over seeds, their
   difference, the seed range (min..max), and whether the difference is within two of the paper's
   standard deviations (the bar of the reproduction; a cell the paper gives without one is not
-  judged);
+  judged); a mean over fewer seeds than the other rows' is marked ‡, as in the table itself;
 - on a stand-in: its accuracy is not the paper's, so the row is compared through the methods of
   its setting (the paper table's row): each method's rank among them (1 = best) and its gap to
   FedAvg (else to the setting's first method), beside the paper's rank and gap; the caption counts
@@ -34,7 +34,7 @@ import pandas as pd
 from fedkd.collapse import MARK
 from fedkd.report.aggregate import ReportError
 from fedkd.report.best_of import pick_best_of
-from fedkd.report.cells import Cell, make_cell
+from fedkd.report.cells import SHORT_MARK, Cell, make_cell, mark_short_cells
 from fedkd.report.keys import group_runs
 from fedkd.report.names import display_name, paper_dataset_name
 from fedkd.report.options import Options
@@ -83,7 +83,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     rounds_here = round_map(table["cells"], opts.num_list("rounds", [], integer=True))
     targets_here = target_accuracies(opts.target, {"targets": opts.values.get("targets")})
 
-    recs, left_out, not_compared = [], [], 0
+    compared, left_out, not_compared = [], [], 0
     variants = common.run_variants(df)
     for cell in table["cells"]:
         dataset = cell.get("dataset")
@@ -104,7 +104,9 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         if got.kind == "missing":
             left_out.append(cell)
             continue
-        recs.append(_record(cell, used, got, scale, relative, common.cell_variant(got, variants)))
+        compared.append((cell, used, got, scale, relative, common.cell_variant(got, variants)))
+    mark_short_cells([got for _, _, got, *_ in compared])
+    recs = [_record(*args) for args in compared]
     _rank_and_gap(recs)
     body = [_line(rec, decimals) for rec in recs]
     header, keep, groups = _columns(recs)
@@ -190,11 +192,10 @@ RELATIVE, ABSOLUTE = "relative", "absolute"
 SETTING_KEYS = ("dataset", *MATCH_KEYS, "round", "stat", "target_accuracy", "quantity")
 CSV_COLUMNS = [
     "setting", "cell", "method", "method_name", "variant", "paper_variant", "paper_dataset",
-    "dataset", "comparison",
-    "alpha", "participation", "local_epochs", "round", "round_here", "target_accuracy",
-    "target_here", "stat", "paper_mean", "paper_std",
-    "mean", "std", "min", "max", "difference", "within_2sd", "reference", "paper_rank",
-    "rank", "paper_gap", "gap", "same_side", "n_seeds", "seeds", "status", "unit", "collapsed",
+    "dataset", "comparison", "alpha", "participation", "local_epochs", "round", "round_here",
+    "target_accuracy", "target_here", "stat", "paper_mean", "paper_std", "mean", "std", "min",
+    "max", "difference", "within_2sd", "reference", "paper_rank", "rank", "paper_gap", "gap",
+    "same_side", "n_seeds", "seeds", "missing_seeds", "status", "unit", "collapsed",
 ]  # fmt: skip
 
 
@@ -285,6 +286,7 @@ def _record(cell: dict, dataset, got: Cell, scale: float, relative: bool, varian
         "same_side": math.nan,
         "n_seeds": got.n if ok else 0,
         "seeds": ";".join(str(s) for s in got.seeds),
+        "missing_seeds": ";".join(str(s) for s in got.missing_seeds),
         "status": "ok" if ok else got.kind,
         "unit": _unit(cell),
         "_shown": got.text() if not ok else "",
@@ -463,13 +465,12 @@ def _line(rec: dict, decimals: int) -> list[Text]:
     def opt(v: float, fmt) -> str:
         return DASH if isinstance(v, float) and math.isnan(v) else fmt(v)
 
-    paper = num(rec["paper_mean"]) + (
-        f" ± {num(rec['paper_std'])}" if rec["paper_std"] is not None else ""
-    )
+    paper_std = rec["paper_std"]
+    paper = num(rec["paper_mean"]) + (f" ± {num(paper_std)}" if paper_std is not None else "")
     ok = rec["status"] == "ok"
     # one seed: no spread to show
     std = "" if not ok or math.isnan(rec["std"]) or rec["n_seeds"] < 2 else f" ± {num(rec['std'])}"
-    mark = MARK if rec["collapsed"] else ""
+    mark = (MARK if rec["collapsed"] else "") + (SHORT_MARK if rec["missing_seeds"] else "")
     reproduced = num(rec["mean"]) + std + mark if ok else rec["_shown"]
     reference = rec["method"] == rec["reference"]
     absolute = ok and rec["comparison"] == ABSOLUTE
