@@ -241,6 +241,26 @@ def test_a_cell_short_of_the_tables_seeds_is_marked(tmp_path):
     assert csv.loc["fedavg", "missing_seeds"] == "2" and pd.isna(csv.loc["fedgkd", "missing_seeds"])
 
 
+def test_a_seed_whose_only_run_diverged_still_counts_for_the_mark(tmp_path):
+    """FedAvg ran seeds 0, 1 and 2 and seed 2 diverged; FedGKD never ran seed 2: FedGKD's mean is
+    over two of the table's three seeds, whether or not FedAvg's cell shows a value."""
+    r = tmp_path / "runs"
+    runs = [
+        ("fedavg", make_run(r, f"a{s}", [0.5, acc], seed=s, rounds=2,
+                            status="diverged" if s == 2 else "complete"))
+        for s, acc in enumerate((0.77, 0.775, 0.78))
+    ]  # fmt: skip
+    runs += [
+        ("fedgkd", make_run(r, f"g{s}", [0.5, acc], seed=s)) for s, acc in enumerate((0.79, 0.792))
+    ]
+    out = tmp_path / "t"
+    render("grid", out, aggregate=agg_file(tmp_path, runs),
+           options={"columns": ["fedavg", "fedgkd"], "val_selected": False})  # fmt: skip
+    assert "| diverged | 79.10 ± 0.10‡ |" in read(out, ".md")
+    csv = pd.read_csv(out.with_suffix(".csv"), dtype={"missing_seeds": str}).set_index("label")
+    assert csv.loc["fedgkd", "missing_seeds"] == "2"
+
+
 def test_grid_final_stat_sample_std_and_across_layout(tmp_path, grid):
     out = tmp_path / "t"
     opts = {"columns": ["fedavg", "fedprox"], "stat": "final", "ddof": 1, "rows": ["alpha"]}

@@ -30,6 +30,8 @@ class Cell:
     collapsed: list[str] = field(default_factory=list)  # its runs that stayed at chance
     # seeds other cells of its table have and it lacks (no run): its mean is over fewer seeds
     missing_seeds: list[int] = field(default_factory=list)
+    # the seeds of all its runs, a run without a value among them (one that diverged)
+    run_seeds: list[int] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -87,10 +89,11 @@ def make_cell(
         names.append(run)
         if "collapsed" in rows.columns and bool(rows["collapsed"].iloc[0]):
             collapsed.append(run)
+    run_seeds = sorted({int(rows["seed"].iloc[0]) for rows in runs.values()})
     for kind in ("diverged", "incomplete", none_means):
         if kind in failed:
-            return Cell(kind, ddof=ddof, runs=sorted(runs))
-    return Cell("value", values, seeds, names, ddof, collapsed)
+            return Cell(kind, ddof=ddof, runs=sorted(runs), run_seeds=run_seeds)
+    return Cell("value", values, seeds, names, ddof, collapsed, run_seeds=run_seeds)
 
 
 def fmt_mean_std(mean: float, std: float, decimals: int) -> tuple[str, str]:
@@ -128,12 +131,12 @@ def collapse_marked(text: Text) -> Text:
 
 
 def mark_short_cells(cells: list[Cell]) -> None:
-    """Give each valued cell of one table the seeds the table's other valued cells have and it
-    lacks."""
-    valued = [c for c in cells if c.kind == "value"]
-    every = set().union(*(c.seeds for c in valued)) if valued else set()
-    for c in valued:
-        c.missing_seeds = sorted(every - set(c.seeds))
+    """Give each valued cell of one table the seeds the table's other cells have runs of and it
+    lacks (a seed whose run diverged elsewhere is still one of the table's seeds)."""
+    every = set().union(*(c.run_seeds or c.seeds for c in cells))
+    for c in cells:
+        if c.kind == "value":
+            c.missing_seeds = sorted(every - set(c.seeds))
 
 
 def with_collapse_note(caption: str, body: list[list[Text]]) -> str:
