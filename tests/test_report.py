@@ -177,7 +177,7 @@ def test_table3_mean_std_highlight_and_diverged(tmp_path, grid):
     assert len(lines) == 2
     alpha1, alpha01 = lines
     # alpha 1 first (papers' order); fedavg best accs 80 and 70 -> 75.00 ± 5.00 (ddof 0);
-    # fedprox 70 and 74 -> 72.00 ± 2.00; fedgkd 60 and 62 -> 61.00 ± 1.00; moon (2 short runs)
+    # fedprox 70 and 74 -> 72.00 ± 2.00; fedgkd 60 and 62 -> 61.00 ± 1.00; moon
     # 90 ± 0 is best, fedavg second; fedgen has no runs
     cells = [c.strip() for c in alpha1.rstrip(" \\").split("&")]
     assert cells == [
@@ -259,6 +259,27 @@ def test_a_seed_whose_only_run_diverged_still_counts_for_the_mark(tmp_path):
     assert "| diverged | 79.10 ± 0.10‡ |" in read(out, ".md")
     csv = pd.read_csv(out.with_suffix(".csv"), dtype={"missing_seeds": str}).set_index("label")
     assert csv.loc["fedgkd", "missing_seeds"] == "2"
+
+
+def test_a_run_stopped_at_its_target_has_no_best_or_final_accuracy(tmp_path):
+    """A run that stopped once it reached its stop_at_acc (round 2 of 10) has no final round and
+    no best over its rounds: its cells say so rather than show round 2 as its final accuracy."""
+    r = tmp_path / "runs"
+    runs = []
+    for seed in (0, 1):
+        d = make_run(r, f"a{seed}", [0.5, 0.62], seed=seed, rounds=10)
+        rec = json.loads((d / "run.json").read_text())
+        rec["spec"]["stop_at_acc"] = 0.6
+        (d / "run.json").write_text(json.dumps(rec))
+        runs.append(("fedavg", d))
+    agg = agg_file(tmp_path, runs)
+    out = tmp_path / "t"
+    render("grid_by_stat", out, aggregate=agg, options={"stats": ["best", "final"]})
+    assert set(pd.read_csv(out.with_suffix(".csv"))["status"]) == {"stopped at target"}
+    assert "| FedAvg | stopped at target | stopped at target |" in read(out, ".md")
+    # the rounds it did play still answer the accuracy at round 2
+    render("at_rounds", out, aggregate=agg, options={"rounds": [2]})
+    assert pd.read_csv(out.with_suffix(".csv"))["mean"].iloc[0] == pytest.approx(62.0)
 
 
 def test_grid_final_stat_sample_std_and_across_layout(tmp_path, grid):

@@ -17,14 +17,14 @@ from collections.abc import Callable
 import pandas as pd
 
 from fedkd.report.aggregate import ReportError
-from fedkd.report.cells import Cell, make_cell
+from fedkd.report.cells import STOPPED, Cell, make_cell
 from fedkd.report.keys import check_same_setting, group_runs
 from fedkd.report.options import Options
 from fedkd.report.text import Text
 
 MARKS = "abcdefghijklmnopqrstuvwxyz"
 # the validation cells that let a sweep be chosen on validation: a value, or a run that failed
-RANKED_ON_VALIDATION = ("value", "diverged", "incomplete")
+RANKED_ON_VALIDATION = ("value", "diverged", "incomplete", STOPPED)
 
 
 def best_of_option(opts: Options) -> dict[str, list[str]]:
@@ -98,8 +98,8 @@ def best_of_choices(
                     by_variant[v], f"{opts.target} best_of {label!r} variant {v!r}", "rows"
                 )
             by_val = {v: make_cell(by_variant[v], _best_validation, ddof) for v in candidates}
-            # a candidate that diverged or never finished is passed over on either split: it
-            # does not send the others' choice to the test set
+            # a candidate that diverged, never finished or stopped early is passed over on either
+            # split: it does not send the others' choice to the test set
             if by_validation and all(c.kind in RANKED_ON_VALIDATION for c in by_val.values()):
                 scores, better_high = by_val, True
             else:

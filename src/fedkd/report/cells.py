@@ -22,7 +22,7 @@ from fedkd.report.text import DASH, Text, tex_escape
 class Cell:
     """One table cell: a mean over seeds, or why there is none."""
 
-    kind: str  # "value", "missing", "diverged", "incomplete", "not reached"
+    kind: str  # "value", "missing", "diverged", "incomplete", STOPPED, "not reached"
     values: list[float] = field(default_factory=list)  # one per run
     seeds: list[int] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
@@ -53,6 +53,11 @@ class Cell:
         return DASH if self.kind == "missing" else self.kind
 
 
+# a cell one of whose runs ended at its stop_at_acc, short of its planned rounds: its best and
+# final accuracy would be those of the rounds it happened to play
+STOPPED = "stopped at target"
+
+
 def make_cell(
     runs: dict[str, pd.DataFrame] | None,
     value_of: Callable[[pd.DataFrame, str], float | None],
@@ -63,10 +68,11 @@ def make_cell(
 ) -> Cell:
     """Evaluate ``value_of(rows, status)`` on every run of a cell.
 
-    A diverged or unfinished run makes the cell "diverged" / "incomplete", unless ``partial_ok``
-    (the quantity only needs rounds the run did complete, e.g. accuracy at round 10 of a run that
-    diverged in round 60); then only a missing value turns the cell into that status. A run whose
-    value is None makes the cell ``none_means`` ("missing" or "not reached").
+    A diverged or unfinished run makes the cell "diverged" / "incomplete", and a run that stopped
+    at its stop_at_acc before its last round STOPPED, unless ``partial_ok`` (the quantity only
+    needs rounds the run did complete, e.g. accuracy at round 10 of a run that diverged in round
+    60); then only a missing value turns the cell into that status. A run whose value is None
+    makes the cell ``none_means`` ("missing" or "not reached").
     """
     if not runs:
         return Cell("missing", ddof=ddof)
@@ -76,10 +82,12 @@ def make_cell(
         rows = runs[run]
         status = str(rows["status"].iloc[0])
         bad = None if status == "complete" else "diverged" if status == "diverged" else "incomplete"
+        played = rows[rows["round"] >= 1]
+        if bad is None and len(played) < int(rows["rounds_planned"].iloc[0]):
+            bad = STOPPED  # complete before its last round: it reached its stop_at_acc
         if bad and not partial_ok:
             failed.add(bad)
             continue
-        played = rows[rows["round"] >= 1]
         v = value_of(played, status) if len(played) else None
         if v is None or (isinstance(v, float) and math.isnan(v)):
             failed.add(bad or none_means)
@@ -90,7 +98,7 @@ def make_cell(
         if "collapsed" in rows.columns and bool(rows["collapsed"].iloc[0]):
             collapsed.append(run)
     run_seeds = sorted({int(rows["seed"].iloc[0]) for rows in runs.values()})
-    for kind in ("diverged", "incomplete", none_means):
+    for kind in ("diverged", "incomplete", STOPPED, none_means):
         if kind in failed:
             return Cell(kind, ddof=ddof, runs=sorted(runs), run_seeds=run_seeds)
     return Cell("value", values, seeds, names, ddof, collapsed, run_seeds=run_seeds)

@@ -111,7 +111,8 @@ std, n_seeds, seeds, missing_seeds, status, collapsed runs); figures write PREFI
 Accuracies are percent, mean ± std over the seeds of a cell (population std, ddof=0, unless
 option ddof is 1). Best in bold, second underlined, among the labels compared for one setting
 (ranked on the printed value; fewest rounds wins in rounds_to_target). A cell shows "diverged"
-when one of its runs diverged ("incomplete" when one never finished), "–" when it has no runs;
+when one of its runs diverged ("incomplete" when one never finished, "stopped at target" when one
+ended at its stop_at_acc before its last round), "–" when it has no runs;
 at_rounds and rounds_to_target only need the rounds up to the one asked for, so a run that
 diverged later still counts there. A value marked † averages a collapsed run (one whose global
 model never got meaningfully above chance, fedkd.collapse), a value marked ‡ lacks a seed other
