@@ -216,3 +216,27 @@ def test_docs_strategies_names_every_parameter_of_every_strategy():
     files = re.findall(r"^\| `([^`]+)`", recipe.split("## A walk through")[0], re.M)
     assert "docs/strategies.md" in files, files
     assert "tests/test_doc_statements.py" in recipe
+
+
+def test_config_readme_states_each_rules_resources_without_an_entry():
+    """The rules' own defaults (workflow/rules/*.smk, and Plan.train_runtime's 60 minutes)."""
+    rules = " ".join(p.read_text() for p in sorted((ROOT / "workflow/rules").glob("*.smk")))
+    asked = {}
+    for rule, key, value in re.findall(r'rule_resource\("(\w+)", "(\w+)", (\d+)\)', rules):
+        assert asked.setdefault((rule, key), value) == value, (rule, key)
+    train = dict(re.findall(r'train_resource\("(\w+)", (\d+)\)', rules))
+    from fedkd.pipeline.plan import Plan
+
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config.pop("resources", None)
+    runtime = Plan(config).train_runtime("mnist5k", "iid-K10-C0.2-E1-R10")
+    text = " ".join((ROOT / "config/README.md").read_text().split())
+    said = (
+        f"Without a `resources` entry a rule asks for: `train` {train['threads']} thread, "
+        f"{train['gpu']} GPU, {train['mem_mb']} MB, {runtime} minutes; `partition` "
+        f"{asked['partition', 'mem_mb']} MB, {asked['partition', 'runtime']} minutes; `aggregate` "
+        f"and `render` {asked['aggregate', 'mem_mb']} MB, {asked['aggregate', 'runtime']} minutes."
+    )
+    assert said in text
+    assert asked["aggregate", "mem_mb"] == asked["render", "mem_mb"]
+    assert asked["aggregate", "runtime"] == asked["render", "runtime"]
