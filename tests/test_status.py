@@ -420,6 +420,11 @@ def _started_without_record(root: Path, log_text: str | None, age: float) -> str
         ("[workflow] host h\nfedkd train: error: the dataset cifar10 is not in data/\n", 5,
          "stopped", "ends: fedkd train: error: the dataset cifar10 is not in data/"),
         ("[workflow] host h\n", 3600, "stopped", "ends: [workflow] host h"),
+        # a cluster's time limit (SIGTERM) a moment ago: not a job that is starting
+        ("[workflow] host h\n[fedkd] round 3/5  acc 0.5\n[fedkd] results/runs/x: stopped after "
+         "round 3 of 5; run the same command again to resume\n", 5, "stopped",
+         "ends: [fedkd] results/runs/x: stopped after round 3 of 5; run the same command again "
+         "to resume"),
         (None, 0, "stopped", "no log says why"),
         # a job that is starting: its log written a moment ago, no error in it
         ("[workflow] host h\n", 5, "running", None),
@@ -435,6 +440,7 @@ def test_a_run_whose_job_left_no_run_json_is_not_taken_for_not_started(
         assert progress[0].path == name and progress[0].state == state
     progress = collect(root, planned)
     assert progress[1].state == "not started"
+    assert progress[0].rounds_done == (3 if "after round 3" in (log_text or "") else 0)
     text = report(progress, root)
     if says is None:
         assert f"running  {name}  round 0/5, first round" in text

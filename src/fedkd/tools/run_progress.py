@@ -271,6 +271,10 @@ STARTED_MARKS = (".stamp", CHECKPOINT)
 # the last line of a job's log that says it ended in an error: a traceback's last line, or
 # fedkd's one-line refusal
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b|fedkd \w+: error:)")
+# fedkd train's last line when it was stopped (SIGTERM: a cluster's time limit, scancel; Ctrl-C)
+_STOPPED_LINE = re.compile(
+    r": stopped (?:after round (\d+)|before round 1) of \d+; run the same command again"
+)
 
 
 def _run_folders(root: Path) -> tuple[dict[str, Path], set[str]]:
@@ -297,16 +301,18 @@ def _without_record(root: Path, name: str, now: float, stale_after: float) -> Ru
     outputs of a failed job, or the job is starting (run.json comes once its data are loaded).
     Its job's log, where the workflow keeps it (results/logs/train/RUN.log beside
     results/runs/RUN), tells them apart: written within ``stale_after`` seconds and not ending in
-    an error, the job is taken to be starting; otherwise the run is stopped, and the log's last
-    line says why."""
+    an error or in fedkd's stop (with the rounds it had done), the job is taken to be starting;
+    otherwise the run is stopped, and the log's last line says why."""
     rounds = _rounds_from_path(name)
     log = root.parent / "logs" / "train" / f"{name}.log"
     last, written = _last_line(log)
-    if written is not None and now - written <= stale_after and not _ERROR_LINE.match(last):
+    stopped = _STOPPED_LINE.search(last)
+    ended = stopped or _ERROR_LINE.match(last)
+    if written is not None and now - written <= stale_after and not ended:
         return RunProgress(name, "running", 0, rounds, None)
     why = f"its log {log} ends: {last}" if last else "no log says why"
     return RunProgress(
-        name, "stopped", 0, rounds, None,
+        name, "stopped", int(stopped[1] or 0) if stopped else 0, rounds, None,
         problem=f"its last job ended without a run.json (Snakemake removes a failed job's "
         f"outputs); {why}",
     )  # fmt: skip
