@@ -453,3 +453,16 @@ def test_a_run_whose_job_left_no_run_json_is_not_taken_for_not_started(
         assert says in text
         if log_text is not None:
             assert f"its log {log} {says}" in text
+
+
+def test_the_eta_of_runs_that_stop_at_a_target_is_an_upper_bound(tmp_path):
+    """A rounds-to-target run (its setting ends -stop<acc>) is counted at its planned rounds,
+    though it ends once it reaches the target: the ETA says "at most" and why."""
+    root = tmp_path / "runs"
+    make_run(root, "fedavg", "running", 2, seconds=3.0)
+    planned = [f"mnist5k/fedavg/{SETTING}/seed0", f"mnist5k/moon/{SETTING}-stop0.8/seed0"]
+    text = report(collect(root, planned), root)
+    # 3 rounds left x 3 s, and the rounds-to-target run's 5 planned rounds at that speed
+    assert "ETA: at most ~24 s (2 runs to finish, 1 at a time)" in text
+    assert "  1 of them stop once they reach their target accuracy (stop_at_acc)" in text
+    assert "at most" not in report(collect(root, planned[:1]), root)

@@ -22,12 +22,14 @@ sources give now, by its ``.stamp``, so Snakemake trains it again from round 1) 
 directory, FIFO or device in a file's place is refused unread (fedkd.files). A process counts as
 the run's only if its start time is the one run.json recorded (fedkd.runtime.processes), not
 merely its pid. The ETA adds the rounds left at the measured seconds per round, divided over the
-runs in flight.
+runs in flight; a run with a stop_at_acc counts at its planned rounds, which makes the ETA an
+upper bound, said so.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -196,6 +198,7 @@ def eta_seconds(runs: list[RunProgress]) -> float | None:
 
 STATES = ("done", "running", "stopped", "failed", "damaged", "outdated", "not started")
 LEFT = ("running", "stopped", "outdated", "not started")  # trained (again) by the workflow
+_STOP_IN_PATH = re.compile(r"-stop[0-9.]+/")  # fedkd.run_paths: a setting with stop_at_acc
 
 
 def _to_rerun(run: RunProgress) -> bool:
@@ -247,18 +250,29 @@ def report(runs: list[RunProgress], root: Path, what: str | None = None,
             lines.append(f"  failed   {r.path}  diverged after round {r.rounds_done}")
         if r.state == "damaged":
             lines.append(f"  damaged  {r.problem}")
-    left = sum(r.state in (*LEFT, "damaged") or _to_rerun(r) for r in runs)
-    eta = eta_seconds(runs)
+    pending = [r for r in runs if r.state in (*LEFT, "damaged") or _to_rerun(r)]
+    left, eta = len(pending), eta_seconds(runs)
     runs_left = f"{left:,} run{'s' if left > 1 else ''}"
+    # a run with a stop_at_acc (a rounds-to-target run) counts at its planned rounds
+    early = sum(bool(_STOP_IN_PATH.search(r.path)) for r in pending)
+    bound = "at most " if early else ""
     if not left:
         lines.append("ETA: nothing left to train")
     elif eta is None:
         lines.append("ETA: unknown until a run has finished a round")
     elif not counts["running"]:
-        lines.append(f"ETA: ~{fmt_duration(eta)} of training left ({runs_left}, none running now)")
+        lines.append(
+            f"ETA: {bound}~{fmt_duration(eta)} of training left ({runs_left}, none running now)"
+        )
     else:
         lines.append(
-            f"ETA: ~{fmt_duration(eta)} ({runs_left} to finish, {counts['running']} at a time)"
+            f"ETA: {bound}~{fmt_duration(eta)} ({runs_left} to finish, {counts['running']} at a "
+            "time)"
+        )
+    if early and eta is not None:
+        lines.append(
+            f"  {early:,} of them stop once they reach their target accuracy (stop_at_acc), "
+            "likely well before their planned rounds, which the ETA counts"
         )
     # a run folder's name is the user's text: no escape sequence or bidi override of it reaches
     # the terminal (fedkd.echo), and every path is printed whole
