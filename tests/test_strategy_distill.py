@@ -309,8 +309,9 @@ def test_feddf_keeps_the_averaged_model_when_distillation_never_helps():
     student = biased(0, 1.0)
     before = {k: v.clone() for k, v in student.state_dict().items()}
     out = server.server_update(0, student, [update(biased(1, 5.0)), update(biased(1, 3.0))])
-    # stopped once 10 steps passed without a gain over step 0, and step 0 was kept
-    assert out["distill_steps"] == 10
+    # the distillation never beat its first validation (step 5): stopped 10 steps after it, and
+    # the averaged model (step 0) was kept
+    assert out["distill_steps"] == 15
     assert out["distill_best_step"] == 0
     assert out["distill_val_acc"] == out["distill_val_acc_init"] == 1.0
     for k, v in student.state_dict().items():
@@ -327,6 +328,38 @@ def test_feddf_distils_toward_the_teachers_and_keeps_the_best_step():
     assert out["distill_best_step"] in (5, 10, 15, 20)
     assert out["distill_val_acc"] == 1.0
     assert server._val_acc(student) == out["distill_val_acc"]  # the best model is the one kept
+
+
+def released_stopping(init, accs, eval_every, patience, max_steps):
+    """The FedDF code's NoiseKTSolver.distillation with return_best_model_on_val, replayed:
+    (steps taken, step of the model kept, 0 for the averaged one)."""
+    best, best_loc, n, accs = None, 0, 0, iter(accs)
+    while n < max_steps:
+        if (n + 1) % eval_every == 0:
+            acc = next(accs)
+            if best is None or acc > best:  # BestPerf: the first validation is a best
+                best, best_loc = acc, n + 1
+            if n + 1 - best_loc >= patience:  # check_early_stopping, before n += 1
+                return n + 1, 0 if init > best else best_loc
+        n += 1
+    return n, 0 if init > best else best_loc
+
+
+@pytest.mark.parametrize(
+    "accs", [[0.5 + 0.01 * i for i in range(20)], [0.5, 0.55, 0.52] + [0.54] * 17]
+)
+def test_feddf_stops_when_its_own_validation_plateaus(accs):
+    """Paper: "stop distillation after the validation performance plateaus for 1e3 steps". A
+    distillation that dips below the averaged model (0.6) and climbs back goes on while it gains,
+    as in the released code; stopped when it plateaus, it keeps the averaged model."""
+    server = feddf_server(val_y=0, max_steps=100, eval_every=5, patience=20)
+    script = iter([0.6, *accs])
+    server._val_acc = lambda model: next(script)
+    student = biased(1, 0.01)
+    out = server.server_update(0, student, [update(biased(0, 5.0)), update(biased(0, 3.0))])
+    steps, kept = released_stopping(0.6, accs, 5, 20, 100)
+    assert (out["distill_steps"], out["distill_best_step"]) == (steps, kept)
+    assert out["distill_val_acc"] == (0.6 if kept == 0 else accs[kept // 5 - 1])
 
 
 def test_feddf_with_zero_steps_leaves_the_model_alone():

@@ -9,7 +9,8 @@ As in the paper (Section 4.1) and the authors' code (NoiseKTSolver): Adam lr 1e-
 annealing over the step budget (10,000), batch 128, gradient norm clipped to 5, KL with batch mean,
 T = 1 and no T^2 factor, uniform average of the teachers' logits, student in train mode and teachers
 in eval mode; validation accuracy on the held-out split every 100 steps, stop once 1,000 steps passed
-without a gain, and keep the best model.
+without a gain over the distillation's best validation so far (its first validation included; the
+code's BestPerf and check_early_stopping), and keep the best model.
 
 Choices where the paper is silent or the code is optional:
 - The averaged model before any distillation step (step 0) is a candidate for "best" (the code's
@@ -29,6 +30,7 @@ Choices where the paper is silent or the code is optional:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -46,7 +48,7 @@ UNLABELED_KINDS = ("train-slice", "noise")
 class FedDFParams(CheckedParams):
     # distillation steps per round at most (0: plain FedAvg)
     max_steps: int = ranged(10_000, at_least(0))
-    # stop after this many steps without a validation gain
+    # stop after this many steps without beating the distillation's best validation so far
     patience: int = ranged(1_000, at_least(1))
     eval_every: int = ranged(100, at_least(1))  # validate the student every this many steps
     batch_size: int = ranged(128, at_least(1))
@@ -214,8 +216,13 @@ class FedDF(Strategy):
         params = [q for q in student.parameters() if q.requires_grad]
         opt = torch.optim.Adam(params, lr=p.lr)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=p.max_steps)
+        # the model kept: the averaged one (step 0) unless a distilled one beats it
         best_acc, best_step = init_acc, 0
         best_state = {k: v.detach().clone() for k, v in student.state_dict().items()}
+        # the distillation's own best, from its first validation on (the code's BestPerf):
+        # patience runs from it, so a distillation that dips below the average and climbs back
+        # goes on while it gains ("stop ... after the validation performance plateaus")
+        top_acc, top_step = -math.inf, 0
         was_training = student.training
         student.train()
         batches = self._batches(round)
@@ -234,10 +241,12 @@ class FedDF(Strategy):
             step += 1
             if step % p.eval_every == 0 or step == p.max_steps:
                 acc = self._val_acc(student)
+                if acc > top_acc:
+                    top_acc, top_step = acc, step
                 if acc > best_acc:
                     best_acc, best_step = acc, step
                     best_state = {k: v.detach().clone() for k, v in student.state_dict().items()}
-                if step - best_step >= p.patience:
+                if step - top_step >= p.patience:
                     break
         student.load_state_dict(best_state)
         student.train(was_training)
