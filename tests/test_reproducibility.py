@@ -7,6 +7,7 @@ tensors, and model and strategy state land on the run's device."""
 
 import io
 import json
+import os
 import random
 import shlex
 import subprocess
@@ -239,3 +240,35 @@ def test_the_run_record_identifies_the_data_and_the_partition_it_trained_on(tmp_
     file = tmp_path / "partition.parquet"
     write_partition(file, *draw_partition("mnist5k", "dirichlet-equal", 10, 0, alpha=1.0))
     assert record(0, partition_file=str(file))["partition_sha256"] == rec["partition_sha256"]
+
+
+def test_the_run_record_names_the_cpu_kernels_that_decide_the_numbers(tmp_path):
+    """One machine gives other float32 numbers under another ATen instruction set or oneDNN
+    ISA limit (ATEN_CPU_CAPABILITY=avx2, DNNL_MAX_CPU_ISA=AVX2 on an AVX-512 CPU move a 3-round
+    run's test loss), and two CPU models do too: run.json names the CPU model, the instruction
+    set torch dispatched for, and the kernel variables the process was started with."""
+    from fedkd.provenance import KERNEL_VARIABLES, cpu_model
+
+    probe = (
+        "import json, sys\n"
+        "from fedkd.config import RunSpec\n"
+        "from fedkd.engine.run import Run\n"
+        f"run = Run(RunSpec(rounds=1, **{SMALL!r}), sys.argv[1])\n"
+        "run.prepare()\n"
+        "print(json.dumps(run._run_record('running')['device']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in KERNEL_VARIABLES}
+    steered = {"ATEN_CPU_CAPABILITY": "default", "DNNL_MAX_CPU_ISA": "SSE41"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "r")],
+        env={**env, **steered}, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    device = json.loads(out.stdout)
+    assert device["cpu_capability"] == "DEFAULT"
+    assert device["kernel_environment"] == steered
+    assert device["name"] == f"cpu ({cpu_model()}, {device['threads']} threads)"
+    here = Run(RunSpec(rounds=1, **SMALL), tmp_path / "here")
+    here.prepare()
+    assert here._run_record("running")["device"]["cpu_capability"] == (
+        torch.backends.cpu.get_cpu_capability()
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import os
 import platform
 import sys
 from collections.abc import Callable
@@ -181,6 +182,34 @@ def package_hash() -> str:
     """Hash of every source file of the package, byte for byte (comments included): which
     sources a run had, for its record; the code hashes above decide what re-runs."""
     return _named_hash(sorted(PACKAGE_DIR.rglob("*.py")), Path.read_bytes)
+
+
+# environment variables that choose the CPU kernels torch runs or their arithmetic, read by the
+# libraries themselves: ATen's instruction set, oneDNN's (convolutions) and its float32 math mode,
+# MKL's code path: set, each may give other float32 numbers on the same machine
+KERNEL_VARIABLES = (
+    "ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA", "DNNL_DEFAULT_FPMATH_MODE",
+    "ONEDNN_DEFAULT_FPMATH_MODE", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS",
+)  # fmt: skip
+
+
+def kernel_environment() -> dict[str, str]:
+    """The ``KERNEL_VARIABLES`` this process was started with (none set: empty)."""
+    return {name: os.environ[name] for name in KERNEL_VARIABLES if name in os.environ}
+
+
+@cache
+def cpu_model() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else what ``platform`` knows of it: two
+    models of one architecture give other float32 numbers for the same code."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key.strip() == "model name" and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def library_versions() -> dict[str, str]:

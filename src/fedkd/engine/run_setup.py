@@ -23,7 +23,13 @@ from fedkd.engine.client import TrainEnv
 from fedkd.engine.gpu import claim_gpu
 from fedkd.engine.reproducibility import configure_determinism, configure_precision
 from fedkd.models import build_model
-from fedkd.provenance import library_versions, package_hash, run_code_hash
+from fedkd.provenance import (
+    cpu_model,
+    kernel_environment,
+    library_versions,
+    package_hash,
+    run_code_hash,
+)
 from fedkd.runtime.preprocess import Preprocessor, use_channels_last
 from fedkd.runtime.processes import process_identity
 from fedkd.runtime.seeding import derive_seed
@@ -81,9 +87,7 @@ def device_name(device: torch.device) -> str:
 
 
 def platform_cpu() -> str:
-    import platform
-
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    return f"cpu ({cpu_model()}, {torch.get_num_threads()} threads)"
 
 
 class RunSetup:
@@ -254,6 +258,10 @@ class RunSetup:
                 "name": device_name(self.device),
                 # CPU kernels split their sums by thread: another count, other float32 numbers
                 "threads": torch.get_num_threads(),
+                # the instruction set ATen's CPU kernels were dispatched for (AVX512, AVX2, ...),
+                # and the variables that steer the CPU kernels: each changes the numbers too
+                "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                "kernel_environment": kernel_environment(),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             },
             "dataset": getattr(self, "dataset_info", None),
