@@ -201,12 +201,13 @@ def test_the_run_record_holds_the_tf32_settings_and_a_command_a_shell_gives_back
 
 def test_each_attempt_that_trained_rounds_a_run_keeps_is_recorded():
     """A run resumed (on any device) keeps, per earlier attempt, the round it trained through
-    and its device, precision, engine, versions, command and working directory; an attempt
+    and its device, precision, engine, determinism, versions, command and working directory; an attempt
     that trained no round the checkpoint keeps is not listed."""
     from fedkd.engine.run import earlier_attempts
 
     first = {"device": {"type": "cuda"}, "precision": {"precision": "tf32"}, "engine": {"used": "batched"},
-             "versions": {"torch": "2.13"}, "command": "fedkd train a", "cwd": "/w"}  # fmt: skip
+             "determinism": {"memory_format": "contiguous"}, "versions": {"torch": "2.13"},
+             "command": "fedkd train a", "cwd": "/w"}  # fmt: skip
     after_first = earlier_attempts(first, 3)
     assert after_first == [{"rounds_through": 3, **first}]
     second = {**first, "device": {"type": "cpu"}, "earlier_attempts": after_first}
@@ -216,6 +217,35 @@ def test_each_attempt_that_trained_rounds_a_run_keeps_is_recorded():
     failed = {**first, "earlier_attempts": after_second}  # trained nothing past round 5
     assert earlier_attempts(failed, 5) == after_second
     assert earlier_attempts({"earlier_attempts": "damaged"}, 0) == []
+
+
+def test_a_resume_names_each_change_of_arithmetic_and_what_restores_it():
+    """Engine, memory format, device and CPU kernels are left out of a run's identity, so a
+    run resumes under others; each changes the numbers, and the resume's warning names the
+    rounds trained otherwise and the flags that give an uninterrupted run's numbers. A key an
+    older record lacks is not compared."""
+    from fedkd.engine.run import changed_arithmetic
+
+    def record(engine, layout, capability="AVX512", variables=None):
+        device = {"name": "cpu (x)", "threads": 1, "cpu_capability": capability,
+                  "kernel_environment": variables or {}}  # fmt: skip
+        determinism = {"memory_format": layout, "deterministic": False}
+        return {"device": device, "engine": {"used": engine}, "determinism": determinism}
+
+    now = record("batched", "contiguous")
+    attempts = [{"rounds_through": 2, **record("sequential", "channels_last")},
+                {"rounds_through": 5, **record("batched", "contiguous", "AVX2",
+                                               {"DNNL_MAX_CPU_ISA": "AVX2"})}]  # fmt: skip
+    said = changed_arithmetic(attempts, now)
+    assert "engine batched now, sequential for rounds 1-2" in said, said
+    assert "memory format contiguous now, channels_last for rounds 1-2" in said, said
+    assert "CPU kernels AVX512 now, AVX2 for rounds 3-5" in said, said
+    assert "kernel variables none now, DNNL_MAX_CPU_ISA=AVX2 for rounds 3-5" in said, said
+    assert "with --engine sequential and with --memory-format channels_last and " in said, said
+    assert "torch threads" not in said and "device cpu" not in said, said
+    assert changed_arithmetic([{"rounds_through": 2, **now}], now) == ""
+    older = {"rounds_through": 2, "device": {"name": "cpu (x)"}, "engine": {"used": "batched"}}
+    assert changed_arithmetic([older], now) == ""
 
 
 def test_the_run_record_identifies_the_data_and_the_partition_it_trained_on(tmp_path):
@@ -266,7 +296,7 @@ def test_the_run_record_names_the_cpu_kernels_that_decide_the_numbers(tmp_path):
     device = json.loads(out.stdout)
     assert device["cpu_capability"] == "DEFAULT"
     assert device["kernel_environment"] == steered
-    assert device["name"] == f"cpu ({cpu_model()}, {device['threads']} threads)"
+    assert device["name"] == f"cpu ({cpu_model()})"
     here = Run(RunSpec(rounds=1, **SMALL), tmp_path / "here")
     here.prepare()
     assert here._run_record("running")["device"]["cpu_capability"] == (

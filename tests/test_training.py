@@ -171,3 +171,29 @@ def test_the_recorded_command_run_where_recorded_trains_the_same_run_again(tmp_p
     assert again.returncode == 0, rec["command"]
     cols = ["round", "test_acc", "test_loss", "train_loss", "class_acc"]
     assert metrics(first / "rel")[cols].equals(metrics(first / "kept")[cols])
+
+
+@pytest.mark.slow
+def test_a_resume_under_another_thread_count_warns_naming_both_and_records_both(tmp_path):
+    """CPU kernels split their sums by thread, so a run resumed with another torch thread count
+    is not the uninterrupted run: the resume says so, naming both counts and the
+    OMP_NUM_THREADS that gives the uninterrupted numbers, and run.json keeps both counts. A
+    resume with the same count says nothing."""
+    spec = RunSpec(strategy="fedavg", rounds=2, **SMALL)
+    before = torch.get_num_threads()
+    logs: dict[str, list[str]] = {"same": [], "other": []}
+    try:
+        for name, threads in (("same", 1), ("other", 2)):
+            torch.set_num_threads(1)
+            Run(spec, tmp_path / name, log=lambda m: None).run(stop_after_round=1)
+            torch.set_num_threads(threads)
+            Run(spec, tmp_path / name, log=logs[name].append).run()
+    finally:
+        torch.set_num_threads(before)
+    assert not [m for m in logs["same"] if "warning" in m], logs["same"]
+    (warning,) = [m for m in logs["other"] if "warning" in m]
+    assert "(torch threads 2 now, 1 for round 1)" in warning, warning
+    assert "run the same command with OMP_NUM_THREADS=1;" in warning, warning
+    rec = json.loads((tmp_path / "other" / "run.json").read_text())
+    assert rec["device"]["threads"] == 2
+    assert [a["device"]["threads"] for a in rec["earlier_attempts"]] == [1]

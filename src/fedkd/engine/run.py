@@ -236,6 +236,9 @@ class Run(RunSetup):
             self._earlier_attempts = earlier_attempts(prev, start)
         self._write_record("running", {"rounds_done": start})
         self.env.on_engine_change = _weak_call(self._engine_changed)
+        now = self._run_record("running")
+        if start and (changes := changed_arithmetic(self._earlier_attempts, now)):
+            self.log(f"[fedkd] warning: resuming {self.out} after round {start} {changes}")
         self.log(
             f"[fedkd] {spec.strategy} on {spec.dataset} ({self.model_name}, {len(self.dataset.train)} "
             f"train samples), {spec.clients} clients, alpha {spec.alpha}, C {spec.participation}, "
@@ -363,13 +366,13 @@ def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
 
 
 # what run.json says of the process that trained a run's rounds, kept per attempt when resumed
-ATTEMPT_KEYS = ("device", "precision", "engine", "versions", "command", "cwd")
+ATTEMPT_KEYS = ("device", "precision", "engine", "determinism", "versions", "command", "cwd")
 
 
 def earlier_attempts(prev: dict, start: int) -> list[dict]:
     """run.json's ``earlier_attempts``: per earlier attempt that trained rounds this one keeps
     (the checkpoint's ``start``), the round it trained through and its device, precision, engine,
-    versions, command and working directory. A run resumes on any device: the record's own keys are the last
+    determinism (memory format included), versions, command and working directory. A run resumes on any device: the record's own keys are the last
     attempt's, these the earlier rounds'."""
     attempts = [a for a in prev.get("earlier_attempts") or [] if isinstance(a, dict)]
     attempts = [a for a in attempts if isinstance(a.get("rounds_through"), int)]
@@ -378,3 +381,56 @@ def earlier_attempts(prev: dict, start: int) -> list[dict]:
     if start > through:
         attempts.append({"rounds_through": start, **{k: prev.get(k) for k in ATTEMPT_KEYS}})
     return attempts
+
+
+# what an attempt computed with beyond its spec (which a resume keeps): (what, how it is read
+# from a run record, what restores it); another value gives other float32 numbers
+ARITHMETIC = (
+    ("torch threads", lambda r: r["device"]["threads"], "with OMP_NUM_THREADS={}"),
+    ("device", lambda r: r["device"]["name"], "on {}"),
+    ("CPU kernels", lambda r: r["device"]["cpu_capability"], "on a CPU with {} kernels"),
+    ("kernel variables", lambda r: r["device"]["kernel_environment"], "with {} set"),
+    ("engine", lambda r: r["engine"]["used"], "with --engine {}"),
+    ("memory format", lambda r: r["determinism"]["memory_format"], "with --memory-format {}"),
+    ("deterministic", lambda r: r["determinism"]["deterministic"], "with --deterministic {}"),
+)
+
+
+def _text(value: object) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items()) or "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def changed_arithmetic(attempts: list[dict], now: dict) -> str:
+    """What this attempt (record ``now``) computes with that differs from the earlier
+    ``attempts`` that trained the rounds it keeps, and how to get an uninterrupted run's numbers;
+    "" when nothing differs. A value an older record lacks is not compared."""
+
+    def read(record: dict, get: Callable[[dict], object]) -> object:
+        try:
+            return get(record)
+        except (KeyError, TypeError):
+            return None
+
+    differences, restore, first = [], [], 1
+    for attempt in attempts:
+        last = attempt["rounds_through"]
+        rounds = f"round {last}" if first == last else f"rounds {first}-{last}"
+        first = last + 1
+        for what, get, how in ARITHMETIC:
+            was, is_now = read(attempt, get), read(now, get)
+            if was is not None and is_now is not None and was != is_now:
+                differences.append(f"{what} {_text(is_now)} now, {_text(was)} for {rounds}")
+                restore.append(how.format(_text(was)))
+    if not differences:
+        return ""
+    return (
+        f"with other arithmetic than its earlier rounds had ({'; '.join(differences)}): its "
+        "numbers will differ from an uninterrupted run's; run.json records both (device, engine "
+        "and determinism now, earlier_attempts before). For an uninterrupted run's numbers, stop "
+        f"this attempt and run the same command {' and '.join(dict.fromkeys(restore))}; or "
+        "train the run from round 0 in another directory"
+    )

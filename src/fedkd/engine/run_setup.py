@@ -87,7 +87,7 @@ def device_name(device: torch.device) -> str:
 
 
 def platform_cpu() -> str:
-    return f"cpu ({cpu_model()}, {torch.get_num_threads()} threads)"
+    return f"cpu ({cpu_model()})"  # its thread count is a key of its own (``_run_record``)
 
 
 class RunSetup:
