@@ -54,6 +54,8 @@ def test_fedavg_three_rounds_beats_chance_fast(tmp_path):
     for key in ("spec", "seeds", "code_hash", "versions", "device", "status", "summary"):
         assert key in run
     assert run["versions"]["torch"] == torch.__version__
+    assert run["versions"]["cuda"] == (torch.version.cuda or "none")
+    assert run["versions"]["cudnn"] == str(torch.backends.cudnn.version() or "none")
 
 
 @pytest.mark.slow

@@ -225,6 +225,10 @@ def library_versions() -> dict[str, str]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "torch": str(torch.__version__),
+        # the CUDA runtime and cuDNN torch was built with and loads: their kernels decide a GPU
+        # run's numbers ("none": a CPU build)
+        "cuda": torch.version.cuda or "none",
+        "cudnn": str(torch.backends.cudnn.version() or "none"),
     }
     for name in ("numpy", "pandas", "pyarrow", "transformers", "datasets"):
         try:
