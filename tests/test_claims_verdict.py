@@ -440,6 +440,13 @@ def test_the_average_is_the_paired_t_test_on_the_per_seed_means():
     ref = contrast(per_seed)
     assert avg.verdict.effect == pytest.approx(ref.effect) and avg.verdict.df == 2
     assert avg.verdict.se == pytest.approx(ref.se) and avg.step == pytest.approx(0.1)
+    # settings measured on test sets of different sizes: the coarsest step floors the average
+    # (1 pp ahead in every seed and setting holds at a 0.1 pp step, not at a 0.5 pp one)
+    fine, coarse = _rows([{0: 1.0, 1: 1.0, 2: 1.0}] * 2, step=0.1)
+    coarse.step = 0.5
+    assert _average(MEAN_CLAIM, [fine, fine]).verdict.verdict == "holds"
+    mixed = _average(MEAN_CLAIM, [fine, coarse])
+    assert mixed.step == 0.5 and mixed.verdict.verdict == "inconclusive"
     # a seed in one setting only: no average on the others
     lopsided = _average(MEAN_CLAIM, _rows([{0: 1.0, 1: 2.0, 2: 0.5, 3: 1.0},
                                            {0: 3.0, 1: 2.5, 2: 1.0}]))  # fmt: skip
