@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 
 from claim_runs import BYSTANDER, CLAIMS, TABLE3, make_run, pair_runs, render_claims
+from fedkd.report.claims.claim import Claim
 from fedkd.report.claims.compare import Comparison
-from fedkd.report.claims.evaluate import _row_paper_gap
+from fedkd.report.claims.evaluate import _row_paper_gap, estimate, sign_count
 from fedkd.report.claims.paper_check import PaperGap, check_on_paper
+from fedkd.report.claims.verdict import Hypothesis, verdicts
 
 ONE_SIDED = "mnist5k (stand-in for CIFAR-10), α={}, C=0.2, E=2, R=2"
 
@@ -248,3 +250,17 @@ def test_front_page_counts_claims_not_rows_and_is_written_atomically(tmp_path, m
     # an unchanged page is not rewritten
     agreement.write_front_page(template, tables, out, stand_in=True)
     assert written == [out]
+
+
+def test_the_summary_counts_a_stated_gap_reached_only_at_the_whole_gap():
+    """A stated gap g is tested above half of it, but the summary counts the settings whose
+    effect is at or above g itself: 1.2 pp on a stated 1.6 is tested-above, not at the gap."""
+    claim = Claim(id="x-by-gap", paper="fedgkd", source="Table 9", quote="q", treatment="x",
+                  baseline="y", tables=("table9",), test="stated-gap", margin=1.6)  # fmt: skip
+    hyp = Hypothesis(claim.test, claim.direction, 1.6, claim.gap_fraction)
+    rows = [Comparison("t", {}, f"s{i}", {0: e, 1: e, 2: e}, 0, [], ("k", i), step=0.1)
+            for i, e in enumerate((1.2, 1.7))]  # fmt: skip
+    for r in rows:
+        (r.verdict,) = verdicts([estimate(r)], hyp)
+    assert [r.verdict.verdict for r in rows] == ["holds", "holds"]
+    assert sign_count(claim, rows, [hyp, hyp]) == "at or above the stated gap in 1 of 2 settings"
