@@ -131,6 +131,12 @@ def test_heterogeneity_falls_as_alpha_grows(scheme):
     assert entropies[2] > 0.95 * np.log(NUM_CLASSES)  # near-IID at large alpha
 
 
+def test_iid_clients_hold_every_class_in_its_share():
+    labels = synthetic_labels()
+    assignment = partition_labels(labels, "iid", 20, seed=0)
+    assert mean_label_entropy(assignment, labels, 20) > 0.99 * np.log(NUM_CLASSES)
+
+
 def test_parquet_round_trip(tmp_path):
     labels = synthetic_labels(n=1_001)
     assignment = partition_labels(labels, "dirichlet-equal", 10, seed=0, alpha=0.1)
