@@ -14,6 +14,7 @@ from fedkd.report.claims.claim import Claim
 from fedkd.report.claims.compare import Comparison
 from fedkd.report.claims.evaluate import _row_paper_gap, estimate, sign_count
 from fedkd.report.claims.paper_check import PaperGap, check_on_paper
+from fedkd.report.claims.runs import measurement_step, metric_values
 from fedkd.report.claims.verdict import Hypothesis, verdicts
 
 ONE_SIDED = "mnist5k (stand-in for CIFAR-10), α={}, C=0.2, E=2, R=2"
@@ -264,3 +265,17 @@ def test_the_summary_counts_a_stated_gap_reached_only_at_the_whole_gap():
         (r.verdict,) = verdicts([estimate(r)], hyp)
     assert [r.verdict.verdict for r in rows] == ["holds", "holds"]
     assert sign_count(claim, rows, [hyp, hyp]) == "at or above the stated gap in 1 of 2 settings"
+
+
+def test_a_runs_values_by_metric_and_their_measurement_step():
+    """One run's value of each metric, by hand: the drop from its best round to its last, an
+    accuracy at a round a run that reached its target early never played (its last accuracy
+    stands for it, up to the planned R), and the step of a forgetting F (a fraction, so one
+    test example of 1,000 is 0.001) beside that of an accuracy in pp."""
+    rows = pd.DataFrame({"round": [1, 2, 3], "test_acc": [0.5, 0.8, 0.7], "test_size": 1000})
+    setting = {"rounds_planned": 5}
+    assert metric_values("drop", rows, "complete", {}, setting) == ({"": pytest.approx(10.0)}, "")
+    at, _ = metric_values("at_round", rows, "complete", {"rounds": [2, 4, 6]}, setting)
+    assert at == {"round 2": pytest.approx(80.0), "round 4": pytest.approx(70.0)}
+    assert measurement_step("best", rows) == pytest.approx(0.1)
+    assert measurement_step("forgetting", rows) == pytest.approx(0.001)
