@@ -282,6 +282,20 @@ GOOD = {"statement": "FedGKD beats FedAvg.", "tables": "table3", "treatment": "f
         ({"trend": {"key": "alpha"}}, "a trend along alpha grows toward 'low' or 'high'"),
         ({"baseline": "fedgkd"}, "treatment and baseline name the same column"),
         ({"margn": 1}, "claims[1] ('FedGKD beats FedAvg.'): 'margn' was unexpected; did you mean"),
+        # values the cited table's runs never have: the claim could only say "not run"
+        ({"where": {"alpha": [0.5]}},
+         "where {alpha: [0.5]} selects no setting of 'table3', whose runs have alpha 1.0, 0.1"),
+        ({"where": {"dataset": ["cifar100"]}},
+         "whose runs have dataset mnist5k (stand-in for CIFAR-10)"),
+        ({"tables": "table6", "trend": {"key": "alpha", "toward": "low"}},
+         "trend along alpha compares two of its values, and the runs of 'table6' have alpha 0.1 "
+         "only"),
+        ({"trend": {"key": "dataset", "start": "agnews", "end": "sst5"}},
+         "trend from AG News to SST-5 compares a dataset standing for each, and the runs of "
+         "'table3' have dataset mnist5k (stand-in for CIFAR-10) only"),
+        ({"metric": "at_round"},
+         "metric 'at_round' compares the rounds 10, 20, 50, 100 of 'table3' (its options.rounds, "
+         "else these) from round 1 on, and its runs play 3 rounds"),
     ],
 )  # fmt: skip
 def test_a_bad_entry_is_refused_at_planning_by_index_and_statement(change, message):

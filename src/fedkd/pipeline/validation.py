@@ -280,7 +280,7 @@ def semantic_errors(cfg: dict, check_specs: bool = True) -> list[str]:
             errors += _entry_errors(cfg, plan, where, layout, entry, variants, specs)
     errors += label_errors(cfg) + data_root_errors(cfg)
     errors += stand_in_errors(cfg.get("stand_ins") or {})
-    errors += declared_errors(cfg, {**tables, **figures})
+    errors += declared_errors(cfg, {**tables, **figures}, plan)
     if check_specs:  # the loaders' options: imports each dataset's loader
         used = {p["dataset"] for name in plan.outputs for p in plan.grid_points(name)}
         errors += dataset_option_errors(cfg, used)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from fedkd.report.claims.claim import DECLARED, Claim, Trend
+from fedkd.report.claims.claim import DECLARED, Claim, Trend, stands_for
+from fedkd.report.names import paper_dataset_name
 
 FIELDS = (
     "statement", "id", "tables", "treatment", "baseline", "direction", "metric", "where",
@@ -160,11 +161,13 @@ def _slug(label: str) -> str:
 
 
 # ------------------------------------------------------------------------- planning
-def declared_errors(config: dict, outputs: dict) -> list[str]:
+def declared_errors(config: dict, outputs: dict, plan=None) -> list[str]:
     """What is wrong with a configuration's ``claims:``, each naming its entry and the fix: an
     entry that makes no claim, a table the configuration does not have (or one without runs),
-    a column the table does not have, an id the papers' registry already uses, claims with no
-    claims table to show them. ``outputs``: the configuration's tables and figures."""
+    a column the table does not have, a value its runs never have, ``where`` or a trend that
+    no setting of its runs meets, an id the papers' registry already uses, claims with no
+    claims table to show them. ``outputs``: the configuration's tables and figures; ``plan``
+    (fedkd.pipeline.Plan): their runs' settings, for ``where`` and ``trend``."""
     from fedkd.report.claims import all_claims
     from fedkd.report.targets import get_layout
 
@@ -197,6 +200,7 @@ def declared_errors(config: dict, outputs: dict) -> list[str]:
                 )
             seen.add(claim.id)
         claim = claims[0]
+        before = len(errors)
         for table in claim.tables:
             entry_out = outputs.get(table)
             try:
@@ -238,7 +242,93 @@ def declared_errors(config: dict, outputs: dict) -> list[str]:
                     f"columns are {', '.join(columns)} (treatment and baseline are column "
                     f"labels{_variant_hint(entry_out, lacking)})"
                 )
+        if plan is not None and len(errors) == before:
+            setting_error = _setting_error(claim, plan, config.get("stand_ins") or {})
+            if setting_error:
+                errors.append(f"{where}: {setting_error}")
     return errors
+
+
+def _table_settings(plan, table: str, claim: Claim) -> list[dict]:
+    """The settings (run keys, as the claims table tells them) of the runs of ``table``'s
+    treatment and baseline columns; [] where the plan cannot make them (another message says
+    why)."""
+    columns = plan.outputs[table].get("columns") or {}
+    settings = []
+    try:
+        for point in plan.grid_points(table):
+            for label in (claim.treatment, claim.baseline):
+                for variant in plan.column_variants(columns[label], point):
+                    spec = plan.output_point_spec(table, point, variant)
+                    keys = {k: spec.get(k) for k in WHERE_KEYS if k != "rounds_planned"}
+                    settings.append({**keys, "rounds_planned": spec.get("rounds")})
+    except (KeyError, ValueError, TypeError):
+        return []
+    return settings
+
+
+def _setting_error(claim: Claim, plan, stand_ins: dict) -> str | None:
+    """Why no setting of the claim's tables can be compared, or None: ``where`` (or a margin
+    per dataset) selects none of them, or a trend finds no two settings, alike but in its key,
+    with its two ends (the claims table would say "not run" after every run is trained)."""
+    from fedkd.report.claims.paper_check import trend_ends
+
+    tables = ", ".join(map(repr, claim.tables))
+    by_table = {t: _table_settings(plan, t, claim) for t in claim.tables}
+    settings = [s for found in by_table.values() for s in found]
+    if not settings:
+        return None
+    accepted = [(t, s) for t, found in by_table.items() for s in found
+                if claim.accepts(s, stand_ins)]  # fmt: skip
+    if not accepted:
+        keys = list(claim.where) or ["dataset"]
+        have = "; ".join(f"{k} {_values_text(settings, k, stand_ins)}" for k in keys)
+        what = f"where {_flow(claim.where)}" if claim.where else "margin per dataset"
+        return (
+            f"{what} selects no setting of {tables}, whose runs have {have}; give values they "
+            "have, or another table"
+        )
+    if claim.trend is None:
+        return None
+    key = claim.trend.key
+    groups: dict[tuple, list] = {}
+    for table, s in accepted:
+        rest = tuple(str(s.get(k)) for k in WHERE_KEYS if k != key)
+        groups.setdefault((table, rest), []).append(s.get(key))
+
+    def stands(value, paper_dataset):
+        return stands_for(value, paper_dataset, stand_ins)
+
+    if any(trend_ends(claim.trend, values, stands) for values in groups.values()):
+        return None
+    have = _values_text([s for _, s in accepted], key, stand_ins)
+    many = len({str(s.get(key)) for _, s in accepted}) > 1
+    have += " in no two settings otherwise alike" if many else " only"
+    if key == "dataset":
+        what = (
+            f"trend from {paper_dataset_name(claim.trend.start)} to "
+            f"{paper_dataset_name(claim.trend.end)} compares a dataset standing for each"
+        )
+    else:
+        what = f"trend along {key} compares two of its values"
+    return (
+        f"{what}, and the runs of {tables} have {key} {have}; name a table whose runs have "
+        "both, or drop the trend"
+    )
+
+
+def _values_text(settings: list[dict], key: str, stand_ins: dict) -> str:
+    """The values of ``key`` over ``settings``, once each, a stand-in dataset with its paper's."""
+    values = list(dict.fromkeys(s.get(key) for s in settings if s.get(key) is not None))
+    if key == "dataset":
+        return ", ".join(f"{v} (stand-in for {stand_ins[v]})" if v in stand_ins else str(v)
+                         for v in values)  # fmt: skip
+    return ", ".join(map(str, values)) or "none"
+
+
+def _flow(where: Mapping) -> str:
+    """``where`` as it is written: {alpha: [0.1]}."""
+    return "{" + ", ".join(f"{k}: [{', '.join(map(str, v))}]" for k, v in where.items()) + "}"
 
 
 def _run_values(config: dict, entry: dict, key: str) -> list:
@@ -263,6 +353,17 @@ def _value_the_runs_lack(claim, table: str, config: dict, entry: dict) -> str | 
             f"rounds_from {claim.rounds_from} is past the last round of the runs of {table!r} "
             f"({max(rounds)}); give a round they play, or more rounds"
         )
+    if claim.metric == "at_round" and rounds:
+        from fedkd.report.tables.at_rounds import DEFAULT_ROUNDS
+
+        shown = (entry.get("options") or {}).get("rounds") or DEFAULT_ROUNDS
+        if not any(claim.rounds_from <= int(r) <= max(rounds) for r in shown):
+            return (
+                f"metric 'at_round' compares the rounds {', '.join(map(str, shown))} of "
+                f"{table!r} (its options.rounds, else these) from round {claim.rounds_from} on, "
+                f"and its runs play {max(rounds)} rounds; give it options.rounds its runs play, "
+                "or more rounds"
+            )
     local = _run_values(config, entry, "eval_local") or [False]  # fedkd train's default
     if claim.metric == "local_final" and not any(local):
         return (
