@@ -182,6 +182,18 @@ def test_a_statement_is_text_on_the_page(tmp_path):
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
+def test_the_index_says_why_a_claim_whose_methods_ran_was_not_compared(tmp_path):
+    """A trend along C on runs of one C: both methods have runs, so the index names the reason
+    rather than saying there are none."""
+    runs = pair_runs(tmp_path / "runs", "table3", {1.0: [0.02, 0.022, 0.018]})
+    entry = {**GOOD, "id": "grows", "trend": {"key": "participation", "toward": "low"}}
+    page = render_page(tmp_path, runs, [entry], "with").with_name("claims.html").read_text()
+    row = page[page.index('href="#grows"') :]
+    row = row[: row.index("</tr>")]
+    assert "table3 runs one value of participation only: the trend needs two" in row, row
+    assert "no runs" not in row
+
+
 def test_without_claims_the_papers_part_is_unchanged_byte_for_byte(tmp_path):
     """Claims about a pair no paper claim compares (FedDyn, FedAvg) add their section and leave
     every byte of the papers' part as the page without them writes it."""

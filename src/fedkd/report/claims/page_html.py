@@ -85,7 +85,8 @@ def index(views: list[ClaimView]) -> str:
 
 def _index_effect(view: ClaimView) -> str:
     if not view.res.rows:
-        return "no runs in this configuration (below)"
+        # its methods may have runs that no setting of the claim's compares: the reason says
+        return view.res.reason
     text = view.ours()
     return f"{text}; {view.scope}" if view.scope else text
 
