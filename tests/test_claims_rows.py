@@ -4,6 +4,7 @@ gap beside ours, rounds to a target, a tuned column, the HTML page and the front
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -279,3 +280,22 @@ def test_a_runs_values_by_metric_and_their_measurement_step():
     assert at == {"round 2": pytest.approx(80.0), "round 4": pytest.approx(70.0)}
     assert measurement_step("best", rows) == pytest.approx(0.1)
     assert measurement_step("forgetting", rows) == pytest.approx(0.001)
+
+
+def test_a_trend_counts_each_failed_seed_once_across_its_two_settings(tmp_path):
+    """FedGKD's seed 1 diverges before its first round at α 1, and its seed 2 at α 0.1: the trend
+    compares seeds 0 and 3 and has lost two seeds to failed runs, not the larger of the two
+    settings' counts (1)."""
+    root = tmp_path / "runs"
+    runs = pair_runs(root, "table3", {1.0: [0.01, 0.012, 0.011, 0.01],
+                                      0.1: [0.04, 0.045, 0.043, 0.044]})  # fmt: skip
+    for alpha, seed in ((1.0, 1), (0.1, 2)):
+        (run,) = [d for label, d in runs if label.endswith("/fedgkd")
+                  and Path(d).name.startswith(f"table3-fedgkd-{alpha}-{seed}-")]  # fmt: skip
+        shutil.rmtree(run)
+        make_run(Path(run).parent, Path(run).name, [], strategy="fedgkd", alpha=alpha, seed=seed,
+                 status="diverged", rounds=2)  # fmt: skip
+    df = render_claims(tmp_path, runs, TABLE3)
+    trend = df[df["claim"] == "fedgkd-gap-grows-with-heterogeneity"].iloc[0]
+    assert trend["seeds"] == "0;3" and trend["n"] == 2
+    assert trend["failed"] == 2

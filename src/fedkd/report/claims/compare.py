@@ -45,6 +45,7 @@ class Comparison:
     open_below: bool = False
     open_why: list[str] = field(default_factory=list)
     collapsed_seeds: frozenset = frozenset()  # seeds where a run of the pair collapsed
+    failed_seeds: frozenset = frozenset()  # the seeds ``failed`` counts
 
 
 def _value_kind(claim: Claim, sub: str, setting: dict):
@@ -64,11 +65,11 @@ def comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict) -> l
             out.append(_missing_comparison(claim, sv, stand_ins))
             continue
         for sub in sv.subs():
-            diffs, failed, missing = {}, 0, []
+            diffs, failed, missing = {}, [], []
             for seed in sv.seeds():
                 got = sv.pair(sub, seed)
                 if got == "failed":
-                    failed += 1
+                    failed.append(seed)
                 elif got == "missing":
                     missing.append(seed)
                 else:
@@ -87,9 +88,9 @@ def comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict) -> l
             text = setting_text(sv.setting, stand_ins, sub)
             row = Comparison(
                 sv.table, {**sv.setting, "sub": sub}, text + (f" {MARK}" if collapsed else ""),
-                diffs, failed, notes, (runs, _value_kind(claim, sub, sv.setting)), margin,
+                diffs, len(failed), notes, (runs, _value_kind(claim, sub, sv.setting)), margin,
                 collapsed, missing=len(missing), residual=sv.residual(sub, sorted(diffs)),
-                step=max(sv.treated.step, sv.base.step),
+                step=max(sv.treated.step, sv.base.step), failed_seeds=frozenset(failed),
             )  # fmt: skip
             if claim.metric == "rounds_to_target" and diffs and not failed and not missing:
                 never = not_reached(sv.setting)
@@ -189,7 +190,8 @@ def trend_comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict
         seeds = sorted(set(start.diffs) & set(end.diffs))
         diffs = {s: end.diffs[s] - start.diffs[s] for s in seeds}
         lost = set(start.diffs) ^ set(end.diffs)
-        failed = max(start.failed, end.failed)
+        # a seed whose run failed in either setting, counted once (the others lost are missing)
+        failed_seeds = start.failed_seeds | end.failed_seeds
         notes = sorted((set(start.notes) | set(end.notes)) - {c.notes[0] for c in lacking})
         if lost and not lacking:
             notes.append(f"seed(s) {', '.join(map(str, sorted(lost)))} in one setting only")
@@ -198,18 +200,18 @@ def trend_comparisons(claim: Claim, values: list[SettingValues], stand_ins: dict
         notes += [f"{c.text}: {c.notes[0]} (a setting between the two compared)" for c in between]
         what = _trend_text(claim, start, end, stand_ins)
         out.append(Comparison(
-            table, {**end.setting}, what, diffs, failed, notes,
+            table, {**end.setting}, what, diffs, len(failed_seeds), notes,
             ("trend", start.key, end.key), 0.0, start.collapsed or end.collapsed,
             # seeds one setting ran and the other did not (a setting without one method's runs
             # at all is "not run", said in the notes)
-            missing=start.missing + end.missing + (0 if lacking else len(lost)),
+            missing=start.missing + end.missing + (0 if lacking else len(lost - failed_seeds)),
             parts=(start, end),
             step=max(start.step, end.step),
             # the change end − start: the start's bounds point the other way
             open_above=end.open_above or start.open_below,
             open_below=end.open_below or start.open_above,
             open_why=list(dict.fromkeys(start.open_why + end.open_why)),
-            collapsed_seeds=start.collapsed_seeds | end.collapsed_seeds,
+            collapsed_seeds=start.collapsed_seeds | end.collapsed_seeds, failed_seeds=failed_seeds,
         ))  # fmt: skip
     if not out and reasons:
         out.append(Comparison(rows[0].table if rows else "", {}, DASH, {}, 0, reasons[:1],
