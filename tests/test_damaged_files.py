@@ -307,6 +307,15 @@ def test_ctrl_c_records_the_rounds_done_and_says_how_to_resume(tmp_path, ctrl_c_
     assert "interrupted" in record["error"]
     text = report(collect(tmp_path / "runs"), tmp_path / "runs")
     assert "stopped  mnist5k/fedavg/x-R3/seed0  round 1/3" in text
+    # as a workflow job leaves it: Snakemake removes a failed job's outputs, and the job's log
+    # ends in the line above, which `fedkd status` reads for the rounds done (a moment ago)
+    (out / RUN_JSON).unlink()
+    (out / METRICS).unlink()
+    log = tmp_path / "logs" / "train" / "mnist5k" / "fedavg" / "x-R3" / "seed0.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("\n".join(said) + "\n")
+    (progress,) = collect(tmp_path / "runs")
+    assert (progress.state, progress.rounds_done) == ("stopped", 1), progress
 
 
 def test_a_stop_just_after_a_checkpoint_is_saved_counts_its_round(tmp_path, monkeypatch,
