@@ -183,11 +183,13 @@ class Run(RunSetup):
 
     _earlier_attempts: list = []  # what trained the rounds this attempt resumed after
 
-    def _write_record(self, status: str, extra: dict) -> None:
+    def _write_record(self, status: str, extra: dict) -> dict:
         """run.json rewritten (atomically) with ``status`` and ``extra``, remembered for the
-        rewrites the engine asks for (``_engine_changed``)."""
-        write_json(self.out / RUN_JSON, self._run_record(status, extra))
+        rewrites the engine asks for (``_engine_changed``); returns the record written."""
+        record = self._run_record(status, extra)
+        write_json(self.out / RUN_JSON, record)
         self._state, self._recording = (status, extra), True
+        return record
 
     def _engine_changed(self) -> None:
         """The trainer changed the engine record (run.json's ``engine``): written at once."""
@@ -234,9 +236,8 @@ class Run(RunSetup):
             prev = read_run_record(self.out / RUN_JSON)
             self.env.earlier_engine = prev.get("engine")
             self._earlier_attempts = earlier_attempts(prev, start)
-        self._write_record("running", {"rounds_done": start})
+        now = self._write_record("running", {"rounds_done": start})
         self.env.on_engine_change = _weak_call(self._engine_changed)
-        now = self._run_record("running")
         if start and (changes := changed_arithmetic(self._earlier_attempts, now)):
             self.log(f"[fedkd] warning: resuming {self.out} after round {start} {changes}")
         self.log(
@@ -372,8 +373,8 @@ ATTEMPT_KEYS = ("device", "precision", "engine", "determinism", "versions", "com
 def earlier_attempts(prev: dict, start: int) -> list[dict]:
     """run.json's ``earlier_attempts``: per earlier attempt that trained rounds this one keeps
     (the checkpoint's ``start``), the round it trained through and its device, precision, engine,
-    determinism (memory format included), versions, command and working directory. A run resumes on any device: the record's own keys are the last
-    attempt's, these the earlier rounds'."""
+    determinism (memory format included), versions, command and working directory. A run resumes
+    on any device: the record's own keys are the last attempt's, these the earlier rounds'."""
     attempts = [a for a in prev.get("earlier_attempts") or [] if isinstance(a, dict)]
     attempts = [a for a in attempts if isinstance(a.get("rounds_through"), int)]
     attempts = [a for a in attempts if a["rounds_through"] <= start]  # beyond the checkpoint
