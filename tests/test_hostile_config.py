@@ -141,26 +141,20 @@ def test_a_dataset_option_out_of_its_range_is_named_at_planning(dataset, options
     assert "Traceback" not in message
 
 
-def test_fedkd_train_names_a_dataset_option_out_of_its_range_before_any_output(tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [("{corpus_seed: -1}", "dataset_options.corpus_seed=-1 must be at least 0"),
+     ("{num_classes: abc}", "dataset_options.num_classes='abc' must be an integer")],
+    ids=["out-of-range", "wrong-type"],
+)  # fmt: skip
+def test_fedkd_train_names_a_bad_dataset_option_before_any_output(options, says, tmp_path, capsys):
     from fedkd.cli import main
 
     out = tmp_path / "run"
-    argv = ["train", "--dataset", "synthtext", "--dataset-options", "{corpus_seed: -1}"]
+    argv = ["train", "--dataset", "synthtext", "--dataset-options", options]
     assert main([*argv, "--rounds", "1", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "dataset_options.corpus_seed=-1 must be at least 0 (dataset 'synthtext'" in err
-    assert "Traceback" not in err
-    assert not out.exists()
-
-
-def test_fedkd_train_names_a_dataset_option_of_the_wrong_type_before_any_output(tmp_path, capsys):
-    from fedkd.cli import main
-
-    out = tmp_path / "run"
-    argv = ["train", "--dataset", "synthtext", "--dataset-options", "{num_classes: abc}"]
-    assert main([*argv, "--rounds", "1", "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert "dataset_options.num_classes='abc' must be an integer (dataset 'synthtext'" in err
+    assert f"{says} (dataset 'synthtext'" in err
     assert "Traceback" not in err
     assert not out.exists()
 
