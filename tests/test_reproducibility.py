@@ -244,6 +244,13 @@ def test_a_resume_names_each_change_of_arithmetic_and_what_restores_it():
     assert "with --engine sequential and with --memory-format channels_last and " in said, said
     assert "torch threads" not in said and "device cpu" not in said, said
     assert changed_arithmetic([{"rounds_through": 2, **now}], now) == ""
+    # another torch, CUDA runtime or cuDNN has other kernels: named, with the version to restore
+    versions = {"torch": "2.13.0", "cuda": "12.8", "cudnn": "91002"}
+    upgraded = {**now, "versions": {**versions, "torch": "2.14.0", "cudnn": "91100"}}
+    said = changed_arithmetic([{"rounds_through": 4, **now, "versions": versions}], upgraded)
+    assert "torch 2.14.0 now, 2.13.0 for rounds 1-4" in said, said
+    assert "cuDNN 91100 now, 91002 for rounds 1-4" in said, said
+    assert "CUDA" not in said and "with torch 2.13.0 and with cuDNN 91002" in said, said
     older = {"rounds_through": 2, "device": {"name": "cpu (x)"}, "engine": {"used": "batched"}}
     assert changed_arithmetic([older], now) == ""
 

@@ -394,6 +394,10 @@ ARITHMETIC = (
     ("engine", lambda r: r["engine"]["used"], "with --engine {}"),
     ("memory format", lambda r: r["determinism"]["memory_format"], "with --memory-format {}"),
     ("deterministic", lambda r: r["determinism"]["deterministic"], "with --deterministic {}"),
+    # the libraries whose kernels compute it: a resume after an upgrade mixes two sets of them
+    ("torch", lambda r: r["versions"]["torch"], "with torch {}"),
+    ("CUDA", lambda r: r["versions"]["cuda"], "with CUDA {}"),
+    ("cuDNN", lambda r: r["versions"]["cudnn"], "with cuDNN {}"),
 )
 
 
@@ -430,8 +434,8 @@ def changed_arithmetic(attempts: list[dict], now: dict) -> str:
         return ""
     return (
         f"with other arithmetic than its earlier rounds had ({'; '.join(differences)}): its "
-        "numbers will differ from an uninterrupted run's; run.json records both (device, engine "
-        "and determinism now, earlier_attempts before). For an uninterrupted run's numbers, stop "
-        f"this attempt and run the same command {' and '.join(dict.fromkeys(restore))}; or "
+        "numbers will differ from an uninterrupted run's; run.json records both (device, "
+        "engine, determinism and versions now, earlier_attempts before). For an uninterrupted "
+        f"run's numbers, stop this attempt and run the same command {' and '.join(dict.fromkeys(restore))}; or "
         "train the run from round 0 in another directory"
     )
