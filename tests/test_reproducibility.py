@@ -309,3 +309,24 @@ def test_the_run_record_names_the_cpu_kernels_that_decide_the_numbers(tmp_path):
     assert here._run_record("running")["device"]["cpu_capability"] == (
         torch.backends.cpu.get_cpu_capability()
     )
+
+
+def test_the_run_record_names_the_nvidia_driver(tmp_path):
+    """``versions.nvidia_driver`` is read from the driver's own file, in the formats of its
+    proprietary and open kernel modules; "none" where there is no driver, as on this CPU."""
+    from fedkd.provenance import nvidia_driver
+
+    closed = (
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+    )
+    opened = (
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  "
+        "(dvs-builder@U16-I3-C04-3-2)  Thu Jan 16 21:40:14 UTC 2025\nGCC version:  gcc 12.3.0\n"
+    )
+    for text, version in ((closed, "550.54.15"), (opened, "570.86.15"), ("garbled\n", "unknown")):
+        (tmp_path / "version").write_text(text)
+        assert nvidia_driver(tmp_path / "version") == version
+    assert nvidia_driver(tmp_path / "absent") == "none"
+    run = Run(RunSpec(rounds=1, **SMALL), tmp_path / "r")
+    run.prepare()
+    assert run._run_record("running")["versions"]["nvidia_driver"] == nvidia_driver()

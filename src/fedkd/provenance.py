@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import os
 import platform
+import re
 import sys
 from collections.abc import Callable
 from functools import cache
@@ -212,6 +213,21 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+NVIDIA_DRIVER_FILE = Path("/proc/driver/nvidia/version")
+
+
+def nvidia_driver(path: Path = NVIDIA_DRIVER_FILE) -> str:
+    """The NVIDIA kernel driver's version ("none" without one): it compiles the kernels
+    shipped as PTX, so it is part of what a GPU run computed with. Read from the file the
+    driver keeps, as torch does not report it."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "none"
+    found = re.search(r"Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)?)\s", text)
+    return found.group(1) if found else "unknown"
+
+
 def library_versions() -> dict[str, str]:
     """Installed versions from package metadata: importing transformers and datasets only to
     read their versions would cost every run over a second."""
@@ -229,6 +245,7 @@ def library_versions() -> dict[str, str]:
         # run's numbers ("none": a CPU build)
         "cuda": torch.version.cuda or "none",
         "cudnn": str(torch.backends.cudnn.version() or "none"),
+        "nvidia_driver": nvidia_driver(),
     }
     for name in ("numpy", "pandas", "pyarrow", "transformers", "datasets"):
         try:
