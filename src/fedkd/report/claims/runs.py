@@ -66,9 +66,13 @@ class SettingValues:
         return list(dict.fromkeys(found)) or [""]
 
     def pair(self, sub: str, seed: int) -> tuple[float, float] | str:
-        """The two values at ``seed``, or why there are none: "failed" or "missing"."""
+        """The two values at ``seed``, or why there are none: "failed", "missing", or "no
+        value" where a run that ended gave none to compare (its note says why)."""
+        sides = (self.treated, self.base)
+        if any(seed in m.runs and seed not in m.lost and m.values.get(seed) == {} for m in sides):
+            return "no value"
         got = []
-        for m in (self.treated, self.base):
+        for m in sides:
             if sub in m.values.get(seed, {}):
                 got.append(m.values[seed][sub])
             elif m.lost.get(seed) == "failed":
@@ -264,8 +268,12 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
                            run))  # fmt: skip
         elif status != "complete":
             out.lost[seed] = "missing"  # rounds it has not reached yet
-        elif not values:
-            out.lost[seed] = "missing"
+        elif not values and claim.metric == "at_round":  # complete: it never will have one
+            shown = ", ".join(str(int(r)) for r in options.get("rounds") or DEFAULT_ROUNDS)
+            events.append((
+                f": no value: the claim compares the table's rounds {shown} from round "
+                f"{claim.rounds_from} on, and they end at round {int(setting['rounds_planned'])}", seed, "",
+            ))  # fmt: skip
         out.values[seed] = values
     out.notes = grouped_notes(name, events)
     return out
