@@ -302,12 +302,14 @@ def test_a_trend_counts_each_failed_seed_once_across_its_two_settings(tmp_path):
 
 
 def test_an_at_round_claim_whose_runs_end_before_its_rounds_is_not_run_and_says_why(tmp_path):
-    """FedGKD distils from round 2 on, so its at-round claims compare rounds from 2; on complete
-    1-round runs there is nothing to compare, ever: the row is "not run" with the reason, not
-    "too few seeds" with every seed "without a pair" as though runs were still to come."""
+    """FedGKD distils from round 2 on, so its at-round claims compare rounds from 2; on 1-round
+    runs (one diverged) there is nothing to compare, ever: the row is "not run" with the reason,
+    not "too few seeds" with every seed "without a pair" as though runs were still to come."""
     runs = [
         (f"table6/{label}", make_run(tmp_path / "runs", f"{label}-{seed}",
-                                     [0.5 + 0.01 * seed + gap], strategy=label, seed=seed))
+                                     [0.5 + 0.01 * seed + gap], strategy=label, seed=seed,
+                                     status="diverged" if (seed, label) == (2, "fedavg")
+                                     else "complete"))
         for seed in range(3) for label, gap in (("fedgkd", 0.02), ("fedavg", 0.0))
     ]  # fmt: skip
     table6 = {"table6": {"paper": "fedgkd_table6", "layout": "at_rounds",
@@ -318,5 +320,5 @@ def test_an_at_round_claim_whose_runs_end_before_its_rounds_is_not_run_and_says_
     assert "without a pair" not in row.note, row.note
     assert (
         "FedGKD seeds 0, 1, 2: no value: the claim compares the table's rounds 1 from round 2 "
-        "on, and they end at round 1" in row.note
+        "on, and the runs end at round 1" in row.note
     ), row.note

@@ -46,6 +46,7 @@ class MethodRuns:
     collapsed: bool = False
     collapsed_seeds: set[int] = field(default_factory=set)
     step: float = 0.0  # the measurement's resolution in the claim's unit (0: not known)
+    no_value: set[int] = field(default_factory=set)  # seeds whose runs can never give the value
 
 
 @dataclass
@@ -67,9 +68,9 @@ class SettingValues:
 
     def pair(self, sub: str, seed: int) -> tuple[float, float] | str:
         """The two values at ``seed``, or why there are none: "failed", "missing", or "no
-        value" where a run that ended gave none to compare (its note says why)."""
+        value" where the setting's runs can never give one (their note says why)."""
         sides = (self.treated, self.base)
-        if any(seed in m.runs and seed not in m.lost and m.values.get(seed) == {} for m in sides):
+        if any(seed in m.no_value for m in sides):
             return "no value"
         got = []
         for m in sides:
@@ -220,9 +221,14 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
     out = MethodRuns()
     name = display_name(label)
     events: list[tuple[str, int, str]] = []  # (what happened, seed, run): one note per what
+    never = _never_played(claim, options, setting)
     for run, rows in sorted(by_label.get(label, {}).items()):
         seed, status = int(rows["seed"].iloc[0]), str(rows["status"].iloc[0])
         out.runs[seed] = run
+        if never:  # no run of the setting has the value, whatever it does: none is lost
+            out.no_value.add(seed)
+            events.append((f": {never}", seed, ""))
+            continue
         out.step = max(out.step, measurement_step(claim.metric, rows))
         played = rows[rows["round"] >= 1].sort_values("round", kind="mergesort")
         # accuracy at a round, or the round a target is reached, needs only the rounds up to it
@@ -268,15 +274,26 @@ def _method_runs(claim, label: str, by_label: dict, table: str, options: dict, s
                            run))  # fmt: skip
         elif status != "complete":
             out.lost[seed] = "missing"  # rounds it has not reached yet
-        elif not values and claim.metric == "at_round":  # complete: it never will have one
-            shown = ", ".join(str(int(r)) for r in options.get("rounds") or DEFAULT_ROUNDS)
-            events.append((
-                f": no value: the claim compares the table's rounds {shown} from round "
-                f"{claim.rounds_from} on, and they end at round {int(setting['rounds_planned'])}", seed, "",
-            ))  # fmt: skip
+        elif not values:
+            out.lost[seed] = "missing"
         out.values[seed] = values
     out.notes = grouped_notes(name, events)
     return out
+
+
+def _never_played(claim, options: dict, setting: dict) -> str:
+    """Why the runs of ``setting`` can never give the value of an at-round ``claim``: none of
+    the table's rounds from the claim's first on is one they play; "" where some is."""
+    if claim.metric != "at_round":
+        return ""
+    shown = [int(r) for r in options.get("rounds") or DEFAULT_ROUNDS]
+    planned = int(setting["rounds_planned"])
+    if any(claim.rounds_from <= r <= planned for r in shown):
+        return ""
+    return (
+        f"no value: the claim compares the table's rounds {', '.join(map(str, shown))} from "
+        f"round {claim.rounds_from} on, and the runs end at round {planned}"
+    )
 
 
 def measurement_step(metric: str, rows: pd.DataFrame) -> float:
