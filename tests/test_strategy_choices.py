@@ -339,7 +339,7 @@ def test_each_strategy_declares_its_published_code_choices_beside_its_params():
         if cls.code_choices:
             choices[name] = sorted(cls.code_choices)
     assert choices == {
-        "feddistill+": ["target"], "fedgen": ["label_counts", "round_index"],
+        "feddistill+": ["target"], "fedgen": ["label_counts", "round_index", "teacher_weighting"],
         "fedgkd": ["m1_teacher"], "fedgkd+": ["m1_teacher"], "fedntd": ["tau_squared"],
         "moon": ["first_negative"],
     }  # fmt: skip

@@ -61,9 +61,9 @@ def _recorded_server_step(monkeypatch, label_counts: str, counts):
     seen = []
     real = fedgen_mod.generator_teacher_loss
 
-    def recording(feats, y, head_w, head_b, label_w):
+    def recording(feats, y, head_w, head_b, label_w, *rest):
         seen.append((y.clone(), label_w.clone()))
-        return real(feats, y, head_w, head_b, label_w)
+        return real(feats, y, head_w, head_b, label_w, *rest)
 
     monkeypatch.setattr(fedgen_mod, "generator_teacher_loss", recording)
     ctx = tiny_ctx(num_classes=3)
@@ -196,7 +196,13 @@ def test_the_choices_are_checked_and_recorded_in_the_spec():
     for key, bad in (("label_counts", "counts"), ("round_index", "1")):
         with pytest.raises(SpecError, match=f"params.{key}='{bad}'; use one of"):
             RunSpec(strategy="fedgen", params={key: bad})
-    assert FedGen.code_choices == {"label_counts": "real", "round_index": "one-based"}
+    assert FedGen.code_choices == {
+        "label_counts": "real",
+        "round_index": "one-based",
+        "teacher_weighting": "batch",
+    }
+    with pytest.raises(SpecError, match="params.teacher_weighting='sample'; use one of"):
+        RunSpec(strategy="fedgen", params={"teacher_weighting": "sample"})
 
 
 def _train_args(cfg: dict) -> dict[str, str]:
@@ -212,7 +218,8 @@ def _train_args(cfg: dict) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("label_counts", "ones"), ("round_index", "zero-based")]
+    ("key", "value"),
+    [("label_counts", "ones"), ("round_index", "zero-based"), ("teacher_weighting", "per-sample")],
 )
 def test_changing_a_choice_reruns_exactly_the_runs_of_that_variant(key, value):
     """A run's flags are its spec: the workflow re-runs a job whose flags change. Switching one
@@ -221,6 +228,7 @@ def test_changing_a_choice_reruns_exactly_the_runs_of_that_variant(key, value):
     assert cfg["variants"]["fedgen"]["params"] == {
         "label_counts": "real",
         "round_index": "one-based",
+        "teacher_weighting": "batch",
     }
     before = _train_args(cfg)
     changed_cfg = copy.deepcopy(cfg)
@@ -240,6 +248,7 @@ def test_the_paper_configurations_fedgen_variants_state_their_choices():
     for variant in fedgen.values():
         assert variant["params"]["label_counts"] == "real"
         assert variant["params"]["round_index"] == "one-based"
+        assert variant["params"]["teacher_weighting"] == "batch"
 
 
 def test_every_caption_of_a_table_with_a_fedgen_column_says_what_it_ran():

@@ -69,9 +69,39 @@ def test_generator_teacher_loss_by_hand():
     feats = torch.tensor([[a], [0.0]])
     y = torch.tensor([0, 1])
     ce0 = math.log(4 / 3)
-    expected = (0.75 * ce0 + 0.0 * LN2) / 2 + (0.25 * LN2 + 1.0 * LN2) / 2
+    per_sample = (0.75 * ce0 + 0.0 * LN2) / 2 + (0.25 * LN2 + 1.0 * LN2) / 2
+    got = generator_teacher_loss(feats, y, w, bias, lw, "per-sample")
+    assert got.item() == pytest.approx(per_sample, rel=1e-6)
+    # FedGen's code: each client's mean CE times the mean of its weights over the batch
+    batch = (ce0 + LN2) / 2 * (0.75 + 0.0) / 2 + (LN2 + LN2) / 2 * (0.25 + 1.0) / 2
     got = generator_teacher_loss(feats, y, w, bias, lw)
-    assert got.item() == pytest.approx(expected, rel=1e-6)
+    assert got.item() == pytest.approx(batch, rel=1e-6)
+    assert abs(batch - per_sample) > 0.05  # the two weightings differ here
+
+
+def test_the_default_teacher_loss_is_fedgen_codes_broadcast_and_ones_make_the_two_agree():
+    """FedGen's train_generator (and the FedGKD authors' master_fedgen.py), literally:
+    torch.mean(NLLLoss(reduce=False)(log_softmax(logits_k), y) * weight) with weight
+    label_weights[y][:, k].reshape(-1, 1), whose product broadcasts (B,) by (B, 1) to (B, B)."""
+    g = torch.Generator().manual_seed(0)
+    b, c, k, d = 6, 4, 3, 5
+    feats = torch.randn(b, d, generator=g, dtype=torch.float64)
+    y = torch.randint(0, c, (b,), generator=g)
+    heads = torch.randn(k, c, d, generator=g, dtype=torch.float64)
+    biases = torch.randn(k, c, generator=g, dtype=torch.float64)
+    nll = torch.nn.NLLLoss(reduction="none")
+    for counts, agree in ((torch.randint(0, 9, (k, c), generator=g), False),
+                          (torch.ones(k, c, dtype=torch.long), True)):  # fmt: skip
+        lw = teacher_label_weights(counts, torch.float64)
+        code = sum(
+            torch.mean(nll(torch.log_softmax(feats @ heads[u].T + biases[u], 1), y)
+                       * lw[y][:, u].reshape(-1, 1))
+            for u in range(k)
+        )  # fmt: skip
+        got = generator_teacher_loss(feats, y, heads, biases, lw)
+        assert got.item() == pytest.approx(code.item(), rel=1e-12)
+        other = generator_teacher_loss(feats, y, heads, biases, lw, "per-sample")
+        assert (other.item() == pytest.approx(code.item(), rel=1e-12)) is agree
 
 
 def test_fedgen_defaults_per_model():

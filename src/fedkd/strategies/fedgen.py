@@ -19,9 +19,14 @@ Server step each round (after aggregation), following FedGen's train_generator:
     FedGen runs ensemble_epochs / n_teacher_iters = 50 / 5 epochs of 5 steps = 50 steps with the
     local batch size; here 50 steps of 64 (the fedgkd local batch size).
   - loss = teacher loss + eta * diversity loss (FedGen's ensemble_alpha = 1, ensemble_eta = 1,
-    ensemble_beta = 0: no adversarial student term). The teacher loss is, per selected client k,
-    the batch mean of w_{y,k} * CE(head_k(G(y)), y), summed over k, with w_{y,k} = n_{k,y} / sum_j
-    n_{j,y} (the clients' uploaded label counts) and head_k the classifier in client k's upload.
+    ensemble_beta = 0: no adversarial student term). The teacher loss is a sum over the selected
+    clients k of head_k's (the classifier in client k's upload) cross-entropy on (G(y), y),
+    weighted by w_{y,k} = n_{k,y} / sum_j n_{j,y} (the clients' uploaded label counts) as
+    ``teacher_weighting`` says: ``"batch"`` (default), as FedGen's code and the FedGKD authors'
+    release compute it, mean_i CE_i * mean_i w_{y_i,k} (their per-sample NLLLoss, shape (B,),
+    times the weights, shape (B, 1), broadcasts to (B, B)); ``"per-sample"``, mean_i w_{y_i,k} *
+    CE_i, the weighting their code spells out. With ``label_counts="ones"`` every w is 1/K and
+    the two agree; the paper is silent, so the released code decides the default.
     The diversity loss is FedGen's exp(-mean_ij ||eps_i - eps_j||^2_mean * |G_i - G_j|_mean).
   - labels y are drawn uniformly among the labels some selected client holds (FedGen's
     qualified_labels; the FedGKD authors' master_fedgen.py draws uniformly over all labels), not
@@ -113,6 +118,14 @@ class FedGenParams(CheckedParams):
             "ones": "all ones (the FedGKD authors' release)",
         },
     )
+    # how the generator's teacher loss weights each client's cross-entropy by its label share
+    teacher_weighting: str = chosen(
+        "batch",
+        {
+            "batch": "its batch mean times the batch mean of the weights (FedGen's code)",
+            "per-sample": "each sample's by its label's weight",
+        },
+    )
     # t of alpha_t in the run's r-th round, r from 0: r + 1 or r
     round_index: str = chosen(
         "one-based",
@@ -175,14 +188,19 @@ def generator_teacher_loss(
     head_weights: torch.Tensor,
     head_biases: torch.Tensor,
     label_weights: torch.Tensor,
+    weighting: str = "batch",
 ) -> torch.Tensor:
-    """sum_k mean_i w[y_i, k] * CE(W_k f_i + b_k, y_i).
+    """sum_k mean_i CE(W_k f_i + b_k, y_i) * mean_i w[y_i, k] (``"batch"``, FedGen's code), or
+    sum_k mean_i w[y_i, k] * CE(W_k f_i + b_k, y_i) (``"per-sample"``).
 
     features (B, D), y (B,), head_weights (K, C, D), head_biases (K, C), label_weights (C, K)."""
     k = head_weights.shape[0]
     logits = torch.einsum("bd,kcd->kbc", features, head_weights) + head_biases.unsqueeze(1)
     ce = F.cross_entropy(logits.flatten(0, 1), y.repeat(k), reduction="none").view(k, -1)
-    return (ce * label_weights[y].T).mean(1).sum()
+    weights = label_weights[y].T  # (K, B)
+    if weighting == "per-sample":
+        return (ce * weights).mean(1).sum()
+    return (ce.mean(1) * weights.mean(1)).sum()
 
 
 def teacher_label_weights(
@@ -215,8 +233,13 @@ class FedGen(Strategy):
     traits = Traits(extra_information="label counts", proxy_data=False, modifies_model=False)
 
     # FedGen's method weights the teacher by the clients' label counts (the FedGKD authors'
-    # release by all ones); the release's 1-based round index, which the paper leaves open
-    code_choices = {"label_counts": "real", "round_index": "one-based"}
+    # release by all ones), per batch as both codes compute it; the release's 1-based round
+    # index: the paper leaves both open
+    code_choices = {
+        "label_counts": "real",
+        "round_index": "one-based",
+        "teacher_weighting": "batch",
+    }
 
     @classmethod
     def dataset_defaults(cls, dataset, model):
@@ -328,7 +351,7 @@ class FedGen(Strategy):
             y = torch.multinomial(label_p, p.gen_batch_size, replacement=True, generator=rng)
             noise = gen.sample_noise(p.gen_batch_size, generator=rng)
             feats = gen(y, noise)
-            teacher = generator_teacher_loss(feats, y, head_w, head_b, label_w)
+            teacher = generator_teacher_loss(feats, y, head_w, head_b, label_w, p.teacher_weighting)
             diversity = diversity_loss(noise, feats)
             loss = teacher + p.diversity * diversity
             self.optimizer.zero_grad(set_to_none=True)
