@@ -155,6 +155,19 @@ def test_text_bad_columns(tmp_path):
         load_dataset("sst5", tmp_path, tokenizer="word")
 
 
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+@pytest.mark.parametrize("split", ["train", "validation", "test"])
+def test_a_text_split_file_without_rows_names_the_file(tmp_path, split, fmt):
+    # a header-only file read as an empty split: an empty test set scores every round NaN
+    # (0 correct of 0), an empty dev set gives VOTE and FedDF NaN validation losses
+    folder = tmp_path / "sst5"
+    for name, n in (("train", 30), ("validation", 10), ("test", 10)):
+        rows = fx.text_rows(n, 5, seed=0) if name != split else []
+        fx.write_text_split(folder, name, rows, fmt)
+    with pytest.raises(DatasetCorruptError, match=rf"{split}\.{fmt} holds no text"):
+        load_dataset("sst5", tmp_path, tokenizer="word")
+
+
 def test_text_missing_does_not_touch_the_hub(tmp_path, monkeypatch):
     calls = []
     fake = types.SimpleNamespace(load_dataset=lambda *a, **k: calls.append((a, k)))

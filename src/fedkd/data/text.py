@@ -181,6 +181,10 @@ def _split_from_files(
                 raise DatasetCorruptError(
                     f"{path} has columns {list(df.columns)}; it needs columns text and label"
                 )
+            if df.empty:  # an empty test or dev split would score every round NaN (0 of 0)
+                raise DatasetCorruptError(
+                    f"{path} holds no text, only its columns; place the full {split} split there"
+                )
             try:
                 labels = df["label"].astype(np.int64).to_numpy()
             except (TypeError, ValueError) as exc:
