@@ -305,6 +305,54 @@ def test_a_tinyimagenet_class_without_training_images_is_refused_in_both_modes(t
         load_dataset("tinyimagenet", root, check_md5=False, cache=False)
 
 
+def _tiny_cache(**changes) -> dict:
+    arrays = {
+        "train_x": torch.zeros(4, 3, 64, 64, dtype=torch.uint8),
+        "train_y": torch.tensor([0, 1, 2, 199]),
+        "test_x": torch.zeros(2, 3, 64, 64, dtype=torch.uint8),
+        "test_y": torch.tensor([0, 1]),
+        "class_names": ["a", "b"],
+    }
+    arrays.update(changes)
+    return {k: v for k, v in arrays.items() if v is not None}
+
+
+@pytest.mark.parametrize(
+    "cache, reason",
+    [
+        ([1, 2], "not a dictionary"),
+        (_tiny_cache(train_y=None), "train_y"),
+        (_tiny_cache(test_y=torch.tensor([0, 200])), "outside the 200 classes"),
+        (_tiny_cache(train_y=torch.tensor([0, 1, 2])), "4 images but 3 labels"),
+        (_tiny_cache(test_x=torch.zeros(2, 3, 32, 32, dtype=torch.uint8)), "3x32x32"),
+        (_tiny_cache(train_x=torch.zeros(4, 3, 64, 64)), "float32"),
+    ],
+)
+def test_a_tinyimagenet_cache_not_as_fedkd_writes_it_is_refused_naming_it(tmp_path, cache, reason):
+    """The cache is read instead of the archive: a damaged one raised a bare KeyError or
+    TypeError, and one with a label past the 200 classes loaded and stopped training in the loss."""
+    torch.save(cache, tmp_path / "tiny-imagenet-200.uint8.pt")
+    with pytest.raises(DatasetCorruptError, match=reason) as err:
+        load_dataset("tinyimagenet", tmp_path)
+    assert str(tmp_path / "tiny-imagenet-200.uint8.pt") in str(err.value)
+    assert "delete it" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "wnids, reason",
+    [
+        ([f"n{i:08d}" for i in range(201)], r"wnids\.txt lists 201 classes;"),
+        (["n01", "n02", "n01"], r"wnids\.txt lists 3 classes, naming n01 more than once"),
+    ],
+)
+def test_a_tinyimagenet_wnids_file_not_of_distinct_200_classes_is_refused(tmp_path, wnids, reason):
+    """Label 200 of a 201st class loaded and stopped training in the loss (a 200-way model); a
+    class listed twice trained its images twice, under two labels."""
+    fx.write_tinyimagenet(tmp_path, wnids=wnids, per_class=1)
+    with pytest.raises(DatasetCorruptError, match=reason):
+        load_dataset("tinyimagenet", tmp_path, check_md5=False, cache=False)
+
+
 # ----------------------------------------------------------------------------- MNIST
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ TINY_MD5 = "90528d7ca1a48142e341f4ef8d21d0de"
 TINY_MEAN = (0.5, 0.5, 0.5)
 TINY_STD = (0.5, 0.5, 0.5)
 IMAGE_SIZE = (64, 64)
+NUM_CLASSES = 200
 # the official JPEGs are 1-4 KB; the bound keeps a crafted file from being read whole
 MAX_IMAGE_BYTES = 1 << 20
 
@@ -121,6 +123,14 @@ def _read_tiny(tree: _ZipTree) -> dict:
             words[w] = text.strip()
     for w in wnids:
         _check_file_name(w, "wnids.txt")
+    # a class past the 200th gets label 200+, which the 200-way model's loss stops on mid-run
+    if len(wnids) > NUM_CLASSES or len(set(wnids)) < len(wnids):
+        twice = sorted(w for w, n in Counter(wnids).items() if n > 1)
+        raise DatasetCorruptError(
+            f"{tree.path}: wnids.txt lists {len(wnids)} classes"
+            + (f", naming {', '.join(twice)} more than once" if twice else "")
+            + f"; Tiny-ImageNet has {NUM_CLASSES} distinct ones. {AGAIN}"
+        )
     label = {w: i for i, w in enumerate(wnids)}
     train_x, train_y = [], []
     for w in wnids:
@@ -149,6 +159,45 @@ def _read_tiny(tree: _ZipTree) -> dict:
     }
 
 
+def _cache_problem(arrays) -> str | None:
+    """What makes ``arrays`` other than what ``_read_tiny`` returns (None: nothing): the cache
+    is read in the archive's place, so a damaged one must not train or fail later unnamed."""
+    if not isinstance(arrays, dict):
+        return f"it holds a {type(arrays).__name__}, not a dictionary"
+    missing = [
+        k for k in ("train_x", "train_y", "test_x", "test_y", "class_names") if k not in arrays
+    ]
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    for split in ("train", "test"):
+        x, y = arrays[f"{split}_x"], arrays[f"{split}_y"]
+        if (
+            not isinstance(x, torch.Tensor)
+            or x.dtype != torch.uint8
+            or x.shape[1:] != (3, *IMAGE_SIZE)
+        ):
+            what = (
+                f"{x.dtype} of {'x'.join(map(str, x.shape[1:]))}"
+                if isinstance(x, torch.Tensor)
+                else type(x).__name__
+            )
+            return f"its {split}_x are {what}, not uint8 images of 3x64x64"
+        if not isinstance(y, torch.Tensor) or y.dtype != torch.int64 or y.dim() != 1:
+            return f"its {split}_y is not a vector of int64 labels"
+        if len(x) != len(y):
+            return f"its {split} split has {len(x)} images but {len(y)} labels"
+        outside = y[(y < 0) | (y >= NUM_CLASSES)]
+        if len(outside):
+            return (
+                f"its {split}_y holds {len(outside)} labels outside the {NUM_CLASSES} classes, "
+                f"the first {int(outside[0])}"
+            )
+    names = arrays["class_names"]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return "its class_names are not a list of names"
+    return None
+
+
 def load_tinyimagenet(
     root: Path, seed: int, download: bool, *, check_md5: bool = True, cache: bool = True
 ) -> FedDataset:
@@ -164,6 +213,12 @@ def load_tinyimagenet(
             raise DatasetCorruptError(
                 f"{cache_file} cannot be read ({exc}); delete it (it is rebuilt from the archive)"
             ) from exc
+        problem = _cache_problem(arrays)
+        if problem:
+            raise DatasetCorruptError(
+                f"{cache_file} is not a Tiny-ImageNet cache as fedkd writes it: {problem}; "
+                f"delete it (it is rebuilt from the archive)"
+            )
     if arrays is None:
         if folder.is_dir():
             tree = _ZipTree(folder)
@@ -198,7 +253,7 @@ def load_tinyimagenet(
             atomic_write(cache_file, lambda file: torch.save(arrays, file))
     train, val = split_train_val(ArraySplit(arrays["train_x"], arrays["train_y"]), seed)
     return FedDataset(
-        "tinyimagenet", "image", 200, train, val,
+        "tinyimagenet", "image", NUM_CLASSES, train, val,
         ArraySplit(arrays["test_x"], arrays["test_y"]), mean=TINY_MEAN, std=TINY_STD,
         class_names=list(arrays["class_names"]), source=source,
     )  # fmt: skip
