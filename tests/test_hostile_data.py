@@ -120,6 +120,21 @@ def test_a_cifar_batch_not_shaped_as_the_official_ones_is_refused(tmp_path, batc
         load_dataset("cifar10", tmp_path, seed=0)
 
 
+@pytest.mark.parametrize(
+    "names, message",
+    [(5, r"int"), ([b"cat"] * 3, r"3 class names"), ([b"cat"] * 9 + [7], r"int")],
+    ids=["number", "three", "not-a-name"],
+)
+def test_cifar_class_names_not_one_per_class_are_refused(tmp_path, names, message):
+    """batches.meta's label_names: a number raised a bare TypeError; three names for ten
+    classes loaded, and the features file and t-SNE plot named classes from them."""
+    fx.write_cifar10(tmp_path)
+    meta = tmp_path / "cifar-10-batches-py" / "batches.meta"
+    meta.write_bytes(pickle.dumps({b"label_names": names}, 2))
+    with pytest.raises(DatasetCorruptError, match=r"batches\.meta.*label_names.*" + message):
+        load_dataset("cifar10", tmp_path, seed=0)
+
+
 def test_a_cifar_file_larger_than_any_official_one_is_refused_unread(tmp_path, monkeypatch):
     fx.write_cifar10(tmp_path)
     monkeypatch.setattr(cifar, "PICKLE_SLACK", 0)  # 2 x 10,000 images' bytes: 61 MB

@@ -212,6 +212,26 @@ def _cifar_arrays(folder: Path, files: list[str], info: dict):
     return torch.from_numpy(np.concatenate(xs)), as_labels(np.concatenate(ys))
 
 
+def _class_names(meta: dict, info: dict, path: Path) -> list[str]:
+    """The meta file's names, one per class; none where the file or its key is absent."""
+    key, k = info["names_key"], info["num_classes"]
+    names = meta.get(key)
+    if names is None:
+        return []
+    if not isinstance(names, list):
+        problem = f"is a {type(names).__name__}, not a list of names"
+    elif len(names) != k:
+        problem = f"holds {len(names)} class names for the {k} classes"
+    else:
+        odd = [n for n in names if not isinstance(n, (bytes, str))]
+        if not odd:
+            return [_str(n) for n in names]
+        problem = f"holds a {type(odd[0]).__name__} among its names"
+    raise DatasetCorruptError(
+        f"{path}: its {key} {problem}; delete the folder and place the official archive again"
+    )
+
+
 def _load_cifar(name: str, root: Path, seed: int, download: bool, check: bool) -> FedDataset:
     info = CIFAR[name]
     folder = root / info["folder"]
@@ -227,7 +247,7 @@ def _load_cifar(name: str, root: Path, seed: int, download: bool, check: bool) -
     test_x, test_y = _cifar_arrays(folder, info["test"], info)
     meta_file = folder / info["meta"]
     meta = _read_cifar_pickle(meta_file, 0, MAX_META_BYTES) if meta_file.is_file() else {}
-    names = [_str(n) for n in meta.get(info["names_key"], [])]
+    names = _class_names(meta, info, meta_file)
     train, val = split_train_val(ArraySplit(train_x, train_y), seed)
     return FedDataset(
         name, "image", info["num_classes"], train, val, ArraySplit(test_x, test_y),
