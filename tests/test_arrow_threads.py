@@ -21,14 +21,14 @@ from fedkd.engine.run_outputs import read_metrics, write_metrics
 from fedkd.files import read_metrics_table
 from fedkd.config import RunSpec
 from fedkd.engine.run import Run
-from fedkd.report.aggregate import RUN_KEY_COLUMNS, load_run, read_aggregate, write_aggregate
+from fedkd.report.aggregate import RUN_KEY_COLUMNS, aggregate_runs, read_aggregate, write_aggregate
 from fedkd.report.figures.partition import read_partition_counts
 
 out = Path(sys.argv[1])
 sys.path.insert(0, sys.argv[2])
 from small_runs import TINY
 
-# a finished run for load_run (training's own threads start here, before the count)
+# a finished run for aggregate_runs (training's own threads start here, before the count)
 Run(RunSpec(**TINY, rounds=1), out / "run", log=lambda msg: None).run()
 rows = [{"round": r, "test_acc": 0.1 * r, "class_acc": [0.1, 0.2]} for r in range(1, 4)]
 write_metrics(out / "metrics.parquet", rows)
@@ -46,7 +46,7 @@ read_metrics(out / "metrics.parquet")
 read_partition(out / "part.parquet")
 read_partition_counts(out / "part.parquet")
 assert len(read_aggregate(out / "agg.parquet")) == 1
-assert list(load_run("a", out / "run")["round"]) == [1]
+assert list(aggregate_runs([("a", str(out / "run"))])["round"]) == [1]
 print(before, threads())
 """
 

@@ -171,14 +171,6 @@ def _int_or_none(v):
     return None if v is None else int(v)
 
 
-def load_run(label: str, run_dir: str | Path) -> pd.DataFrame:
-    """The rows of one run (round >= 1), or a single round-0 row when it completed no round."""
-    metrics, keys = _read_run(label, run_dir)
-    for k, v in keys.items():
-        metrics[k] = v
-    return metrics
-
-
 def _read_run(label: str, run_dir: str | Path) -> tuple[pd.DataFrame, dict]:
     """A run's round columns (ROUND_COLUMNS, then its server_* columns) and its run keys (one
     value each, ``collapsed`` included), checked."""
