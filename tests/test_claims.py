@@ -193,7 +193,7 @@ def test_a_claim_reads_only_the_tables_its_source_cites(claim: Claim):
     assert read <= cited, f"{claim.id} reads Table(s) {sorted(read - cited)}: {claim.source}"
 
 
-def test_the_claims_the_issue_found_wrong_are_gone_or_fixed():
+def test_the_claims_keep_their_papers_tables_tests_and_margins():
     ids = {c.id: c for c in CLAIMS}
     assert "fedgkd-vote-beats-fedgkd-alpha0.1" not in ids  # a table cell, not a claim
     assert "fedgkd_table4" not in ids["fedgkd-vote-beats-fedavg"].tables

@@ -117,8 +117,8 @@ def test_the_contrast_is_the_paired_t_test():
 
 def test_three_coincident_differences_hold_by_their_own_spread_above_the_step():
     """(1.4, 1.4, 1.5): the paired t-test on 2 degrees of freedom, whatever the setting's other
-    methods do (last round's procedure also tested it against their variance, and so made the
-    pair's verdict depend on its neighbours; it no longer does). Measured on 1,000 test examples
+    methods do (their variance does not enter, so a pair's verdict does not depend on its
+    neighbours). Measured on 1,000 test examples
     (a step of 0.1 pp) the spread is taken as 0.1, and the pair still holds."""
     diffs = [1.4, 1.4, 1.5]
     for step in (0.0, 0.1):

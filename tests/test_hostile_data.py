@@ -325,8 +325,8 @@ def test_a_partition_with_empty_clients_is_refused(tmp_path):
 @pytest.mark.parametrize("clients", [4.0, "4", True, 1e18])
 def test_partition_metadata_is_read_by_its_types(tmp_path, clients):
     """A client count written as 4.0 (by another tool) is 4, and the empty-client check runs;
-    one of another type is refused naming the key, where it used to skip the check, and so is a
-    float beyond 2^53 (1e18), which no longer holds every integer (it was read as one)."""
+    one of another type is refused naming the key rather than skipping the check, and so is a
+    float beyond 2^53 (1e18), past which floats do not hold every integer."""
     from fedkd.data.partition import read_partition, write_partition
 
     labels = np.arange(40) % 4

@@ -159,8 +159,8 @@ def test_the_generator_and_the_clients_noise_take_the_noise_dimension():
 # ------------------------------------------------------------------ dtype
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_the_server_and_client_steps_run_in_the_models_dtype(dtype):
-    """Under float64 the model, the uploaded heads and the generator are float64 (the server step
-    used to cast the heads to float32 and failed there); the generator trains as in float32."""
+    """Under float64 the model, the uploaded heads and the generator are float64 (a server step
+    that cast the heads to float32 would fail there); the generator trains as in float32."""
     counts = [[5, 1, 0], [0, 2, 9]]
     heads = [(w.to(dtype), b.to(dtype)) for w, b in _heads(2)]
     previous = torch.get_default_dtype()

@@ -87,7 +87,7 @@ def test_the_console_shows_one_short_line_a_job(tmp_path, src):
     assert len(jobs) > 48, "a message line for every job"
     lines = [ln for ln in proc.stdout.splitlines() if not ln.startswith("  Command: ")]
     longest = max(lines, key=len)
-    assert len(longest) < 200, longest[:300]  # the aggregate job used to list every input
+    assert len(longest) < 200, longest[:300]  # an aggregate job names its list, not every run
     assert "fedkd train" not in proc.stdout, "commands stay in the logs"
 
 
