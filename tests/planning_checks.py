@@ -1,5 +1,6 @@
-"""What the planning tests share: a configuration's refusal by ``validate_config`` as one text,
-and a ``snakemake -n`` of the workflow over a configuration, as a user starts it."""
+"""What the planning tests share: a small valid configuration to spoil, a configuration's refusal
+by ``validate_config`` as one text, and a ``snakemake -n`` of the workflow over a configuration,
+as a user starts it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,27 @@ from fedkd.pipeline import ConfigError, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def small_config() -> dict:
+    """Two variants of one table over two points, with resources: valid, for a test to spoil."""
+    return yaml.safe_load(
+        """
+name: mine
+seeds: [0]
+defaults: {partition: dirichlet-equal, alpha: 0.5, clients: 4, participation: 0.5,
+           local_epochs: 1, rounds: 2}
+variants: {fedavg: {strategy: fedavg}, fedprox: {strategy: fedprox}}
+resources:
+  train: {threads: 1, gpu: 0, mem_mb: 2000, runtime: 10}
+tables:
+  table3:
+    layout: grid
+    caption: x
+    grid: {dataset: [mnist5k], alpha: [0.5, 0.1]}
+    columns: {FedAvg: fedavg, FedProx: fedprox}
+"""
+    )
 
 
 def errors_of(cfg: dict) -> str:

@@ -6,30 +6,9 @@ from __future__ import annotations
 import math
 
 import pytest
-import yaml
 
 from fedkd.pipeline import validate_config
-from planning_checks import SCHEMA, errors_of
-
-
-def small_config() -> dict:
-    return yaml.safe_load(
-        """
-name: mine
-seeds: [0]
-defaults: {partition: dirichlet-equal, alpha: 0.5, clients: 4, participation: 0.5,
-           local_epochs: 1, rounds: 2}
-variants: {fedavg: {strategy: fedavg}, fedprox: {strategy: fedprox}}
-resources:
-  train: {threads: 1, gpu: 0, mem_mb: 2000, runtime: 10}
-tables:
-  table3:
-    layout: grid
-    caption: x
-    grid: {dataset: [mnist5k], alpha: [0.5, 0.1]}
-    columns: {FedAvg: fedavg, FedProx: fedprox}
-"""
-    )
+from planning_checks import SCHEMA, errors_of, small_config
 
 
 # ----------------------------------------------------------------------------- NaN and infinity

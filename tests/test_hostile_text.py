@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
-import yaml
 
 from fedkd.cli import main
 from fedkd.config import RunSpec, SpecError
 from fedkd.echo import safe_message, safe_text, shown
-from fedkd.pipeline import ConfigError, validate_config
 from fedkd.strategies import MODULES_VARIABLE, StrategyModuleError, strategy_names
+from planning_checks import errors_of, small_config
 
-REPO = Path(__file__).resolve().parents[1]
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 # a window-title change, a screen clear, a bidi override and a C1 control sequence introducer
 HOSTILE = "a\x1b]0;PWNED\x07\x1b[2J\u202ez\x9b"
 
@@ -83,37 +79,13 @@ def test_a_long_value_is_cut_with_its_length_in_a_refusal(tmp_path, capsys):
     assert code == 2 and "... (150,000 characters)" in err and len(err) < 3000
 
 
-def small_config() -> dict:
-    return yaml.safe_load(
-        """
-name: mine
-seeds: [0]
-defaults: {partition: dirichlet-equal, alpha: 0.5, clients: 4, participation: 0.5,
-           local_epochs: 1, rounds: 2}
-variants: {fedavg: {strategy: fedavg}}
-tables:
-  table3:
-    layout: grid
-    caption: x
-    grid: {dataset: [mnist5k]}
-    columns: {FedAvg: fedavg}
-"""
-    )
-
-
-def config_errors(cfg: dict) -> str:
-    with pytest.raises(ConfigError) as info:
-        validate_config(cfg, SCHEMA)
-    return str(info.value)
-
-
 def test_hostile_keys_of_a_configuration_are_escaped_in_its_refusal():
     cfg = small_config()
     cfg["variants"]["fedavg"]["params"] = {HOSTILE: 1}
     cfg["variants"]["fedavg"]["model_options"] = {HOSTILE: 1}
     cfg["defaults"]["dataset_options"] = {HOSTILE: 1}
     cfg["defaults"][HOSTILE] = 1  # a key the schema does not know
-    message = config_errors(cfg)
+    message = errors_of(cfg)
     assert_inert(message)
     assert "\\x1b[2J" in message
 
@@ -130,7 +102,7 @@ def test_hostile_keys_of_a_configuration_are_escaped_in_its_refusal():
 def test_a_label_with_a_bidi_or_line_control_is_refused_at_planning(label, says):
     cfg = small_config()
     cfg["tables"]["table3"]["columns"] = {label: "fedavg"}
-    message = config_errors(cfg)
+    message = errors_of(cfg)
     assert f"tables.table3.columns: the label {shown(label)} {says}" in message
     assert "remove it" in message
     assert_inert(message)
@@ -139,7 +111,7 @@ def test_a_label_with_a_bidi_or_line_control_is_refused_at_planning(label, says)
 def test_a_refused_150kb_label_is_cut_in_its_refusal():
     cfg = small_config()
     cfg["tables"]["table3"]["columns"] = {"L" * 150_000: "fedavg"}
-    message = config_errors(cfg)
+    message = errors_of(cfg)
     assert "... (150,000 characters) is 150,000 characters long; keep a label to 100" in message
     assert len(message) < 2000
 

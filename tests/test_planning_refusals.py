@@ -10,29 +10,10 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 from fedkd.echo import shown
 from fedkd.pipeline import ConfigError, validate_config
-from planning_checks import REPO, SCHEMA, errors_of, snakemake_dry_run
-
-
-def small_config() -> dict:
-    return yaml.safe_load(
-        """
-name: mine
-seeds: [0]
-defaults: {partition: dirichlet-equal, alpha: 0.5, clients: 4, participation: 0.5,
-           local_epochs: 1, rounds: 2}
-variants: {fedavg: {strategy: fedavg}, fedprox: {strategy: fedprox}}
-tables:
-  table3:
-    layout: grid
-    caption: x
-    grid: {dataset: [mnist5k]}
-    columns: {FedAvg: fedavg, FedProx: fedprox}
-"""
-    )
+from planning_checks import REPO, SCHEMA, errors_of, small_config, snakemake_dry_run
 
 
 def with_label(label: str) -> dict:
