@@ -23,7 +23,7 @@ With ``engine: batched-compiled`` the folded student's forward (and with it its 
 ``torch.compile``d, tried before the first step (``fedkd.engine.compiled_step``), eager where
 that fails.
 
-The fast path never fails a run: a capture that fails (or its first replay) ran nothing, so the
+CUDA graphs and the compiled step never fail a run: a capture that fails (or its first replay) ran nothing, so the
 step runs eagerly instead and so does every later step of the run; the compiled forward's first
 step, if it fails, is undone (every buffer the step writes restored) and run eagerly. The engine
 record (run.json) then says why and the seconds lost, and is written at once

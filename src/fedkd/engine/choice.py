@@ -78,10 +78,10 @@ EARLIER = "off since an earlier attempt of this run: "
 
 
 def after_earlier_attempt(choice: dict, earlier: dict | None) -> dict:
-    """``choice`` with the parts of the fast path an earlier attempt of the same run found
-    failing (CUDA graphs, the compiled step) left off, saying so. A failure that leaves the CUDA
-    context unusable (an illegal instruction in the first replay) fails that attempt's eager
-    fallback too: every retry, a new process, would capture again and fail the same way."""
+    """``choice`` with what an earlier attempt of the same run found failing (CUDA graphs, the
+    compiled step) left off, saying so. A failure that leaves the CUDA context unusable (an
+    illegal instruction in the first replay) fails that attempt's eager fallback too: every
+    retry, a new process, would capture again and fail the same way."""
     if not isinstance(earlier, dict) or choice.get("used") != "batched":
         return choice
     for key in ("cuda_graphs", "compile_step"):

@@ -37,8 +37,8 @@ class TrainEnv:
     device: torch.device
     build_model: object
     num_classes: int
-    # called (no arguments) when the trainer changes the engine record, e.g. a fallback from the
-    # fast path (``fedkd.engine.batched``): the run writes run.json again
+    # called (no arguments) when the trainer changes the engine record, e.g. a fallback from CUDA
+    # graphs or the compiled step (``fedkd.engine.batched``): the run writes run.json again
     on_engine_change: object = None
     # run.json's engine record of this run's earlier attempt, if any (``after_earlier_attempt``)
     earlier_engine: dict | None = None

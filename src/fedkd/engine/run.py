@@ -131,7 +131,7 @@ class Run(RunSetup):
         refused: training would replace the files of the folder it points to.
 
         run.json says what is true while the run lasts: written at the start, after every round,
-        when the engine's record changes (a compile's outcome, a fallback from the fast path),
+        when the engine's record changes (a compile's outcome, a fallback to the eager step),
         and at the end: complete or diverged, stopped (Ctrl-C, a full disk) or failed (any other
         error, named), with the rounds the checkpoint holds."""
         refuse_link(self.out)

@@ -1,4 +1,4 @@
-"""The fast path never fails a run: a CUDA-graph capture that fails (or its first replay), or a
+"""CUDA graphs and the compiled step never fail a run: a CUDA-graph capture that fails (or its first replay), or a
 compiled step that fails at its first use, leaves the run on the eager step with the reason and
 the seconds lost in run.json, and numbers equal to an eager run's, bit for bit; a failure of the
 eager step itself fails the run, and run.json says so. run.json is written again whenever the
@@ -6,7 +6,7 @@ engine's record changes, and after every round, so that it says what is true dur
 
 On a CPU: the graph path is forced on (``graphs_choice``) and torch.cuda's stream calls are
 replaced, ``GraphedStep.capture`` recording the step (running nothing, as a capture does) and a
-replay running it; the compile path as tests/test_fast_path.py forces it."""
+replay running it; the compile path as tests/test_batched_default.py forces it."""
 
 import json
 from pathlib import Path
@@ -18,7 +18,7 @@ import torch
 from fedkd.config import RunSpec
 from fedkd.engine import batched, choice, compiled_step, cuda_graphs
 from fedkd.engine.run import Run
-from test_fast_path import BATCHED, force_compile
+from test_batched_default import BATCHED, force_compile
 
 CAPTURE_ERROR = "CUDA error: operation not permitted when stream is capturing"
 
@@ -112,7 +112,7 @@ def failing_capture(monkeypatch, graphs: Graphs) -> None:
 @pytest.fixture(scope="module")
 def eager(tmp_path_factory) -> list:
     """The metrics of the eager batched run every test compares with (seed 1), trained before
-    any test's fixture forces the fast path."""
+    any test's fixture forces CUDA graphs or the compiled step on."""
     return train(RunSpec(**BATCHED, seed=1), tmp_path_factory.mktemp("eager") / "run")[1]
 
 
@@ -357,7 +357,7 @@ def test_a_capture_stream_cuda_cannot_make_falls_back_to_the_eager_step(
     assert graphs.captures == 0
 
 
-def test_only_a_fast_path_that_failed_earlier_stays_off():
+def test_only_graphs_or_a_compiled_step_that_failed_earlier_stay_off():
     """What an earlier attempt's engine record carries into the next: a failed capture or
     compile (with the seconds it lost) and a compiled step dropped with failed graphs; not a
     choice made for its device (a run resumed on a GPU after a start on the CPU)."""

@@ -1,4 +1,4 @@
-"""The fast path as the default: ``engine: auto`` (and ``batched``) on CUDA is the batched trainer
+"""CUDA graphs as the default: ``engine: auto`` (and ``batched``) on CUDA is the batched trainer
 with CUDA graphs, ``batched-compiled`` adds the compiled folded step, ``batched-eager`` turns both
 off, and run.json says which is on and why not; a failed compile falls back to the eager step;
 ``precision: tf32`` computes on a CPU what ``fp32`` computes, and the papers' GPU configuration
