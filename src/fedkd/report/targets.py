@@ -15,8 +15,6 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-INPUTS = ("none", "aggregate", "partitions", "run")
-
 
 @dataclass(frozen=True)
 class Layout:
