@@ -313,7 +313,7 @@ def render(rows: list[dict]) -> str:
         "",
         f"Generated from [bench/results.jsonl](../bench/results.jsonl) by `{COMMAND}`: "
         "edit the JSON lines, not this file. What the engine does and why is in "
-        "[performance.md](performance.md); the raw logs of the GPU sessions are under "
+        "[performance.md](performance.md); the raw logs of the GPU kit's runs are under "
         "[gpu-runs/](gpu-runs/).",
         "",
         "Compare wall times only between rows of the same device: two machines sold as the same "
