@@ -431,3 +431,25 @@ def test_another_outputs_aggregate_in_place_of_this_ones_is_refused(tmp_path):
     swapped = agg_file(tmp_path, other, "t.parquet")
     with pytest.raises(ReportError, match=r"holds 1 run\(s\) that .*t\.runs does not list"):
         render("grid", tmp_path / "no", aggregate=swapped, options={"columns": ["fedavg"]})
+
+
+def test_an_aggregate_lacking_a_listed_run_is_refused(tmp_path):
+    """Another table's aggregate whose runs are a part of this one's list (table 5's runs at
+    alpha 1 in table 3's place) is refused, naming the run it lacks: rendered, table 3 would lose
+    its alpha 0.1 rows silently. A listed run with no round still has its round-0 row."""
+    from fedkd.report.render import render
+    from report_runs import agg_file, make_run
+
+    runs = [
+        ("fedavg", make_run(tmp_path / "runs", "a", [0.1, 0.5], alpha=1.0)),
+        ("fedavg", make_run(tmp_path / "runs", "b", [0.2, 0.6], alpha=0.1)),
+        ("fedavg", make_run(tmp_path / "runs", "c", [], alpha=0.5, status="diverged")),
+    ]
+    (tmp_path / "t.runs").write_text("".join(f"{label}\t{run}\n" for label, run in runs))
+    render("grid", tmp_path / "ok", aggregate=agg_file(tmp_path, runs, "t.parquet"),
+           options={"columns": ["fedavg"]})  # fmt: skip
+    part = agg_file(tmp_path, runs[:1], "t.parquet")
+    with pytest.raises(
+        ReportError, match=r"lacks 2 run\(s\) that .*t\.runs lists \(e\.g\. fedavg .*/b\)"
+    ):
+        render("grid", tmp_path / "no", aggregate=part, options={"columns": ["fedavg"]})

@@ -78,24 +78,27 @@ def render(
 
 def check_against_runs_list(df, aggregate) -> None:
     """An aggregate beside its runs list (``results/aggregate/NAME.runs``, as the workflow
-    writes them) holds no run the list does not name: another output's aggregate copied or
-    swapped into its place is refused, not rendered as this one. (A listed run may be absent:
-    one that diverged before its first round has no rows.) Without a list beside it, as for an
-    aggregate made by hand, there is nothing to compare."""
+    writes them) holds exactly the runs the list names: another output's aggregate copied or
+    swapped into its place is refused, not rendered as this one, whether it holds a run the list
+    does not name or lacks one it does (every run read has a row: one that completed no round
+    its round-0 row). Without a list beside it, as for an aggregate made by hand, there is
+    nothing to compare."""
     from fedkd.report.run_list import read_runs_file
 
     runs_list = Path(aggregate).with_suffix(".runs")
     if not runs_list.is_file() or not {"label", "run"} <= set(df.columns):
         return
     listed = set(read_runs_file(runs_list))
-    extra = sorted(set(zip(df["label"], df["run"], strict=True)) - listed)
-    if extra:
-        label, run = extra[0]
-        raise ReportError(
-            f"aggregate file {aggregate} holds {len(extra)} run(s) that {runs_list} does not "
-            f"list (e.g. {label} {run}): it is another output's aggregate, or its list changed "
-            f"since; delete it and run the workflow again"
-        )
+    held = set(zip(df["label"], df["run"], strict=True))
+    for runs, how in ((held - listed, "holds"), (listed - held, "lacks")):
+        if runs:
+            label, run = sorted(runs)[0]
+            verb = "does not list" if how == "holds" else "lists"
+            raise ReportError(
+                f"aggregate file {aggregate} {how} {len(runs)} run(s) that {runs_list} {verb} "
+                f"(e.g. {label} {run}): it is another output's aggregate, or its list changed "
+                f"since; delete it and run the workflow again"
+            )
 
 
 # the run keys a figure's variant note names, where a label's variant differs along one
