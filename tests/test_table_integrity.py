@@ -171,3 +171,20 @@ def test_an_edit_to_a_sealed_record_is_refused(runs):
     edit_record(runs[0], lambda r: r["summary"].update(best_acc=0.99))
     with pytest.raises(ReportError, match=f"run folder {runs[0]}: its run.json is damaged or was"):
         aggregate_runs([("FedAvg", str(runs[0]))])
+
+
+def test_status_calls_damaged_a_finished_run_the_aggregate_refuses(runs):
+    """`fedkd status` reads the same run.json and metrics.parquet: an edited sealed record, or
+    another run's metrics, is damaged there too, named with the fix, not counted as done."""
+    from fedkd.tools.status import collect
+
+    root = runs[0].parents[3]
+    assert [p.state for p in collect(root)] == ["done", "done"]
+    edit_record(runs[0], lambda r: r.update(rounds_done=1))
+    shutil.copy(runs[0] / "metrics.parquet", runs[1] / "metrics.parquet")
+    first, second = collect(root)
+    assert (first.state, second.state) == ("damaged", "damaged")
+    assert f"{runs[0]}/run.json is damaged or was edited after the run" in first.problem
+    assert "does not hash to the record_sha256 it records" in first.problem
+    assert f"{runs[1]}/metrics.parquet is damaged (its SHA-256 is not the" in second.problem
+    assert f"`fedkd train --out {runs[1]}` command again" in second.problem

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fedkd.config import UPPER
+from fedkd.digests import DigestMismatch, check_record_seal, recorded_metrics_sha256
 from fedkd.echo import shown
 from fedkd.files import (
     CHECKPOINT,
@@ -25,6 +26,7 @@ from fedkd.files import (
     link_problem,
     metrics_expected,
     missing_metrics,
+    read_metrics_table,
     read_run_record,
 )
 from fedkd.runtime.processes import is_same_process, is_verified, valid_pid
@@ -128,6 +130,12 @@ def load_record(path: Path) -> dict:
     problem = record_problem(record)
     if problem is not None:
         raise RunRecordError(f"{path} is damaged ({problem}); {_fix(path)}")
+    try:  # as the aggregate and training check it: an edited summary, status or rounds
+        check_record_seal(record)
+    except DigestMismatch as exc:
+        raise RunRecordError(
+            f"{path} is damaged or was edited after the run ({exc}); {_fix(path)}"
+        ) from None
     return record
 
 
@@ -168,14 +176,13 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
     finished = status in ("complete", "diverged")
     seconds, best = [], None
     if (run / METRICS).exists() or (run / METRICS).is_symlink():
-        from fedkd.engine.run_outputs import read_metrics
-
-        try:
-            metrics = read_metrics(
+        try:  # a finished run's file must be the one its record hashed, as the report reads it
+            metrics = read_metrics_table(
                 run / METRICS,
                 columns=["round", "test_acc", "seconds"],
                 rounds_done=record.get("rounds_done") if finished else None,
-            )
+                sha256=recorded_metrics_sha256(record),
+            ).to_pandas(use_threads=False)
         except FileNotFoundError:  # removed since the check
             pass
         except Exception as exc:  # noqa: BLE001 - whatever it is, the metrics cannot be read

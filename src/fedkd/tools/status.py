@@ -14,9 +14,9 @@ once its cause is fixed, re-running the workflow resumes it from its checkpoint)
 (killed or crashed without a record: its process is gone, or on another host no round for a while,
 or it recorded why it stopped, e.g. a full disk, or its job ended without a run.json, as Snakemake
 removes a failed job's outputs, the line then giving its log's last line; re-running the workflow
-resumes it from its checkpoint), damaged (its run.json cannot be read or holds a field of the wrong
-type, or a finished run's metrics.parquet is missing, cannot be read or holds fewer rounds than
-run.json records; the line names the file, the reason and the fix), outdated (with a
+resumes it from its checkpoint), damaged (its run.json cannot be read, holds a field of the wrong
+type or does not hash to its record_sha256, or a finished run's metrics.parquet is missing, cannot
+be read, is not the file its metrics_sha256 names or holds fewer rounds than run.json records; the line names the file, the reason and the fix), outdated (with a
 configuration: started by the workflow under other flags or code than the configuration and the
 sources give now, by its ``.stamp``, so Snakemake trains it again from round 1) or not started. A
 directory, FIFO or device in a file's place is refused unread (fedkd.files). A process counts as
