@@ -149,6 +149,20 @@ def test_train_refuses_an_output_that_is_a_file(paths, capsys):
     assert f"--out {a_file / 'run'}: {a_file} is a file, not a directory" in err
 
 
+@pytest.mark.parametrize("kind", ["missing", "directory"])
+def test_train_names_a_partition_file_it_cannot_read_before_any_work(kind, paths, capsys):
+    """A missing --partition-file ended in a FileNotFoundError's traceback, after the dataset
+    was loaded."""
+    _, a_dir = paths
+    given = a_dir.parent / "nowhere.parquet" if kind == "missing" else a_dir
+    out = a_dir.parent / "run"
+    err = refused([*TRAIN, "--device", "cpu", "--out", str(out), "--partition-file", str(given)],
+                  capsys)  # fmt: skip
+    assert f"fedkd train: error: partition file {given} (--partition-file) " in err, err
+    assert "write it with `fedkd partition`" in err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     "argv, example",
     [

@@ -148,8 +148,7 @@ def cmd_train(args) -> int:
     check_output_path(args.out, "directory")
     check_writable_out(args.out)
     spec = _spec_from_args(args)
-    data_check.refuse_dataset_option_values(spec)
-    data_check.refuse_missing_weights(spec, Path(args.out))
+    data_check.refuse_before_training(spec, Path(args.out))
     labels = dict(parse_label(t) for t in args.label or [])
     try:
         record = Run(spec, args.out, labels=labels).run()

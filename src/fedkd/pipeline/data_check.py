@@ -382,3 +382,24 @@ def refuse_dataset_option_values(spec) -> None:
     problems = option_value_errors(spec.dataset, spec.dataset_options)
     if problems:
         raise SpecError("invalid run spec:" + "".join(f"\n  {p}" for p in problems))
+
+
+def refuse_missing_partition_file(spec) -> None:
+    """``fedkd train``'s check of its ``partition_file``, before the dataset is loaded."""
+    from fedkd.config import SpecError
+
+    path = spec.partition_file
+    if path is None or Path(path).is_file():
+        return
+    what = "is a directory, not a file" if Path(path).is_dir() else "does not exist"
+    raise SpecError(
+        f"partition file {path} (--partition-file) {what}; write it with `fedkd partition`, or "
+        "leave partition_file out to draw the partition in the run"
+    )
+
+
+def refuse_before_training(spec, out: Path) -> None:
+    """``fedkd train``'s checks of what a run (writing to ``out``) reads, before any output."""
+    refuse_missing_partition_file(spec)
+    refuse_dataset_option_values(spec)
+    refuse_missing_weights(spec, out)
