@@ -168,6 +168,20 @@ def with_stop_and_target(stop: float, target: float) -> dict:
     return cfg
 
 
+def test_two_targets_for_one_alpha_are_refused_by_their_table_with_the_other_errors():
+    """They ended the check in the render job's own ReportError, naming no table and hiding
+    every other error of the configuration."""
+    cfg = with_stop_and_target(0.9, 0.8)
+    cfg["tables"]["rounds_to_target"]["options"]["targets"].append({"alpha": 0.5, "accuracy": 0.6})
+    cfg["variants"]["fedprox"]["params"] = {"muu": 0.1}
+    message = errors_of(cfg)
+    assert (
+        "tables.rounds_to_target.options.targets: alpha 0.5 is given two targets (0.8 and 0.6); "
+        "keep one"
+    ) in message
+    assert "params.muu is not a parameter of strategy 'fedprox'" in message
+
+
 def test_a_stop_below_a_rounds_to_target_tables_target_is_refused_at_planning():
     """Its runs took the configuration's stop_at_acc over the table's target: they stopped at
     0.3, and the table could never show a run reaching 0.8."""

@@ -346,7 +346,9 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
     check = layout.config_check()
     if check is not None:
         resolved = [normalise_path_keys({**plan.keys_of(p["dataset"]), **p}) for p in points]
-        errors += check(where, entry, resolved)
+        refused = check(where, entry, resolved)
+        if refused:  # its runs are planned from what the check refused (a table's targets)
+            return errors + refused
     # the run specs, checked once each in _spec_errors (RunSpec knows what each key needs, e.g.
     # a Dirichlet partition its alpha)
     name = where.split(".", 1)[1]

@@ -188,9 +188,14 @@ def check_entry(where: str, entry: dict, points: list[dict]) -> list[str]:
     """Config check: a target accuracy for the alpha of every grid point (``points`` hold each
     point's resolved run keys), and no stop_at_acc of the configuration's that ends its runs
     before that target (a run's own stop_at_acc is kept over the table's)."""
-    given = {
-        float(x["alpha"]): x["accuracy"] for x in (entry.get("options") or {}).get("targets", [])
-    }
+    given: dict[float, float] = {}
+    for x in (entry.get("options") or {}).get("targets", []):
+        alpha = float(x["alpha"])
+        if given.setdefault(alpha, x["accuracy"]) != x["accuracy"]:
+            return [
+                f"{where}.options.targets: alpha {alpha:g} is given two targets "
+                f"({given[alpha]:g} and {x['accuracy']:g}); keep one"
+            ]
     for point in points:
         alpha = point.get("alpha")
         if alpha is not None and float(alpha) not in given:
