@@ -67,6 +67,39 @@ def test_the_render_job_refuses_them_with_the_same_words():
         grid.build(df, Options("out", {"rows": ["bogus"]}, ("rows",)))
 
 
+@pytest.mark.parametrize(
+    ("group", "layout", "options", "says"),
+    [
+        ("tables", "grid", {"column_names": {"FedAvgg": "FedAvg (ours)"}},
+         "option 'column_names' of target 'out' names label(s) ['FedAvgg'] that are not among its "
+         "columns: FedAvg"),
+        ("figures", "curves", {"column_names": {"fedavg": "FedAvg (ours)"}},
+         "option 'column_names' of target 'out' names label(s) ['fedavg']"),
+        ("tables", "grid", {"order": {"alhpa": [0.5]}},
+         "option 'order' of target 'out' names column(s) ['alhpa'] that the aggregate does not "
+         "have"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_name_in_a_naming_option_is_refused_at_planning(group, layout, options, says):
+    """A column_names label or order key that names nothing of the output was ignored: the
+    column kept its own label, the rows their default order, and nothing said so."""
+    message = errors_of(small_config(group, layout, options))
+    assert f"{group}.out.options: {says}" in message
+    options = {"column_names": {"FedAvg": "FedAvg (ours)"}, "order": {"label": ["FedAvg"]}}
+    validate_config(small_config(group, layout, options), SCHEMA)
+
+
+def test_render_refuses_a_misspelt_column_name_with_the_same_words(tmp_path):
+    from fedkd.report import render
+    from report_runs import agg_file, make_run
+
+    aggregate = agg_file(tmp_path, [("FedAvg", make_run(tmp_path, "a", [0.5, 0.6]))])
+    options = {"columns": ["FedAvg"], "column_names": {"FedAvgg": "FedAvg (ours)"}}
+    with pytest.raises(ReportError, match=r"names label\(s\) \['FedAvgg'\] that are not among"):
+        render("grid", aggregate=aggregate, out=tmp_path / "t", options=options)
+    assert not list(tmp_path.glob("t.*"))
+
+
 def test_a_round_past_every_runs_last_round_is_refused_at_planning():
     """Every cell of that column would show "–": the runs' rounds are known at planning."""
     cfg = small_config("tables", "at_rounds", {"rounds": [1, 100]})

@@ -133,6 +133,7 @@ def _source_problem(plan, name: str, options: dict) -> str | None:
     does not have, a title per partition file), made on the source as planned: the columns
     every aggregate has, the partition files the plan names."""
     from fedkd.report.aggregate import AGGREGATE_COLUMNS, ReportError
+    from fedkd.report.keys import check_naming_options
     from fedkd.report.options import Options
 
     layout = plan.layout(name)
@@ -146,7 +147,10 @@ def _source_problem(plan, name: str, options: dict) -> str | None:
     else:
         source = plan.render_inputs(name)
     try:
-        check(source, Options(name, options, layout.options))
+        opts = Options(name, options, layout.options)
+        if "column_names" in layout.options:
+            check_naming_options(source, opts)
+        check(source, opts)
     except ReportError as exc:
         return safe_text(exc, None)
     return None

@@ -27,6 +27,24 @@ def check_keys(df: pd.DataFrame, keys: list[str], option: str, target: str) -> N
         )
 
 
+def check_naming_options(df: pd.DataFrame, opts: Options) -> None:
+    """Options ``column_names`` and ``order`` name what the output shows: labels of its columns
+    (option ``columns``, else the aggregate's), run keys (or ``label``, ``stat``). A misspelt
+    name matched nothing and was ignored, the column keeping its label, the rows their order."""
+    names = opts.mapping("column_names")
+    labels = opts.str_list("columns")
+    if labels is None and "label" in df.columns and len(df):
+        labels = sorted(map(str, df["label"].unique()))
+    unknown = [k for k in names if labels is not None and k not in labels]
+    if unknown:
+        raise ReportError(
+            f"option 'column_names' of target {opts.target!r} names label(s) {unknown} that are "
+            f"not among its columns: {', '.join(labels)}"
+        )
+    keys = [k for k in opts.mapping("order") if k not in ("label", "stat")]
+    check_keys(df, keys, "order", opts.target)
+
+
 def order_rows(keys: list[str], tuples: Iterable[tuple], order: dict) -> list[tuple]:
     """Sort row-key tuples: values listed in option ``order`` (per key) first, in that order;
     then datasets in registry order, alpha descending, everything else ascending."""

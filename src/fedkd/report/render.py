@@ -54,6 +54,10 @@ def render(
         opts.values["caption"] = with_setting(
             opts.values["caption"], source, opts.ddof(), spread=layout.name != "claims"
         )
+    if "column_names" in layout.options:
+        from fedkd.report.keys import check_naming_options
+
+        check_naming_options(source, opts)
     doc = layout.build()(source, opts)
     if layout.output == "table":
         from fedkd.report.cells import with_collapse_note
