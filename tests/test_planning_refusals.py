@@ -158,6 +158,32 @@ def test_an_unknown_dataset_option_is_refused_at_planning():
     )
 
 
+@pytest.mark.parametrize(
+    ("layout", "key", "value", "drawn_from"),
+    [
+        ("traits", "grid", {"dataset": ["mnist5k"], "alpha": [0.1]}, "the strategy registry"),
+        ("traits", "columns", {"FedAvg": "fedavg"}, "the strategy registry"),
+        ("traits", "seeds", [0], "the strategy registry"),
+        ("partition", "columns", {"FedProx": "fedprox"}, "its grid's partition files"),
+    ],
+)
+def test_a_key_a_layout_does_not_read_is_refused_at_planning(layout, key, value, drawn_from):
+    """A traits table's grid and columns, or a partition figure's columns, planned runs that
+    trained and that no output showed."""
+    cfg = small_config()
+    entry = {"layout": layout, "caption": "x", key: value}
+    if layout == "traits":
+        entry["options"] = {"strategies": ["fedavg"]}
+    else:
+        entry["grid"] = {"dataset": ["mnist5k"]}
+    group = "tables" if layout == "traits" else "figures"
+    cfg.setdefault(group, {})["out"] = entry
+    where = f"{group}.out"
+    assert (
+        f"{where}.{key}: layout {layout} takes no {key}; it is drawn from {drawn_from}"
+    ) in errors_of(cfg)
+
+
 def with_stop_and_target(stop: float, target: float) -> dict:
     cfg = small_config()
     cfg["defaults"]["stop_at_acc"] = stop

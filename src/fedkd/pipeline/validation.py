@@ -44,6 +44,12 @@ TEXT_KEYS = {"name", "description", "caption", "paper", "layout", "strategy", "v
 TEXT_KEYS |= {"statement", "id", "treatment", "baseline", "note"}  # a claims: entry's
 # the sections whose values are run-spec keys, checked by RunSpec's own validation
 RUN_SPEC_SECTIONS = ("defaults", "datasets", "variants")
+# what an entry of a layout drawn from no runs gives in vain: the plan would train its runs
+REGISTRY = "the strategy registry"
+UNREAD_KEYS = {
+    "none": {"grid": REGISTRY, "columns": REGISTRY, "seeds": REGISTRY},
+    "partitions": {"columns": "its grid's partition files"},
+}
 TEXT_MAPS = {"stand_ins", "row_names", "column_names", "titles", "best_of", "each_of"}
 
 
@@ -306,7 +312,13 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
                 f"{where}: layout {layout.name} compares the runs of other tables, and no table "
                 "or figure of this configuration has the runs it needs; remove the entry"
             )
-    elif layout.input != "none":
+    elif layout.input in UNREAD_KEYS:
+        errors += [
+            f"{where}.{key}: layout {layout.name} takes no {key}; it is drawn from {source}"
+            for key, source in UNREAD_KEYS[layout.input].items()
+            if key in entry
+        ]
+    if layout.input != "none" and not layout.draws_from:
         if not points:
             errors.append(f"{where}.grid: layout {layout.name} needs a grid of runs")
         if layout.input in ("aggregate", "run") and not columns:
