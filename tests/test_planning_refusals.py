@@ -208,6 +208,28 @@ def test_two_targets_for_one_alpha_are_refused_by_their_table_with_the_other_err
     assert "params.muu is not a parameter of strategy 'fedprox'" in message
 
 
+def test_a_column_case_that_matches_no_grid_point_is_refused_at_planning():
+    """A case picks a column's variant where its keys match a grid point: one that matches none
+    of the configuration's (alpha 0.05 for 0.5) left every cell on the default variant without
+    a word."""
+    cfg = small_config()
+    fedprox = {"variant": "fedprox", "cases": [{"alpha": 0.1, "variant": "fedavg"},
+                                              {"alpha": 0.05, "variant": "fedavg"}]}  # fmt: skip
+    cfg["tables"]["table3"]["columns"]["FedProx"] = fedprox
+    message = errors_of(cfg)
+    assert (
+        "tables.table3.columns.FedProx.cases[1]: {alpha: 0.05} matches no grid point of any "
+        "table or figure (this one's: alpha 0.5, 0.1); give the values of a point it should "
+        "pick its variant at"
+    ) in message, message
+    assert "cases[0]" not in message
+    del fedprox["cases"][1]
+    validate_config(cfg, SCHEMA)
+    # a column shared with a table over other points may hold a case for those
+    cfg["tables"]["table5"] = {**cfg["tables"]["table3"], "grid": {"dataset": ["mnist5k"]}}
+    validate_config(cfg, SCHEMA)
+
+
 def test_a_stop_below_a_rounds_to_target_tables_target_is_refused_at_planning():
     """Its runs took the configuration's stop_at_acc over the table's target: they stopped at
     0.3, and the table could never show a run reaching 0.8."""

@@ -184,11 +184,17 @@ class Plan:
         column's default."""
         if isinstance(column, str):
             return column
-        keys = {**self.keys_of(point["dataset"]), **point}
         for case in column.get("cases", []):
-            if all(k in keys and _same(keys[k], v) for k, v in case.items() if k != "variant"):
+            if self.case_matches(case, point):
                 return case["variant"]
         return column["variant"]
+
+    def case_matches(self, case: dict, point: dict) -> bool:
+        """Whether a column's case picks its variant at a grid point: each of its keys but
+        ``variant`` equals the point's run key (its grid value over the dataset's and the
+        defaults')."""
+        keys = {**self.keys_of(point["dataset"]), **point}
+        return all(k in keys and _same(keys[k], v) for k, v in case.items() if k != "variant")
 
     def seeds(self, name: str) -> list[int]:
         entry = self.outputs[name]
