@@ -399,3 +399,21 @@ def test_the_suite_passes_with_the_module_exported_for_pytest(toy_file):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "3 passed" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_a_parameter_without_a_default_is_refused_when_registered(tmp_path, monkeypatch):
+    """Every parameter needs the paper's default: without one `fedkd strategies` printed
+    dataclasses' MISSING object as its default and every run failed in a traceback."""
+    module = tmp_path / "nodefault.py"
+    module.write_text(
+        TOY_MODULE.replace(
+            "    decay: float = ranged(",
+            "    rate: float\n    decay: float = ranged(",
+        )
+    )
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    with pytest.raises(StrategyModuleError) as refused:
+        strategy_names()
+    message = str(refused.value)
+    assert "strategy 'toy-shrink'" in message and "params.rate has no default" in message
+    assert "ranged(default" in message and "nodefault.py" in message, message

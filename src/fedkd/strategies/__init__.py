@@ -142,6 +142,18 @@ def _code_choice_errors(cls: type[Strategy]) -> list[str]:
     ]
 
 
+def _param_default_errors(cls: type[Strategy]) -> list[str]:
+    """Every parameter needs a default: runs take the paper's values without naming them all."""
+    import dataclasses
+
+    return [
+        f"strategy {shown(cls.name)}: params.{f.name} has no default; give each parameter the "
+        f'paper\'s, e.g. {f.name}: float = ranged(default, at_least(0), "what it means")'
+        for f in dataclasses.fields(cls.Params)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+
+
 @cache
 def _registry_of(external: tuple[Path, ...]) -> dict[str, type[Strategy]]:
     from fedkd.strategies.base import Strategy
@@ -169,9 +181,10 @@ def _registry_of(external: tuple[Path, ...]) -> dict[str, type[Strategy]]:
                         f"{safe_text(sys.modules[found[obj.name].__module__].__file__, None)}); "
                         "rename one"
                     )
-                problems = _code_choice_errors(obj)
+                problems = _code_choice_errors(obj) + _param_default_errors(obj)
                 if problems:
-                    raise StrategyModuleError("; ".join(problems))
+                    where = safe_text(module.__file__, None)
+                    raise StrategyModuleError(f"{where}: " + "; ".join(problems))
                 found[obj.name] = obj
     return dict(sorted(found.items()))
 
