@@ -417,3 +417,23 @@ def test_a_parameter_without_a_default_is_refused_when_registered(tmp_path, monk
     message = str(refused.value)
     assert "strategy 'toy-shrink'" in message and "params.rate has no default" in message
     assert "ranged(default" in message and "nodefault.py" in message, message
+
+
+def test_a_hook_with_the_wrong_parameters_is_refused_when_registered(tmp_path, monkeypatch):
+    """A hook the engine cannot call (aggregate without its round) failed only after the first
+    round's clients had trained, in a traceback."""
+    module = tmp_path / "wronghook.py"
+    module.write_text(
+        TOY_MODULE.replace(
+            "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:",
+            "    def aggregate(self, global_model, updates):\n"
+            "        return super().aggregate(0, global_model, updates)\n\n"
+            "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:",
+        )
+    )
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    with pytest.raises(StrategyModuleError) as refused:
+        strategy_names()
+    message = str(refused.value)
+    assert "strategy 'toy-shrink': its aggregate(self, global_model, updates)" in message
+    assert "aggregate(self, round, global_model, updates)" in message, message

@@ -154,6 +154,52 @@ def _param_default_errors(cls: type[Strategy]) -> list[str]:
     ]
 
 
+# what the engine calls on a strategy, and how (fedkd.strategies.base)
+HOOKS = (
+    "dataset_defaults",
+    "payload",
+    "client_begin",
+    "local_loss",
+    "client_end",
+    "aggregate",
+    "server_update",
+    "state_dict",
+    "load_state_dict",
+)
+
+
+def _hook_errors(cls: type[Strategy]) -> list[str]:
+    """A hook the engine could not call with its arguments: said when the module registers, not
+    after a round's clients have trained."""
+    import inspect
+
+    from fedkd.strategies.base import Strategy
+
+    errors = []
+    for hook in HOOKS:
+        if getattr(cls, hook) is getattr(Strategy, hook):
+            continue
+        expected = inspect.signature(getattr(Strategy, hook))
+        try:
+            own = inspect.signature(getattr(cls, hook))
+        except (TypeError, ValueError):  # not a function: called, it would fail the same way
+            errors.append(f"strategy {shown(cls.name)}: its {hook} is not a method")
+            continue
+        try:
+            own.bind(*expected.parameters)
+        except TypeError:
+            errors.append(
+                f"strategy {shown(cls.name)}: its {hook}{_shown_signature(own)} cannot be called "
+                f"as the engine calls it, {hook}{_shown_signature(expected)}; give it those "
+                "parameters (fedkd/strategies/base.py)"
+            )
+    return errors
+
+
+def _shown_signature(signature) -> str:
+    return "(" + ", ".join(signature.parameters) + ")"
+
+
 @cache
 def _registry_of(external: tuple[Path, ...]) -> dict[str, type[Strategy]]:
     from fedkd.strategies.base import Strategy
@@ -182,6 +228,7 @@ def _registry_of(external: tuple[Path, ...]) -> dict[str, type[Strategy]]:
                         "rename one"
                     )
                 problems = _code_choice_errors(obj) + _param_default_errors(obj)
+                problems += _hook_errors(obj)
                 if problems:
                     where = safe_text(module.__file__, None)
                     raise StrategyModuleError(f"{where}: " + "; ".join(problems))
