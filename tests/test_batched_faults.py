@@ -172,3 +172,30 @@ def test_a_local_loss_vmap_cannot_run_is_named_with_the_fix(tmp_path, monkeypatc
     assert "strategy 'fedavg': its local_loss cannot run in the batched trainer" in message
     assert ".item()" in message  # torch's own words, for the line that broke it
     assert "batched = False" in message and "engine: sequential" in message, message
+
+
+@pytest.mark.parametrize("declared_by", ["own", "own_per_step"])
+def test_an_own_value_whose_shape_differs_between_clients_is_named_with_the_fix(
+    declared_by, tmp_path, monkeypatch
+):
+    """own() values (and own_per_step() rows) are stacked over the round's clients: one whose
+    shape depends on the client stopped the run in torch's words, naming neither the strategy
+    nor the value."""
+
+    def client_begin(self, client):
+        if declared_by == "own":
+            client.own("scale", torch.ones(client.client_id + 1))
+        else:
+            client.own_per_step("scale", torch.ones(client.num_steps, client.client_id + 1))
+
+    def local_loss(self, batch, ctx):
+        values = ctx.own if declared_by == "own" else ctx.step
+        return batch.ce() + 0.0 * values["scale"].sum()
+
+    monkeypatch.setattr(FEDAVG, "client_begin", client_begin)
+    monkeypatch.setattr(FEDAVG, "local_loss", local_loss)
+    with pytest.raises(ValueError) as stopped:
+        train(RunSpec(**CNN), tmp_path / "run", data_for("cnn-mnist5k"))
+    message = str(stopped.value)
+    assert f"strategy 'fedavg': {declared_by}('scale') has shape" in message, message
+    assert "same shape for every client" in message and "batched = False" in message, message
