@@ -437,3 +437,23 @@ def test_a_hook_with_the_wrong_parameters_is_refused_when_registered(tmp_path, m
     message = str(refused.value)
     assert "strategy 'toy-shrink': its aggregate(self, global_model, updates)" in message
     assert "aggregate(self, round, global_model, updates)" in message, message
+
+
+def test_a_state_saved_but_never_loaded_is_refused_when_registered(tmp_path, monkeypatch):
+    """A state_dict without its load_state_dict was checkpointed every round and dropped on
+    resume: the resumed run went on from an empty state and ended with other numbers."""
+    module = tmp_path / "saveonly.py"
+    module.write_text(
+        TOY_MODULE.replace(
+            "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:",
+            "    def state_dict(self):\n"
+            '        return {"seen": 1}\n\n'
+            "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:",
+        )
+    )
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    with pytest.raises(StrategyModuleError) as refused:
+        strategy_names()
+    message = str(refused.value)
+    assert "strategy 'toy-shrink' defines state_dict but not load_state_dict" in message, message
+    assert "a resumed run" in message, message

@@ -196,6 +196,24 @@ def _hook_errors(cls: type[Strategy]) -> list[str]:
     return errors
 
 
+def _state_errors(cls: type[Strategy]) -> list[str]:
+    """A checkpoint's state is saved by state_dict and put back by load_state_dict: one without
+    the other loses the state on resume, silently."""
+    from fedkd.strategies.base import Strategy
+
+    own = [
+        h for h in ("state_dict", "load_state_dict") if getattr(cls, h) is not getattr(Strategy, h)
+    ]
+    if len(own) != 1:
+        return []
+    other = "load_state_dict" if own[0] == "state_dict" else "state_dict"
+    return [
+        f"strategy {shown(cls.name)} defines {own[0]} but not {other}: a resumed run would go on "
+        "without the state the checkpoint holds; define both (or neither, for a strategy that "
+        "keeps nothing between rounds)"
+    ]
+
+
 def _shown_signature(signature) -> str:
     return "(" + ", ".join(signature.parameters) + ")"
 
@@ -228,7 +246,7 @@ def _registry_of(external: tuple[Path, ...]) -> dict[str, type[Strategy]]:
                         "rename one"
                     )
                 problems = _code_choice_errors(obj) + _param_default_errors(obj)
-                problems += _hook_errors(obj)
+                problems += _hook_errors(obj) + _state_errors(obj)
                 if problems:
                     where = safe_text(module.__file__, None)
                     raise StrategyModuleError(f"{where}: " + "; ".join(problems))
