@@ -47,6 +47,7 @@ import time
 import torch
 from torch.func import vmap
 
+import fedkd.engine.static_buffers as buffers
 from fedkd.engine.choice import unbatchable_loss
 from fedkd.engine.compiled_step import TRIAL_RUNNING, first_line, too_short, try_compiled
 from fedkd.engine.cuda_graphs import (
@@ -265,17 +266,14 @@ class BatchedTrainer:
                         "clients; declare it with own"
                     )
             shared[name] = self._keep("shared", name, static(self._kept("shared", name), value))
+        buffers.same_shapes(self.strategy.name, [c.client_id for c in clients], decls)
         own = self.values["own"]
         for name in first.own:
-            self._same_shapes(clients, "own", name, [shape_of(d.own[name]) for d in decls])
             stacked = stack_into(self._kept("own", name), [d.own[name] for d in decls])
             own[name] = self._keep("own", name, stacked)
         step = self.values["step"]
         for name in first.per_step:
             rows = [d.per_step[name] for d in decls]
-            self._same_shapes(
-                clients, "own_per_step", name, [(tuple(r.shape[1:]), r.dtype) for r in rows]
-            )
             step[name] = self._keep(
                 "step", name, steps_into(self._kept("step", name), rows, self.max_steps)
             )
@@ -290,18 +288,6 @@ class BatchedTrainer:
         self.active_slots = sorted(
             [(n, True) for n in first.shared_models] + [(n, False) for n in first.own_models]
         )
-
-    def _same_shapes(self, clients, declared_by: str, name: str, shapes: list) -> None:
-        """Per-client values are stacked over the round's clients: each needs the first's shape."""
-        for c, shape in zip(clients, shapes, strict=True):
-            if shape != shapes[0]:
-                raise ValueError(
-                    f"strategy {self.strategy.name!r}: {declared_by}({name!r}) has shape "
-                    f"{shape} for client {c.client_id} but {shapes[0]} for client "
-                    f"{clients[0].client_id}; the batched trainer stacks it over the round's "
-                    "clients, so declare the same shape for every client (pad it), or set "
-                    "batched = False with a batched_reason to train the strategy sequentially"
-                )
 
     def _kept(self, kind: str, name: str):
         return self._store.get((kind, name))

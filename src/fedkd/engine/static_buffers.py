@@ -48,3 +48,23 @@ def steps_into(buffer, values: list[torch.Tensor], max_steps: int) -> torch.Tens
     for c, v in enumerate(values):
         out[: v.shape[0], c] = v.detach()
     return static(buffer, out)
+
+
+def same_shapes(strategy: str, client_ids: list[int], decls: list) -> None:
+    """The per-client values of a round's clients (``own``, ``own_per_step``'s rows) are stacked
+    over them: each needs the first client's shape, or the run stops naming it and the fix."""
+    for declared_by, attr, shape in (
+        ("own", "own", shape_of),
+        ("own_per_step", "per_step", lambda rows: (tuple(rows.shape[1:]), rows.dtype)),
+    ):
+        for name in getattr(decls[0], attr):
+            shapes = [shape(getattr(d, attr)[name]) for d in decls]
+            for client, got in zip(client_ids, shapes, strict=True):
+                if got != shapes[0]:
+                    raise ValueError(
+                        f"strategy {strategy!r}: {declared_by}({name!r}) has shape {got} for "
+                        f"client {client} but {shapes[0]} for client {client_ids[0]}; the "
+                        "batched trainer stacks it over the round's clients, so declare the same "
+                        "shape for every client (pad it), or set batched = False with a "
+                        "batched_reason to train the strategy sequentially"
+                    )
