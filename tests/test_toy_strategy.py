@@ -220,6 +220,31 @@ def test_a_run_of_the_toy_is_hashed_with_its_file(toy):
     assert run_code_hash("toy-shrink", "mnist5k") == before
 
 
+def test_a_module_of_ones_own_that_the_strategy_imports_is_hashed_with_it(tmp_path, monkeypatch):
+    """A strategy whose code is split over files of one's own: editing the file it imports
+    re-runs its runs as editing the strategy's own file does; a library it imports (numpy) is
+    versioned, not hashed."""
+    from fedkd.provenance import run_code_files, run_code_hash
+
+    helper = tmp_path / "toy_scales.py"
+    helper.write_text("def half(x):\n    return 0.5 * x\n")
+    module = tmp_path / "split.py"
+    module.write_text(
+        TOY_MODULE.replace("import torch\n", "import numpy\nimport torch\nfrom toy_scales import half\n")
+        .replace("0.5 * self.params.decay * norm", "half(self.params.decay * norm)")
+    )  # fmt: skip
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    files = run_code_files("toy-shrink", "mnist5k")
+    assert module in files and helper in files
+    assert not [f for f in files if "numpy" in f.parts]
+    before = run_code_hash("toy-shrink", "mnist5k")
+    helper.write_text("# notes\ndef half(x):\n    return 0.5 * x\n")
+    assert run_code_hash("toy-shrink", "mnist5k") == before
+    helper.write_text("def half(x):\n    return x / 2\n")
+    assert run_code_hash("toy-shrink", "mnist5k") != before
+
+
 def test_a_traits_table_listing_the_toy_is_hashed_with_its_file(toy):
     """The traits table is drawn from the strategies it lists, a module of one's own included:
     an edit of the toy's traits rebuilds it, as an edit of a package strategy's does."""

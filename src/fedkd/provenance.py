@@ -46,10 +46,10 @@ def _module_file(module: str) -> Path | None:
 # a file's contents → the package files it imports and the digest of its code text: planning
 # hashes the closure of every variant of a configuration (41 in config/paper.yaml), the closures
 # share most of their files, and one parse serves both
-_SOURCES: dict[bytes, tuple[frozenset[Path], bytes]] = {}
+_SOURCES: dict[bytes, tuple[frozenset[Path], bytes, tuple[str, ...]]] = {}
 
 
-def _read_source(path: Path) -> tuple[frozenset[Path], bytes]:
+def _read_source(path: Path) -> tuple[frozenset[Path], bytes, tuple[str, ...]]:
     raw = path.read_bytes()
     key = hashlib.sha256(raw).digest()
     if key not in _SOURCES:
@@ -57,34 +57,69 @@ def _read_source(path: Path) -> tuple[frozenset[Path], bytes]:
         source = importlib.util.decode_source(raw)
         tree = ast.parse(source)
         digest = hashlib.sha256(code_text(source, tree).encode()).digest()
-        _SOURCES[key] = (_imports_in(tree), digest)
+        names = _imported_names(tree)
+        _SOURCES[key] = (_package_files(names), digest, names)
     return _SOURCES[key]
 
 
 def _imports(path: Path) -> frozenset[Path]:
-    return _read_source(path)[0]
+    """The package files ``path`` imports; for a module of one's own (a strategy named in
+    FEDKD_STRATEGY_MODULES), also the files of one's own it imports."""
+    package, _, names = _read_source(path)
+    if path.is_relative_to(PACKAGE_DIR):
+        return package
+    return package | _own_files(names)
+
+
+@cache
+def _library_roots() -> tuple[Path, ...]:
+    import site
+    import sysconfig
+
+    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    paths |= {*site.getsitepackages(), site.getusersitepackages()}
+    return tuple(Path(p).resolve() for p in paths if p)
+
+
+def _own_files(names: tuple[str, ...]) -> frozenset[Path]:
+    """The files of the modules ``names`` as this process loaded them (a strategy module of
+    one's own is imported before it is hashed) that are neither fedkd's, the standard library's
+    nor an installed library's: code of one's own, whose edits change what a run computes."""
+    found = set()
+    for name in names:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if not file or not file.endswith(".py"):
+            continue
+        path = Path(file).resolve()
+        if not any(path.is_relative_to(root) for root in (PACKAGE_DIR, *_library_roots())):
+            found.add(path)
+    return frozenset(found)
 
 
 def _code_digest(path: Path) -> bytes:
     return _read_source(path)[1]
 
 
-def _imports_in(tree: ast.Module) -> frozenset[Path]:
-    found: set[Path] = set()
+def _imported_names(tree: ast.Module) -> tuple[str, ...]:
+    """Every module an import statement of ``tree`` names, with the packages above it (a module
+    imports its package's __init__ too); ``from m import x`` names m.x as well, x being a
+    module or not."""
+    names: list[str] = []
     for node in statements(tree.body):
-        names: list[str] = []
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            written = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        for name in names:
-            # a module imports its package's __init__ too
+            written = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in written:
             parts = name.split(".")
-            for i in range(1, len(parts) + 1):
-                f = _module_file(".".join(parts[:i]))
-                if f is not None:
-                    found.add(f)
-    return frozenset(found)
+            names += [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return tuple(dict.fromkeys(names))
+
+
+def _package_files(names: tuple[str, ...]) -> frozenset[Path]:
+    return frozenset(f for f in map(_module_file, names) if f is not None)
 
 
 def _closure(roots: list[Path]) -> list[Path]:
