@@ -1,0 +1,63 @@
+"""The commands that import torch or pandas (train, features, partition, aggregate, render)
+with Python's cyclic garbage collector paused and then freeze what the imports made
+(``fedkd.cli.imports_frozen``): those objects live as long as the process, and every full
+collection walked them again, during the imports, the rounds and at the interpreter's exit.
+Checked in a fresh process, as a job runs the command: after it, the collector is on again and
+torch's module namespace is in no generation the collector walks."""
+
+import subprocess
+import sys
+
+import pytest
+
+PROBE = r"""
+import gc, sys
+
+from fedkd.cli import main
+
+out = sys.argv[1]
+if sys.argv[2] == "partition":
+    args = ["partition", "--dataset", "mnist5k", "--scheme", "iid", "--clients", "4",
+            "--out", f"{out}/part.parquet"]
+else:
+    args = ["train", "--out", f"{out}/run", "--rounds", "1", "--dataset", "mnist5k", "--clients",
+            "20", "--participation", "0.05", "--local-epochs", "1", "--device", "cpu",
+            "--model-options", "{channels: [4, 8], hidden: 16}"]
+assert "torch" not in sys.modules
+assert main(args) == 0
+import torch
+
+walked = any(o is vars(torch) for o in gc.get_objects())
+print(gc.isenabled(), walked)
+"""
+
+
+@pytest.mark.parametrize("command", ["partition", "train"])
+def test_a_commands_imports_are_out_of_the_collectors_walks(tmp_path, command):
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(tmp_path), command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].split() == ["True", "False"]
+
+
+def test_the_collector_comes_back_as_it_was_after_an_error():
+    import gc
+
+    from fedkd.cli import imports_frozen
+
+    assert gc.isenabled()
+    with pytest.raises(ImportError), imports_frozen():
+        assert not gc.isenabled()
+        import fedkd.no_such_module  # noqa: F401
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with imports_frozen():
+            pass
+        assert not gc.isenabled()  # left off, as it was found
+    finally:
+        gc.enable()
