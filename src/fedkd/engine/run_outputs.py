@@ -149,7 +149,7 @@ def read_metrics(
 
 def write_metrics(path: Path, rows: list[dict]) -> None:
     """One column per key of any row (a row without it: null), in first-seen order; written with
-    pyarrow alone, as training needs no pandas (its import is 0.3 s of every job's start-up)."""
+    pyarrow's API alone (pyarrow itself imports pandas at its first conversion of values)."""
     import pyarrow as pa
 
     # a run that diverged in round 1 still gets a readable file with the usual columns
