@@ -4,20 +4,17 @@
   ``strategies`` (the registered strategies), ``features`` (a run's t-SNE features);
 - reports: ``aggregate`` (runs → one Parquet), ``render`` (a table or figure);
 - ``status``: progress of the training runs and an ETA (fedkd.tools.status);
-- ``bench``: benchmarks (fedkd.tools.bench).
-"""
+- ``bench``: benchmarks (fedkd.tools.bench)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import errno
-import gc
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
+from fedkd.startup import import_frozen
 from fedkd.user_errors import check_output_path, check_writable_out, reporting_user_errors
 from fedkd.values import integer, integer_from, number
 
@@ -67,8 +64,7 @@ RUN_KEY_HELP = {
 }
 
 
-# --------------------------------------------------------------------------- typed flags
-# integer, number, integer_from and positive_number are fedkd.values' (fedkd.tools.bench's too)
+# ------------------------------------------- typed flags: integer, number, ... (fedkd.values)
 def seed(text: str) -> int:
     """A seed flag, within RunSpec's bounds (those of `fedkd train --seed`)."""
     from fedkd.config import SEED_LIMIT
@@ -142,30 +138,10 @@ def parse_label(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-@contextlib.contextmanager
-def imports_frozen() -> Iterator[None]:
-    """A command's imports of torch, pyarrow and pandas with Python's cyclic garbage collector
-    paused, then what they made frozen out of its walks (``gc.freeze``). Those objects live as
-    long as the process, yet each full collection walked them all again, during the imports,
-    the rounds and at the interpreter's exit: 0.7 s of the 7.8 s of CPU of a training job of the
-    default configuration (docs/results.md#cpu-imports-frozen). Garbage already there is
-    collected first, so that none is frozen."""
-    enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-        gc.freeze()
-
-
 def cmd_train(args) -> int:
-    with imports_frozen():
-        from fedkd.engine.run import Run
-        from fedkd.pipeline import data_check
-        from fedkd.user_errors import read_only_out, stop_on_sigterm
+    from fedkd.engine.run import Run
+    from fedkd.pipeline import data_check
+    from fedkd.user_errors import read_only_out, stop_on_sigterm
 
     stop_on_sigterm()  # a SLURM time limit or `kill` stops a run as Ctrl-C does, recorded
     check_output_path(args.out, "directory")
@@ -207,11 +183,10 @@ def cmd_partition(args) -> int:
     if out.exists() and not args.force:
         say(f"{out} exists; keeping it (use --force to overwrite)", sys.stderr)
         return 0
-    with imports_frozen():  # the dataset's loader, imported as it loads, imports torch
-        assignment, labels, meta = draw_partition(
-            args.dataset, args.scheme, args.clients, args.seed,
-            alpha=args.alpha, shards=args.shards, data_root=args.data_root,
-        )  # fmt: skip
+    assignment, labels, meta = draw_partition(
+        args.dataset, args.scheme, args.clients, args.seed,
+        alpha=args.alpha, shards=args.shards, data_root=args.data_root,
+    )  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
     write_partition(out, assignment, labels, meta)
     sizes = np.bincount(assignment[assignment >= 0], minlength=args.clients)
@@ -243,8 +218,7 @@ def cmd_strategies(args) -> int:
 
 
 def cmd_features(args) -> int:
-    with imports_frozen():
-        from fedkd.engine.features import tsne_features
+    from fedkd.engine.features import tsne_features
 
     check_output_path(args.out, "file", "features.npz")
     path = tsne_features(
@@ -270,9 +244,8 @@ says how many runs it has read, every 10 seconds, on standard error."""
 
 
 def cmd_aggregate(args) -> int:
-    with imports_frozen():
-        from fedkd.report import aggregate_runs, parse_run_arg, read_runs_file, write_aggregate
-        from fedkd.report.run_list import reading_progress
+    from fedkd.report import aggregate_runs, parse_run_arg, read_runs_file, write_aggregate
+    from fedkd.report.run_list import reading_progress
 
     check_output_path(args.out, "file", "aggregate.parquet")
     runs = [parse_run_arg(text) for text in args.run or []]
@@ -432,8 +405,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     # the layouts' list imports the report package (pandas): only when render is what runs
     if command in (None, "render"):
-        with imports_frozen():
-            from fedkd.report.render import TARGETS, render_description
+        from fedkd.report.render import TARGETS, render_description
 
         description, layouts = render_description(), "one of: " + ", ".join(TARGETS)
     else:
@@ -517,7 +489,9 @@ def main(argv: list[str] | None = None) -> int:
         return reporting_user_errors("bench", lambda: bench_main(argv[1:]))
     if argv == ["--version"]:  # without building the parser
         return print_version() or 0
-    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
+    command = argv[0] if argv and not argv[0].startswith("-") else None
+    import_frozen(command)  # its torch, pyarrow and pandas out of the collector's walks
+    parser = build_parser(command)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the command's own usage, unless the flag came before the command
         before = unknown[0] in argv[: argv.index(args.command)]
