@@ -53,13 +53,23 @@ def test_the_collector_comes_back_as_it_was_after_a_failed_import(monkeypatch):
 
     monkeypatch.setitem(startup.LONG_LIVED_IMPORTS, "train", ("fedkd.no_such_module",))
     assert gc.isenabled()
-    startup.import_frozen("train")
+    startup.import_frozen("train", ["train"])
     assert gc.isenabled()
     gc.disable()
     try:
-        startup.import_frozen("train")
+        startup.import_frozen("train", ["train"])
         assert not gc.isenabled()
     finally:
         gc.enable()
-    startup.import_frozen("status")  # a command without long-lived imports: nothing to do
+    startup.import_frozen("status", ["status"])  # a command without long-lived imports
     assert gc.isenabled()
+
+
+def test_a_commands_help_imports_none_of_them():
+    code = (
+        "import sys; from fedkd.cli import main\n"
+        "try:\n    main(['train', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print('torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.splitlines()[-1] == "False", done.stderr

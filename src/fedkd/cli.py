@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--version"]:  # without building the parser
         return print_version() or 0
     command = argv[0] if argv and not argv[0].startswith("-") else None
-    import_frozen(command)  # its torch, pyarrow and pandas out of the collector's walks
+    import_frozen(command, argv)  # its torch, pyarrow and pandas out of the collector's walks
     parser = build_parser(command)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the command's own usage, unless the flag came before the command

@@ -21,13 +21,14 @@ LONG_LIVED_IMPORTS = {
 }
 
 
-def import_frozen(command: str | None) -> None:
+def import_frozen(command: str | None, argv: list[str]) -> None:
     """Import ``command``'s LONG_LIVED_IMPORTS with the collector paused, then freeze what they
-    made. Garbage already there is collected first, so that none is frozen; the collector is
-    left on or off as it was found. A module that fails to import is left to the command, which
-    imports it again and reports the failure as it always does."""
+    made; not for a command's --help, which needs none of them. Garbage already there is
+    collected first, so that none is frozen; the collector is left on or off as it was found.
+    A module that fails to import is left to the command, which imports it again and reports
+    the failure as it always does."""
     modules = LONG_LIVED_IMPORTS.get(command or "", ())
-    if not modules:
+    if not modules or {"-h", "--help"} & set(argv):
         return
     enabled = gc.isenabled()
     gc.collect()
