@@ -332,6 +332,44 @@ def test_feddf_table1_sample():
             assert printed in text
 
 
+FEDDF_METHODS = {"FEDAVG": "fedavg", "FEDPROX": "fedprox", "FEDAVGM": "fedavgm",
+                 "FedDF (ours)": "feddf"}  # fmt: skip
+FEDDF_ORDER = [(0.2, 1.0), (0.2, 0.1), (0.4, 1.0), (0.4, 0.1), (0.8, 1.0), (0.8, 0.1)]
+
+
+def feddf_table1_rows(text: str) -> dict[tuple[str, int], list[tuple[float, float]]]:
+    """FedDF Table 1 as feddf.txt prints it: (method, local epochs) → its six (mean, std), in
+    the header's order of C and alpha; a row without a method name continues the one above."""
+    body = text.split("The number of communication rounds to reach target performance T")[1]
+    body = body.split("Table 2:")[0]
+    rows, method = {}, None
+    names = "|".join(re.escape(n) for n in sorted(FEDDF_METHODS, key=len, reverse=True))
+    for line in body.splitlines():
+        m = re.fullmatch(rf"\s*({names})?\s*(\d+)((?:\s+\d+±\s*\d+){{6}})\s*", line)
+        if not m:
+            continue
+        method = FEDDF_METHODS[m.group(1)] if m.group(1) else method
+        nums = [float(x) for x in re.findall(r"\d+", m.group(3))]
+        rows[(method, int(m.group(2)))] = list(zip(nums[::2], nums[1::2], strict=True))
+    return rows
+
+
+def test_every_feddf_table1_cell_matches_the_text():
+    paper = PAPERS / "feddf.txt"
+    if not paper.exists():
+        pytest.skip(f"{paper} is absent: set FEDKD_PAPERS_DIR to the folder of the papers' texts")
+    rows = feddf_table1_rows(paper.read_text())
+    assert len(rows) == 9  # FedAvg at 1, 20, 40 local epochs; the others at 20 and 40
+    df = pv.paper_cells("feddf_table1")
+    got = {}
+    for c in df.to_dict("records"):
+        key = (c["method"], int(c["local_epochs"]))
+        col = FEDDF_ORDER.index((c["participation"], c["alpha"]))
+        got[(key, col)] = (c["mean"], c["std"])
+    want = {(key, col): v for key, cells in rows.items() for col, v in enumerate(cells)}
+    assert got == want
+
+
 def test_fedntd_table1_against_text():
     df = pv.paper_cells("fedntd_table1")
     fedntd = df[df["method"] == "fedntd"]
@@ -347,6 +385,52 @@ def test_fedntd_table1_against_text():
             assert re.search(printed, text), c["cell"]
         if not pd.isna(c["std"]):
             assert f"{c['mean']:.2f}±{c['std']:.2f}" in text, c["cell"]
+
+
+FEDNTD_METHODS = {"FedAvg [37]": "fedavg", "FedCurv [43]": "fedcurv", "FedProx [30]": "fedprox",
+                  "FedNova [47]": "fednova", "SCAFFOLD [20]": "scaffold", "MOON [28]": "moon",
+                  "FedNTD (Ours)": "fedntd"}  # fmt: skip
+# the value column of each transcribed setting (of Table 1's 7; the notes say why)
+FEDNTD_COLUMN = {"shards": 1, "dirichlet": 2}
+
+
+def fedntd_blocks(text: str, start: str) -> dict[str, dict[str, list[str]]]:
+    """The Sharding and LDA blocks of the table that begins at ``start``: partition → method →
+    its value cells as printed."""
+    body = text[text.index(start) :]
+    out = {}
+    for name, key in (("Sharding", "shards"), ("LDA", "dirichlet")):
+        block = body[body.index(f"NIID Partition Strategy : {name}") :].splitlines()[1:]
+        rows = {}
+        for line in block:
+            cells = [c.strip() for c in line.split("|")]
+            if cells[0] in FEDNTD_METHODS:
+                rows[FEDNTD_METHODS[cells[0]]] = cells[1:8]
+            if cells[0] == "FedNTD (Ours)":
+                break
+        out[key] = rows
+    return out
+
+
+def test_every_fedntd_cell_is_in_its_column():
+    paper = PAPERS / "fedntd.txt"
+    if not paper.exists():
+        pytest.skip(f"{paper} is absent: set FEDKD_PAPERS_DIR to the folder of the papers' texts")
+    text = paper.read_text()
+    table1 = fedntd_blocks(text, "NIID Partition Strategy : Sharding")
+    appendix_f = fedntd_blocks(text, "Appendix F Experiment Table")
+    df = pv.paper_cells("fedntd_table1")
+    assert len(df) == 14
+    for c in df.to_dict("records"):
+        col = FEDNTD_COLUMN[c["partition"]]
+        printed = table1[c["partition"]][c["method"]][col]
+        if c["method"] == "fedavg":  # Table 1 prints FedAvg's accuracy alone
+            assert printed == f"{c['mean']:.2f}", c["cell"]
+            assert pd.isna(c["std"]), c["cell"]
+            continue
+        assert printed == f"{c['mean']:.2f}({c['forgetting']:.2f})", c["cell"]
+        with_std = appendix_f[c["partition"]][c["method"]][col]
+        assert with_std == f"{c['mean']:.2f}±{c['std']:.2f}", c["cell"]
 
 
 # --------------------------------------------------------------------------- the loader's checks
