@@ -73,3 +73,30 @@ def test_a_commands_help_imports_none_of_them():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.splitlines()[-1] == "False", done.stderr
+
+
+def test_ctrl_c_during_the_imports_ends_the_command_as_it_does_later(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM) while torch imports ends the command with its exit code and no
+    traceback, as it does once the command runs."""
+    from fedkd import startup
+    from fedkd.cli import main
+
+    (tmp_path / "interrupted_import.py").write_text("raise KeyboardInterrupt\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(startup.LONG_LIVED_IMPORTS, "train", ("interrupted_import",))
+    with pytest.raises(SystemExit) as stopped:
+        main(["train", "--out", str(tmp_path / "run")])
+    assert stopped.value.code == 130
+
+
+def test_a_module_failing_otherwise_is_left_to_the_command_too(tmp_path, monkeypatch):
+    """Any error, not only an ImportError, is the command's to report (one line for an error
+    the user can fix), not a traceback from before the command started."""
+    from fedkd import startup
+
+    (tmp_path / "failing_import.py").write_text("raise ValueError('a bad setting')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(startup.LONG_LIVED_IMPORTS, "train", ("failing_import",))
+    startup.import_frozen("train", ["train"])
+    with pytest.raises(ValueError, match="a bad setting"):  # the command's import says it again
+        __import__("failing_import")

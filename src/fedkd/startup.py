@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import signal
 
 # the modules each command imports that pull in torch, pyarrow or pandas
 LONG_LIVED_IMPORTS = {
@@ -26,7 +27,7 @@ def import_frozen(command: str | None, argv: list[str]) -> None:
     made; not for a command's --help, which needs none of them. Garbage already there is
     collected first, so that none is frozen; the collector is left on or off as it was found.
     A module that fails to import is left to the command, which imports it again and reports
-    the failure as it always does."""
+    the failure as it always does; Ctrl-C while they import exits as the command would then."""
     modules = LONG_LIVED_IMPORTS.get(command or "", ())
     if not modules or {"-h", "--help"} & set(argv):
         return
@@ -36,7 +37,9 @@ def import_frozen(command: str | None, argv: list[str]) -> None:
     try:
         for module in modules:
             importlib.import_module(module)
-    except ImportError:
+    except KeyboardInterrupt:  # before the command's own handling: its exit code, no traceback
+        raise SystemExit(128 + signal.SIGINT) from None
+    except Exception:  # noqa: BLE001 (the command imports it again and reports the error)
         pass
     finally:
         if enabled:
