@@ -282,3 +282,31 @@ def test_every_module_a_run_loads_is_in_its_code_hash(tmp_path, strategy, datase
     assert loaded - hashed - registry - command == set()
     model_file = {"cnn": "cnn.py", "resnet8": "resnet.py", "auto": "text.py"}[model]
     assert PACKAGE_DIR / "models" / model_file in loaded & hashed
+
+
+def test_a_library_on_pythonpath_is_not_hashed_as_code_of_ones_own(tmp_path, monkeypatch):
+    """A strategy of one's own is hashed with its own helper files, not with a library it
+    imports from a folder on PYTHONPATH (`pip install --target`, a cluster's module system): a
+    library is versioned, and its upgrade re-runs nothing."""
+    from fedkd.provenance import run_code_files
+    from fedkd.strategies import MODULES_VARIABLE
+    from test_toy_strategy import TOY_MODULE
+
+    libs, own = tmp_path / "libs", tmp_path / "own"
+    (libs / "fancylib").mkdir(parents=True)
+    (libs / "fancylib" / "__init__.py").write_text("SCALE = 0.5\n")
+    (libs / "fancylib-1.0.dist-info").mkdir()
+    (libs / "fancylib-1.0.dist-info" / "METADATA").write_text("Name: fancylib\nVersion: 1.0\n")
+    (libs / "fancylib-1.0.dist-info" / "top_level.txt").write_text("fancylib\n")
+    own.mkdir()
+    (own / "toy_helper.py").write_text("def half(x):\n    return 0.5 * x\n")
+    module = own / "libtoy.py"
+    module.write_text(
+        TOY_MODULE.replace("import torch\n", "import fancylib\nimport torch\nimport toy_helper\n")
+    )
+    monkeypatch.syspath_prepend(str(libs))
+    monkeypatch.syspath_prepend(str(own))
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    files = run_code_files("toy-shrink", "mnist5k")
+    assert own / "toy_helper.py" in files
+    assert not [f for f in files if "fancylib" in f.parts], files

@@ -81,12 +81,25 @@ def _library_roots() -> tuple[Path, ...]:
     return tuple(Path(p).resolve() for p in paths if p)
 
 
+@cache
+def _distributed_modules(path: tuple[str, ...]) -> frozenset[str]:
+    """The top-level modules of the libraries installed on ``path`` (sys.path), wherever they
+    lie: a folder on PYTHONPATH holds libraries too (`pip install --target`, a cluster's
+    modules), each with its metadata."""
+    from importlib.metadata import packages_distributions
+
+    return frozenset(packages_distributions())
+
+
 def _own_files(names: tuple[str, ...]) -> frozenset[Path]:
     """The files of the modules ``names`` as this process loaded them (a strategy module of
     one's own is imported before it is hashed) that are neither fedkd's, the standard library's
     nor an installed library's: code of one's own, whose edits change what a run computes."""
     found = set()
+    libraries = _distributed_modules(tuple(sys.path))
     for name in names:
+        if name.partition(".")[0] in libraries:
+            continue
         file = getattr(sys.modules.get(name), "__file__", None)
         if not file or not file.endswith(".py"):
             continue
