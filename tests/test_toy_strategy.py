@@ -482,3 +482,19 @@ def test_a_state_saved_but_never_loaded_is_refused_when_registered(tmp_path, mon
     message = str(refused.value)
     assert "strategy 'toy-shrink' defines state_dict but not load_state_dict" in message, message
     assert "a resumed run" in message, message
+
+
+def test_hooks_callable_on_the_instance_are_registered(tmp_path, monkeypatch):
+    """A hook the engine can call on the strategy, a staticmethod, a classmethod or a property
+    giving a function, registers: the check refuses only what the engine's call would fail on."""
+    module = tmp_path / "statichooks.py"
+    hooks = (
+        "    @staticmethod\n    def client_end(client):\n        return {}\n\n"
+        "    @classmethod\n    def server_update(cls, round, global_model, updates):\n"
+        "        return {}\n\n"
+        "    @property\n    def client_begin(self):\n        return lambda client: None\n\n"
+    )
+    anchor = "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:"
+    module.write_text(TOY_MODULE.replace(anchor, hooks + anchor))
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    assert "toy-shrink" in strategy_names()

@@ -177,16 +177,21 @@ def _hook_errors(cls: type[Strategy]) -> list[str]:
 
     errors = []
     for hook in HOOKS:
-        if getattr(cls, hook) is getattr(Strategy, hook):
-            continue
+        found = inspect.getattr_static(cls, hook)
+        if getattr(cls, hook) is getattr(Strategy, hook) or isinstance(found, property):
+            continue  # a property's function is known only on an instance
         expected = inspect.signature(getattr(Strategy, hook))
         try:
             own = inspect.signature(getattr(cls, hook))
         except (TypeError, ValueError):  # not a function: called, it would fail the same way
             errors.append(f"strategy {shown(cls.name)}: its {hook} is not a method")
             continue
+        arguments = list(expected.parameters)
+        if hook != "dataset_defaults" and isinstance(found, (staticmethod, classmethod)):
+            # called on an instance, whose self such a method does not take
+            arguments = arguments[1:]
         try:
-            own.bind(*expected.parameters)
+            own.bind(*arguments)
         except TypeError:
             errors.append(
                 f"strategy {shown(cls.name)}: its {hook}{_shown_signature(own)} cannot be called "
