@@ -310,3 +310,25 @@ def test_a_library_on_pythonpath_is_not_hashed_as_code_of_ones_own(tmp_path, mon
     files = run_code_files("toy-shrink", "mnist5k")
     assert own / "toy_helper.py" in files
     assert not [f for f in files if "fancylib" in f.parts], files
+
+
+def test_a_package_installed_editable_is_code_of_ones_own(tmp_path, monkeypatch):
+    """`pip install -e` leaves its code where it is edited: PEP 610's direct_url.json says
+    "editable", and such a package is hashed as code of one's own, not kept out as a library."""
+    import json
+
+    from fedkd import provenance
+
+    libs = tmp_path / "libs"
+    for name, editable in (("mywork", True), ("fancylib", False)):
+        (libs / name).mkdir(parents=True)
+        (libs / name / "__init__.py").write_text("SCALE = 0.5\n")
+        info = libs / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Name: {name}\nVersion: 1.0\n")
+        (info / "top_level.txt").write_text(f"{name}\n")
+        url = {"url": f"file://{libs / name}", "dir_info": {"editable": editable}}
+        (info / "direct_url.json").write_text(json.dumps(url))
+    monkeypatch.syspath_prepend(str(libs))
+    libraries = provenance._distributed_modules(("a path of its own", str(libs)))
+    assert "fancylib" in libraries and "mywork" not in libraries

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import json
 import os
 import platform
 import re
@@ -85,10 +86,27 @@ def _library_roots() -> tuple[Path, ...]:
 def _distributed_modules(path: tuple[str, ...]) -> frozenset[str]:
     """The top-level modules of the libraries installed on ``path`` (sys.path), wherever they
     lie: a folder on PYTHONPATH holds libraries too (`pip install --target`, a cluster's
-    modules), each with its metadata."""
+    modules), each with its metadata. A package installed editable (`pip install -e`) is code
+    of one's own, edited where it lies, and no library."""
     from importlib.metadata import packages_distributions
 
-    return frozenset(packages_distributions())
+    return frozenset(
+        top
+        for top, dists in packages_distributions().items()
+        if not any(_editable(d) for d in dists)
+    )
+
+
+def _editable(distribution: str) -> bool:
+    """Whether ``distribution`` is installed editable, as its direct_url.json (PEP 610) says."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import distribution as find
+
+    try:
+        text = find(distribution).read_text("direct_url.json")
+        return bool(json.loads(text or "{}").get("dir_info", {}).get("editable"))
+    except (PackageNotFoundError, ValueError, AttributeError):
+        return False
 
 
 def _own_files(names: tuple[str, ...]) -> frozenset[Path]:
