@@ -197,5 +197,5 @@ def test_an_own_value_whose_shape_differs_between_clients_is_named_with_the_fix(
     with pytest.raises(ValueError) as stopped:
         train(RunSpec(**CNN), tmp_path / "run", data_for("cnn-mnist5k"))
     message = str(stopped.value)
-    assert f"strategy 'fedavg': {declared_by}('scale') has shape" in message, message
-    assert "same shape for every client" in message and "batched = False" in message, message
+    assert f"strategy 'fedavg': {declared_by}('scale') has shape and dtype" in message, message
+    assert "same shape and dtype for every client" in message and "batched = False" in message

@@ -62,9 +62,9 @@ def same_shapes(strategy: str, client_ids: list[int], decls: list) -> None:
             for client, got in zip(client_ids, shapes, strict=True):
                 if got != shapes[0]:
                     raise ValueError(
-                        f"strategy {strategy!r}: {declared_by}({name!r}) has shape {got} for "
-                        f"client {client} but {shapes[0]} for client {client_ids[0]}; the "
-                        "batched trainer stacks it over the round's clients, so declare the same "
-                        "shape for every client (pad it), or set batched = False with a "
-                        "batched_reason to train the strategy sequentially"
+                        f"strategy {strategy!r}: {declared_by}({name!r}) has shape and dtype "
+                        f"{got} for client {client} but {shapes[0]} for client {client_ids[0]}; "
+                        "the batched trainer stacks it over the round's clients, so declare the "
+                        "same shape and dtype for every client (pad it), or set batched = False "
+                        "with a batched_reason to train the strategy sequentially"
                     )
