@@ -2,7 +2,7 @@
 
 torch, pyarrow and pandas leave some 170,000 objects that live as long as the process, yet every
 full collection walked them all again: during the imports, the rounds and at the interpreter's
-exit, 0.7 s of the 7.8 s of CPU of a training job of the default configuration
+exit, about a tenth of the CPU of a training job of the default configuration
 (docs/results.md#cpu-imports-frozen). So the commands that need them import them first with the
 collector paused, then freeze what the imports made (``gc.freeze``)."""
 
