@@ -14,7 +14,7 @@ import errno
 import sys
 from pathlib import Path
 
-from fedkd.startup import import_frozen
+from fedkd.startup import run_command
 from fedkd.user_errors import check_output_path, check_writable_out, reporting_user_errors
 from fedkd.values import integer, integer_from, number
 
@@ -489,12 +489,11 @@ def main(argv: list[str] | None = None) -> int:
         return reporting_user_errors("bench", lambda: bench_main(argv[1:]))
     if argv == ["--version"]:  # without building the parser
         return print_version() or 0
-    command = argv[0] if argv and not argv[0].startswith("-") else None
-    import_frozen(command, argv)  # its torch, pyarrow and pandas out of the collector's walks
-    parser = build_parser(command)
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the command's own usage, unless the flag came before the command
         before = unknown[0] in argv[: argv.index(args.command)]
         message = f"unrecognized arguments: {' '.join(unknown)}"
         (parser if before else args.commands[args.command]).error(message)
-    return reporting_user_errors(args.command, lambda: args.func(args))
+    # its torch, pyarrow and pandas imported out of the garbage collector's walks first
+    return reporting_user_errors(args.command, lambda: run_command(args))

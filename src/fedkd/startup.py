@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import signal
 
 # the modules each command imports that pull in torch, pyarrow or pandas
 LONG_LIVED_IMPORTS = {
@@ -22,14 +21,13 @@ LONG_LIVED_IMPORTS = {
 }
 
 
-def import_frozen(command: str | None, argv: list[str]) -> None:
+def import_frozen(command: str | None) -> None:
     """Import ``command``'s LONG_LIVED_IMPORTS with the collector paused, then freeze what they
-    made; not for a command's --help, which needs none of them. Garbage already there is
-    collected first, so that none is frozen; the collector is left on or off as it was found.
-    A module that fails to import is left to the command, which imports it again and reports
-    the failure as it always does; Ctrl-C while they import exits as the command would then."""
+    made. Garbage already there is collected first, so that none is frozen; the collector is
+    left on or off as it was found, also when an import fails (the failure is the command's,
+    reported as the command's own import of the module would be)."""
     modules = LONG_LIVED_IMPORTS.get(command or "", ())
-    if not modules or {"-h", "--help"} & set(argv):
+    if not modules:
         return
     enabled = gc.isenabled()
     gc.collect()
@@ -37,11 +35,13 @@ def import_frozen(command: str | None, argv: list[str]) -> None:
     try:
         for module in modules:
             importlib.import_module(module)
-    except KeyboardInterrupt:  # before the command's own handling: its exit code, no traceback
-        raise SystemExit(128 + signal.SIGINT) from None
-    except Exception:  # noqa: BLE001 (the command imports it again and reports the error)
-        pass
     finally:
         if enabled:
             gc.enable()
         gc.freeze()
+
+
+def run_command(args) -> int:
+    """The parsed command's exit code, its long-lived imports made first (``import_frozen``)."""
+    import_frozen(args.command)
+    return args.func(args)
