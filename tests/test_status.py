@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ import yaml
 
 from fedkd.cli import main
 from fedkd.pipeline import Plan
+from fedkd.run_paths import parse_run_dir, parse_setting
 from fedkd.runtime.processes import process_identity
 from fedkd.tools import run_progress
 from fedkd.tools.status import StatusError, collect, eta_seconds, planned_runs, report, status_main
@@ -26,6 +28,19 @@ REPO = Path(__file__).resolve().parents[1]
 SETTING = "dirichlet-equal-a1-K10-C0.2-E1-R5"
 
 
+def record_for(run: Path | str, **fields) -> dict:
+    """A run record whose spec and variant are those its path names (results/runs/DATASET/
+    VARIANT/SETTING/seedN), with ``fields``."""
+    keys = parse_run_dir(str(run))
+    spec = {**parse_setting(keys["setting"]), "dataset": keys["dataset"], "seed": int(keys["seed"])}
+    return {"spec": spec, "labels": {"variant": keys["variant"]}, **fields}
+
+
+def path_spec(seed: int = 0) -> dict:
+    """The spec of the run a path mnist5k/VARIANT/SETTING/seedN names (its status checks it)."""
+    return {**parse_setting(SETTING), "dataset": "mnist5k", "seed": seed}
+
+
 def make_run(root: Path, variant: str, status: str, rounds_done: int, seconds: float = 2.0,
              age: float = 0.0, seed: int = 0, process: dict | None = None) -> Path:  # fmt: skip
     """A run folder as training leaves it, last written ``age`` seconds ago."""
@@ -33,8 +48,8 @@ def make_run(root: Path, variant: str, status: str, rounds_done: int, seconds: f
     run.mkdir(parents=True)
     then = time.time() - age
     updated = datetime.fromtimestamp(then, UTC).isoformat(timespec="seconds")
-    record = {"status": status, "spec": {"rounds": 5}, "rounds_done": rounds_done,
-              "updated": updated}  # fmt: skip
+    record = {"status": status, "spec": path_spec(seed), "labels": {"variant": variant},
+              "rounds_done": rounds_done, "updated": updated}  # fmt: skip
     if process is not None:
         record["process"] = process
     (run / "run.json").write_text(json.dumps(record))
@@ -247,7 +262,7 @@ def test_targets_count_the_runs_that_target_needs(tmp_path, capsys, monkeypatch)
     # one run of the target done: the rest not started
     done = Path("results/runs") / table3[0]
     done.mkdir(parents=True)
-    (done / "run.json").write_text(json.dumps({"status": "complete", "spec": {"rounds": 5}}))
+    (done / "run.json").write_text(json.dumps(record_for(done, status="complete")))
     pd.DataFrame({"round": [1], "test_acc": [0.1], "seconds": [2.0]}).to_parquet(
         done / "metrics.parquet"
     )
@@ -466,3 +481,15 @@ def test_the_eta_of_runs_that_stop_at_a_target_is_an_upper_bound(tmp_path):
     assert "ETA: at most ~24 s (2 runs to finish, 1 at a time)" in text
     assert "  1 of them stop once they reach their target accuracy (stop_at_acc)" in text
     assert "at most" not in report(collect(root, planned[:1]), root)
+
+
+def test_a_run_copied_under_another_runs_path_is_damaged(tmp_path, capsys):
+    """A finished run's folder copied to seed 1's path holds seed 0's run: the aggregate
+    refuses it, and status does not count it done."""
+    root = tmp_path / "results" / "runs"
+    run = make_run(root, "fedavg", "complete", 5)
+    shutil.copytree(run, run.with_name("seed1"))
+    assert main(["status", "--runs", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 2 runs done" in out and "1 damaged" in out, out
+    assert "seed '1' in the path, '0' in run.json" in out, out

@@ -13,6 +13,7 @@ import yaml
 from fedkd.cli import main
 from fedkd.pipeline import Plan
 from fedkd.run_paths import parse_run_dir
+from test_status import record_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,7 +31,7 @@ def test_a_done_run_whose_stamp_is_not_the_configurations_is_outdated(
     for run in table3:
         folder = Path(run)
         folder.mkdir(parents=True)
-        (folder / "run.json").write_text(json.dumps({"status": "complete", "spec": {"rounds": 3}}))
+        (folder / "run.json").write_text(json.dumps(record_for(folder, status="complete")))
         pd.DataFrame({"round": [1, 2, 3], "test_acc": [0.1] * 3, "seconds": [2.0] * 3}).to_parquet(
             folder / "metrics.parquet"
         )

@@ -15,10 +15,12 @@ once its cause is fixed, re-running the workflow resumes it from its checkpoint)
 or it recorded why it stopped, e.g. a full disk, or its job ended without a run.json, as Snakemake
 removes a failed job's outputs, the line then giving its log's last line; re-running the workflow
 resumes it from its checkpoint), damaged (its run.json cannot be read, holds a field of the wrong
-type or does not hash to its record_sha256, or a finished run's metrics.parquet is missing, cannot
-be read, is not the file its metrics_sha256 names or holds fewer rounds than run.json records;
-the line names the file, the reason and the fix), outdated (with a configuration: started by the workflow under other flags or code than the configuration and the
-sources give now, by its ``.stamp``, so Snakemake trains it again from round 1) or not started. A
+type, does not hash to its record_sha256 or names another run than its folder's path, or a
+finished run's metrics.parquet is missing, cannot be read, is not the file its metrics_sha256
+names or holds fewer rounds than run.json records; the line names the file, the reason and the
+fix), outdated (with a configuration: started by the workflow under other flags or code than
+the configuration and the sources give now, by its ``.stamp``, so Snakemake trains it again
+from round 1) or not started. A
 directory, FIFO or device in a file's place is refused unread (fedkd.files). A process counts as
 the run's only if its start time is the one run.json recorded (fedkd.runtime.processes), not
 merely its pid. The ETA adds the rounds left at the measured seconds per round, divided over the
