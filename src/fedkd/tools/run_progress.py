@@ -29,7 +29,6 @@ from fedkd.files import (
     read_metrics_table,
     read_run_record,
 )
-from fedkd.report.run_checks import RunMismatch, check_run_path
 from fedkd.runtime.processes import is_same_process, is_verified, valid_pid
 
 # a "running" run whose process cannot be seen from here (another host) that has not finished a
@@ -170,6 +169,9 @@ def read_run(run: Path, root: Path, now: float, stale_after: float = STALE_SECON
         return RunProgress(rel, "not started", 0, _rounds_from_path(rel), None)
     except RunRecordError as exc:
         return RunProgress(rel, "damaged", 0, _rounds_from_path(rel), None, problem=str(exc))
+    # the report package (pandas) only once a run is read
+    from fedkd.report.run_checks import RunMismatch, check_run_path
+
     try:  # a run copied or moved under another run's path, as the aggregate refuses it
         check_run_path(str(run), record)
     except RunMismatch as exc:
