@@ -403,6 +403,36 @@ def test_a_strategys_non_finite_server_value_is_a_divergence(tmp_path, monkeypat
     assert list(metrics(tmp_path / "r")["round"]) == [1]
 
 
+@pytest.mark.parametrize("when", ["from the start", "from round 2"])
+def test_a_state_no_checkpoint_can_hold_is_the_users_to_fix(tmp_path, monkeypatch, when):
+    """A strategy whose state_dict holds a deque stopped at its first checkpoint in check_plain's
+    TypeError traceback; it is a one-line error (a ValueError) naming the entry and the fix,
+    before any round trains where the state holds it from the start."""
+    from collections import deque
+
+    def state_dict(self):
+        rounds = getattr(self, "rounds_seen", 0)
+        return {"seen": deque() if when == "from the start" or rounds else []}
+
+    def server_update(self, round, global_model, updates):
+        self.rounds_seen = round + 1
+        return {}
+
+    monkeypatch.setattr(FedAvg, "state_dict", state_dict)
+    monkeypatch.setattr(FedAvg, "load_state_dict", lambda self, state: None)
+    monkeypatch.setattr(FedAvg, "server_update", server_update)
+    with pytest.raises(ValueError) as refused:
+        Run(RunSpec(strategy="fedavg", rounds=3, **ONE), tmp_path / "r", **QUIET).run()
+    message = str(refused.value)
+    assert "strategy 'fedavg': its state_dict()['seen'] is a collections.deque" in message
+    assert "rebuild the objects in load_state_dict" in message
+    written = tmp_path / "r" / "metrics.parquet"
+    if when == "from the start":
+        assert not written.exists()  # no round trained
+    else:  # round 1 trained and its metrics were written before its checkpoint was refused
+        assert list(metrics(tmp_path / "r")["round"]) == [1]
+
+
 @pytest.mark.slow
 def test_huge_learning_rate_diverges_in_round_one(tmp_path):
     out = tmp_path / "r"

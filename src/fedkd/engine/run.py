@@ -15,7 +15,12 @@ from collections.abc import Callable
 import numpy as np
 
 from fedkd.digests import DigestMismatch, check_record_seal, recorded_metrics_sha256
-from fedkd.engine.checkpoint import CheckpointCorruptError, load_checkpoint, save_checkpoint
+from fedkd.engine.checkpoint import (
+    CheckpointCorruptError,
+    check_plain,
+    load_checkpoint,
+    save_checkpoint,
+)
 from fedkd.engine.client import DivergedError, train_clients
 from fedkd.engine.compiled_step import first_line
 from fedkd.engine.reproducibility import capture_rng, restore_rng
@@ -63,10 +68,24 @@ class Run(RunSetup):
             "spec_hash": self.spec.hash(),
             "round_done": round_done,
             "global": self.global_model.state_dict(),
-            "strategy": self.strategy.state_dict(),
+            "strategy": self._strategy_state(),
             "rows": rows,
             "rng": capture_rng(self.device),
         }
+
+    def _strategy_state(self) -> dict:
+        """The strategy's state_dict(), refused as the user's to fix where a checkpoint cannot
+        hold it (a deque, an object of its own): checked before the first round as well."""
+        state = self.strategy.state_dict()
+        try:
+            check_plain(state, "its state_dict()")
+        except TypeError as exc:
+            raise ValueError(
+                f"strategy {self.spec.strategy!r}: {exc}; return only these from state_dict (a "
+                "deque as a list, an object as a dict of them) and rebuild the objects in "
+                "load_state_dict"
+            ) from None
+        return state
 
     def _restore(self, state: dict) -> tuple[int, list[dict]]:
         if state.get("spec_hash") != self.spec.hash():
@@ -236,6 +255,7 @@ class Run(RunSetup):
             prev = read_run_record(self.out / RUN_JSON)
             self.env.earlier_engine = prev.get("engine")
             self._earlier_attempts = earlier_attempts(prev, start)
+        self._strategy_state()  # a state no checkpoint can hold: said before any round trains
         now = self._write_record("running", {"rounds_done": start})
         self.env.on_engine_change = _weak_call(self._engine_changed)
         if start and (changes := changed_arithmetic(self._earlier_attempts, now)):
