@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import zipfile
 
 import numpy as np
 import pytest
@@ -349,6 +350,37 @@ def test_a_tinyimagenet_wnids_file_not_of_distinct_200_classes_is_refused(tmp_pa
     """Label 200 of a 201st class loaded and stopped training in the loss (a 200-way model); a
     class listed twice trained its images twice, under two labels."""
     fx.write_tinyimagenet(tmp_path, wnids=wnids, per_class=1)
+    with pytest.raises(DatasetCorruptError, match=reason):
+        load_dataset("tinyimagenet", tmp_path, check_md5=False, cache=False)
+
+
+@pytest.mark.parametrize(
+    "dropped, reason",
+    [
+        ("train/n01629819/images/n01629819_3.JPEG",
+         r"train/n01629819/images holds 3 images where another class holds 4"),
+        ("val_1.JPEG", r"val/val_annotations\.txt lists 1 images of n01629819 where another "
+                       r"class has 2"),
+    ],
+)  # fmt: skip
+def test_a_tinyimagenet_missing_images_of_a_class_is_refused(tmp_path, dropped, reason):
+    """Every class holds as many images as the others (500 for training, 50 for validation): a
+    copy cut short trained on a smaller split of some classes without a word."""
+    fx.write_tinyimagenet(tmp_path)
+    path = tmp_path / "tiny-imagenet-200.zip"
+    with zipfile.ZipFile(path) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    annotations = "tiny-imagenet-200/val/val_annotations.txt"
+    if dropped.startswith("val_"):  # its annotation line goes with it, as a truncated copy has
+        lines = files[annotations].decode().splitlines()
+        files[annotations] = (
+            "\n".join(x for x in lines if not x.startswith(dropped)) + "\n"
+        ).encode()
+    files.pop(f"tiny-imagenet-200/{dropped}", None)
+    files.pop(f"tiny-imagenet-200/val/images/{dropped}", None)
+    with zipfile.ZipFile(path, "w") as z:
+        for name, blob in files.items():
+            z.writestr(name, blob)
     with pytest.raises(DatasetCorruptError, match=reason):
         load_dataset("tinyimagenet", tmp_path, check_md5=False, cache=False)
 

@@ -133,19 +133,35 @@ def _read_tiny(tree: _ZipTree) -> dict:
         )
     label = {w: i for i, w in enumerate(wnids)}
     train_x, train_y = [], []
-    for w in wnids:
-        names = tree.listdir(f"train/{w}/images")
+    listed = {w: tree.listdir(f"train/{w}/images") for w in wnids}
+    for w, names in listed.items():
         if not names:  # a zip without the folder lists nothing where a folder would be missing
             raise DatasetCorruptError(f"{tree.path}: train/{w}/images holds no image; {AGAIN}")
+    for w, n in _short_classes({w: len(names) for w, names in listed.items()}):
+        raise DatasetCorruptError(
+            f"{tree.path}: train/{w}/images holds {len(listed[w])} images where another "
+            f"class holds {n}: the copy is incomplete; {AGAIN}"
+        )
+    for w, names in listed.items():
         for name in names:
             rel = f"train/{w}/images/{name}"
             train_x.append(_decode_rgb(tree.read(rel, MAX_IMAGE_BYTES), f"{tree.path}: {rel}"))
             train_y.append(label[w])
     test_x, test_y = [], []
-    for line in tree.read("val/val_annotations.txt").decode().splitlines():
-        parts = line.split("\t")
-        if len(parts) < 2:
-            continue
+    annotations = [
+        parts
+        for parts in (
+            line.split("\t") for line in tree.read("val/val_annotations.txt").decode().splitlines()
+        )
+        if len(parts) >= 2
+    ]
+    per_class = Counter(parts[1] for parts in annotations)
+    for w, n in _short_classes({w: per_class[w] for w in wnids}):
+        raise DatasetCorruptError(
+            f"{tree.path}: val/val_annotations.txt lists {per_class[w]} images of {w} where "
+            f"another class has {n}: the copy is incomplete; {AGAIN}"
+        )
+    for parts in annotations:
         _check_file_name(parts[0], "val/val_annotations.txt")
         rel = f"val/images/{parts[0]}"
         test_x.append(_decode_rgb(tree.read(rel, MAX_IMAGE_BYTES), f"{tree.path}: {rel}"))
@@ -157,6 +173,13 @@ def _read_tiny(tree: _ZipTree) -> dict:
         "test_y": as_labels(test_y),
         "class_names": [words.get(w, w) for w in wnids],
     }
+
+
+def _short_classes(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """(class, the most any class has) for each class with fewer: every Tiny-ImageNet class
+    holds as many images as the others (500 for training, 50 for validation)."""
+    most = max(counts.values(), default=0)
+    return [(w, most) for w, n in counts.items() if n < most]
 
 
 def _cache_problem(arrays) -> str | None:
