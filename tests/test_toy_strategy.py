@@ -426,20 +426,32 @@ def test_the_suite_passes_with_the_module_exported_for_pytest(toy_file):
     assert "3 passed" in proc.stdout, proc.stdout[-3000:]
 
 
-def test_a_parameter_without_a_default_is_refused_when_registered(tmp_path, monkeypatch):
-    """Every parameter needs the paper's default: without one `fedkd strategies` printed
-    dataclasses' MISSING object as its default and every run failed in a traceback."""
-    module = tmp_path / "nodefault.py"
-    module.write_text(
-        TOY_MODULE.replace(
-            "    decay: float = ranged(",
-            "    rate: float\n    decay: float = ranged(",
-        )
-    )
+LOCAL_LOSS = "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:"
+
+
+def with_methods(methods: str) -> str:
+    """The toy module with ``methods`` (source text) defined before its local_loss."""
+    assert TOY_MODULE.count(LOCAL_LOSS) == 1
+    return TOY_MODULE.replace(LOCAL_LOSS, methods + LOCAL_LOSS)
+
+
+def refusal(tmp_path: Path, monkeypatch, name: str, text: str) -> str:
+    """The registry's refusal of the module ``text``, registered as ``name``."""
+    module = tmp_path / name
+    module.write_text(text)
     monkeypatch.setenv(MODULES_VARIABLE, str(module))
     with pytest.raises(StrategyModuleError) as refused:
         strategy_names()
-    message = str(refused.value)
+    return str(refused.value)
+
+
+def test_a_parameter_without_a_default_is_refused_when_registered(tmp_path, monkeypatch):
+    """Every parameter needs the paper's default: without one `fedkd strategies` printed
+    dataclasses' MISSING object as its default and every run failed in a traceback."""
+    text = TOY_MODULE.replace(
+        "    decay: float = ranged(", "    rate: float\n    decay: float = ranged("
+    )
+    message = refusal(tmp_path, monkeypatch, "nodefault.py", text)
     assert "strategy 'toy-shrink'" in message and "params.rate has no default" in message
     assert "ranged(default" in message and "nodefault.py" in message, message
 
@@ -447,19 +459,11 @@ def test_a_parameter_without_a_default_is_refused_when_registered(tmp_path, monk
 def test_a_hook_with_the_wrong_parameters_is_refused_when_registered(tmp_path, monkeypatch):
     """A hook the engine cannot call (aggregate without its round) failed only after the first
     round's clients had trained, in a traceback."""
-    module = tmp_path / "wronghook.py"
-    module.write_text(
-        TOY_MODULE.replace(
-            "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:",
-            "    def aggregate(self, global_model, updates):\n"
-            "        return super().aggregate(0, global_model, updates)\n\n"
-            "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:",
-        )
+    aggregate = (
+        "    def aggregate(self, global_model, updates):\n"
+        "        return super().aggregate(0, global_model, updates)\n\n"
     )
-    monkeypatch.setenv(MODULES_VARIABLE, str(module))
-    with pytest.raises(StrategyModuleError) as refused:
-        strategy_names()
-    message = str(refused.value)
+    message = refusal(tmp_path, monkeypatch, "wronghook.py", with_methods(aggregate))
     assert "strategy 'toy-shrink': its aggregate(self, global_model, updates)" in message
     assert "aggregate(self, round, global_model, updates)" in message, message
 
@@ -467,19 +471,8 @@ def test_a_hook_with_the_wrong_parameters_is_refused_when_registered(tmp_path, m
 def test_a_state_saved_but_never_loaded_is_refused_when_registered(tmp_path, monkeypatch):
     """A state_dict without its load_state_dict was checkpointed every round and dropped on
     resume: the resumed run went on from an empty state and ended with other numbers."""
-    module = tmp_path / "saveonly.py"
-    module.write_text(
-        TOY_MODULE.replace(
-            "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:",
-            "    def state_dict(self):\n"
-            '        return {"seen": 1}\n\n'
-            "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:",
-        )
-    )
-    monkeypatch.setenv(MODULES_VARIABLE, str(module))
-    with pytest.raises(StrategyModuleError) as refused:
-        strategy_names()
-    message = str(refused.value)
+    state_dict = '    def state_dict(self):\n        return {"seen": 1}\n\n'
+    message = refusal(tmp_path, monkeypatch, "saveonly.py", with_methods(state_dict))
     assert "strategy 'toy-shrink' defines state_dict but not load_state_dict" in message, message
     assert "a resumed run" in message, message
 
@@ -494,7 +487,6 @@ def test_hooks_callable_on_the_instance_are_registered(tmp_path, monkeypatch):
         "        return {}\n\n"
         "    @property\n    def client_begin(self):\n        return lambda client: None\n\n"
     )
-    anchor = "    def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:"
-    module.write_text(TOY_MODULE.replace(anchor, hooks + anchor))
+    module.write_text(with_methods(hooks))
     monkeypatch.setenv(MODULES_VARIABLE, str(module))
     assert "toy-shrink" in strategy_names()
