@@ -23,11 +23,11 @@ With ``engine: batched-compiled`` the folded student's forward (and with it its 
 ``torch.compile``d, tried before the first step (``fedkd.engine.compiled_step``), eager where
 that fails.
 
-CUDA graphs and the compiled step never fail a run: a capture that fails (or its first replay) ran nothing, so the
-step runs eagerly instead and so does every later step of the run; the compiled forward's first
-step, if it fails, is undone (every buffer the step writes restored) and run eagerly. The engine
-record (run.json) then says why and the seconds lost, and is written at once
-(``on_record_change``). A failure of the eager step itself fails the run.
+CUDA graphs and the compiled step never fail a run: a capture that fails (or its first replay)
+ran nothing, so the step runs eagerly instead and so does every later step of the run; the
+compiled forward's first step, if it fails, is undone (every buffer the step writes restored)
+and run eagerly. The engine record (run.json) then says why and the seconds lost, and is written
+at once (``on_record_change``). A failure of the eager step itself fails the run.
 
 The price of static shapes: a finished client still computes its forward and backward passes
 until the round's longest client is done, so a round costs K x the longest client's steps. With

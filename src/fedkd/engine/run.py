@@ -456,6 +456,7 @@ def changed_arithmetic(attempts: list[dict], now: dict) -> str:
         f"with other arithmetic than its earlier rounds had ({'; '.join(differences)}): its "
         "numbers will differ from an uninterrupted run's; run.json records both (device, "
         "engine, determinism and versions now, earlier_attempts before). For an uninterrupted "
-        f"run's numbers, stop this attempt and run the same command {' and '.join(dict.fromkeys(restore))}; or "
-        "train the run from round 0 in another directory"
+        "run's numbers, stop this attempt and run the same command "
+        f"{' and '.join(dict.fromkeys(restore))}; or train the run from round 0 in another "
+        "directory"
     )

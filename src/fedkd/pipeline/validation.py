@@ -473,15 +473,20 @@ def _dead_cases(plan, where: str, columns: dict, points: list[dict]) -> list[str
     """A column's case that matches no grid point of any table or figure: a mistyped value
     would otherwise leave the column on its default variant everywhere, without a word. (A
     column shared by YAML anchor among tables may hold cases for the others' points.)"""
-    every = [p for entry in plan.outputs.values() for p in grid_points(entry)]
+    cases = [
+        (label, i, case)
+        for label, column in columns.items()
+        if isinstance(column, dict)
+        for i, case in enumerate(column.get("cases", []))
+    ]
+    if not cases or not points:
+        return []
+    every = [p for name in plan.outputs for p in plan.grid_points(name)]
+    run_keys = [{**plan.keys_of(p["dataset"]), **p} for p in points]
     errors = []
-    for label, column in columns.items():
-        cases = column.get("cases", []) if isinstance(column, dict) and points else []
-        for i, case in enumerate(cases):
-            if any(plan.case_matches(case, p) for p in every):
-                continue
+    for label, i, case in cases:
+        if not any(plan.case_matches(case, p) for p in every):
             keys = [k for k in case if k != "variant"]
-            run_keys = [{**plan.keys_of(p["dataset"]), **p} for p in points]
             grid = "; ".join(
                 f"{k} {', '.join(dict.fromkeys(str(r.get(k)) for r in run_keys))}" for k in keys
             )
