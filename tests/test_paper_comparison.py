@@ -241,8 +241,11 @@ def test_rounds_to_target_runs_stop_at_their_alphas_target_and_use_feddf_recipe(
     settings = [parse_setting(parse_run_dir(r)["setting"]) for r in runs]
     stops = {(s["alpha"], s["stop_at_acc"]) for s in settings}
     assert stops == {(1.0, 0.8), (0.1, 0.75)}
-    # FedDF's grids (6 learning rates, 4 mu, 4 beta, FedDF) and FedGKD on the same recipe
-    assert len(runs) == 2 * 3 * 3 * (6 + 4 + 4 + 1 + 1) * 3
+    # FedDF's grids (6 learning rates at 1, 20 and 40 local epochs; 4 mu, 4 beta, FedDF at 20
+    # and 40, FedDF's Table 1 having no 1-epoch cell of theirs) and FedGKD on the same recipe
+    assert len(runs) == 2 * 3 * (3 * 6 + 2 * (4 + 4 + 1 + 1)) * 3
+    one_epoch = {r.split("/")[3] for r in runs if "-E1-" in r}
+    assert one_epoch == {f"t1-fedavg-lr{lr}" for lr in ("1.5", "1", "0.5", "0.1", "0.05", "0.01")}
     dataset, variant, setting, seed = next(r for r in runs if "-a1-" in r).split("/")[2:]
     spec = plan.run_spec(dataset, variant, setting, seed.removeprefix("seed"))
     assert spec["stop_at_acc"] == 0.8 and spec["momentum"] == 0.0 and spec["weight_decay"] == 0.0

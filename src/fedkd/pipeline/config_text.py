@@ -107,6 +107,15 @@ def render_option_errors(plan) -> list[str]:
         options = plan.render_options(name)
         layout = plan.layout(name)
         group = f"{layout.output}s"
+        # the workflow fills these from the columns: written as options, no run would be planned
+        # for a sweep's variants, and a column's cells would be called absent where runs exist
+        filled = sorted({"best_of", "absent"} & set(plan.outputs[name].get("options") or {}))
+        if filled:
+            errors.append(
+                f"{group}.{name}.options: {', '.join(filled)} come(s) from the columns; write "
+                f"it under columns.<label> (config/README.md, columns), not under options"
+            )
+            continue
         takes = options_taken(layout.options)
         unknown = sorted(set(map(str, options)) - takes)
         if unknown:

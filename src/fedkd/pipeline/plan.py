@@ -36,6 +36,7 @@ from fedkd.run_paths import (
     run_files,
 )
 from fedkd.runtime.seeding import clients_a_round
+from fedkd.setting_match import matches
 
 # the code every rendered output depends on
 REPORT_CODE = ("report", "metrics.py", "collapse.py", "files.py", "digests.py")
@@ -172,8 +173,13 @@ class Plan:
         return grid_points(self.outputs[name])
 
     def column_variants(self, column, point: dict) -> list[str]:
-        """Every variant a column needs at a grid point: one, or each of a ``best_of`` sweep
-        (the table shows the best per setting, fedkd.report.best_of)."""
+        """Every variant a column needs at a grid point: one, each of a ``best_of`` sweep (the
+        table shows the best per setting, fedkd.report.best_of), or none where the column is
+        ``absent`` (the table has no cell for it there, as in the paper)."""
+        if isinstance(column, dict) and any(
+            self.case_matches(s, point) for s in column.get("absent", [])
+        ):
+            return []
         if isinstance(column, dict) and "best_of" in column:
             return list(column["best_of"])
         return [self.column_variant(column, point)]
@@ -194,7 +200,7 @@ class Plan:
         ``variant`` equals the point's run key (its grid value over the dataset's and the
         defaults')."""
         keys = {**self.keys_of(point["dataset"]), **point}
-        return all(k in keys and _same(keys[k], v) for k, v in case.items() if k != "variant")
+        return matches(keys, case)
 
     def seeds(self, name: str) -> list[int]:
         entry = self.outputs[name]
@@ -346,12 +352,15 @@ class Plan:
 
     def best_of(self, name: str) -> dict[str, list[str]]:
         """{label: its variants} of the output's best_of columns."""
-        columns = self.outputs[name].get("columns") or {}
-        return {
-            label: list(c["best_of"])
-            for label, c in columns.items()
-            if isinstance(c, dict) and "best_of" in c
-        }
+        return self._columns_giving(name, "best_of")
+
+    def absent(self, name: str) -> dict[str, list[dict]]:
+        """{label: the settings where it has no cell} of the output's columns with ``absent``."""
+        return self._columns_giving(name, "absent")
+
+    def _columns_giving(self, name: str, key: str) -> dict[str, list]:
+        cols = (self.outputs[name].get("columns") or {}).items()
+        return {lab: list(c[key]) for lab, c in cols if isinstance(c, dict) and c.get(key)}
 
     def strategy_notes(self, name: str) -> list[str]:
         """Caption sentences on how a column's method was run (fedkd.pipeline.notes)."""
@@ -374,6 +383,8 @@ class Plan:
             options["row_names"] = {**names, **options.get("row_names", {})}
         if self.best_of(name):
             options["best_of"] = self.best_of(name)
+        if self.absent(name):
+            options["absent"] = self.absent(name)
         drawn = self.drawn_from(name)
         if drawn:
             options["sources"] = {
@@ -382,6 +393,7 @@ class Plan:
                     "layout": self.layout(src).name,
                     "options": self.outputs[src].get("options") or {},
                     "best_of": self.best_of(src),
+                    "absent": self.absent(src),
                     # its columns, so a claim tells a column whose runs are all missing from one
                     # the table does not have
                     "labels": list(self.outputs[src].get("columns") or {}),
@@ -485,9 +497,3 @@ def report_data_hash() -> str:
         if path.is_file() and path.suffix not in (".py", ".pyc"):
             h.update(f"{path.relative_to(REPORT_DATA)}\0".encode() + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return float(a) == float(b)
-    return a == b

@@ -15,6 +15,7 @@ import yaml
 # the configuration's reader, importable from here as before
 from fedkd.echo import safe_message, safe_text, shown
 from fedkd.pipeline.capacity import capacity_errors
+from fedkd.pipeline.column_checks import column_errors
 from fedkd.pipeline.config_file import (  # noqa: F401
     MAX_CONFIG_BYTES,
     ConfigError,
@@ -348,7 +349,7 @@ def _entry_errors(cfg, plan, where, layout, entry, variants, specs) -> list[str]
             )
     if errors:
         return errors
-    errors += _dead_cases(plan, where, columns, points)
+    errors += column_errors(plan, where, layout, columns, points)
     if layout.input == "partitions":
         for point in points:
             if plan.keys_of(point["dataset"]).get("dataset_options"):
@@ -467,33 +468,3 @@ def unknown_targets_message(unknown: list[str], plan: Plan) -> str:
     # each target quoted short and safe above; the whole made safe for the terminal, every line
     # kept whole (the outputs' listing)
     return safe_message("\n".join(lines), line_limit=100_000)
-
-
-def _dead_cases(plan, where: str, columns: dict, points: list[dict]) -> list[str]:
-    """A column's case that matches no grid point of any table or figure: a mistyped value
-    would otherwise leave the column on its default variant everywhere, without a word. (A
-    column shared by YAML anchor among tables may hold cases for the others' points.)"""
-    cases = [
-        (label, i, case)
-        for label, column in columns.items()
-        if isinstance(column, dict)
-        for i, case in enumerate(column.get("cases", []))
-    ]
-    if not cases or not points:
-        return []
-    every = [p for name in plan.outputs for p in plan.grid_points(name)]
-    run_keys = [{**plan.keys_of(p["dataset"]), **p} for p in points]
-    errors = []
-    for label, i, case in cases:
-        if not any(plan.case_matches(case, p) for p in every):
-            keys = [k for k in case if k != "variant"]
-            grid = "; ".join(
-                f"{k} {', '.join(dict.fromkeys(str(r.get(k)) for r in run_keys))}" for k in keys
-            )
-            written = "{" + ", ".join(f"{k}: {shown(case[k])}" for k in keys) + "}"
-            errors.append(
-                f"{where}.columns.{safe_text(label)}.cases[{i}]: {written} matches no grid point "
-                f"of any table or figure (this one's: {grid}); give the values of a point it "
-                "should pick its variant at"
-            )
-    return errors

@@ -22,7 +22,7 @@ from fedkd.report.text import DASH, Text, tex_escape
 class Cell:
     """One table cell: a mean over seeds, or why there is none."""
 
-    kind: str  # "value", "missing", "diverged", "incomplete", STOPPED, "not reached"
+    kind: str  # "value", "missing", "absent", "diverged", "incomplete", STOPPED, "not reached"
     values: list[float] = field(default_factory=list)  # one per run
     seeds: list[int] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
@@ -50,7 +50,7 @@ class Cell:
 
     def text(self) -> str:
         """Display text of a non-value cell."""
-        return DASH if self.kind == "missing" else self.kind
+        return DASH if self.kind in ("missing", "absent") else self.kind
 
 
 # a cell one of whose runs ended at its stop_at_acc, short of its planned rounds: its best and

@@ -11,6 +11,7 @@ import pandas as pd
 from fedkd.report.aggregate import SETTING_KEYS, ReportError
 from fedkd.report.options import Options
 from fedkd.report.text import format_key_value, key_value
+from fedkd.setting_match import matches
 
 # Default row order of a key: the papers list alpha from mild to strong heterogeneity (1, 0.5,
 # 0.1); other numbers ascend; datasets follow the order of the dataset registry (fedkd.data).
@@ -140,3 +141,25 @@ def selected_labels(df: pd.DataFrame, opts: Options) -> list[str]:
             f"aggregate; its labels are: {', '.join(present)}"
         )
     return labels
+
+
+def absent_settings(opts: Options) -> dict[str, list[dict]]:
+    """Option ``absent``: {label: [setting, ...]}, the settings (run keys and values) where a
+    column has no cell by design."""
+    raw = opts.mapping("absent")
+    bad = [
+        str(label)
+        for label, settings in raw.items()
+        if not isinstance(settings, list) or not all(isinstance(s, dict) and s for s in settings)
+    ]
+    if bad:
+        raise ReportError(
+            f"option 'absent' of target {opts.target!r}: label(s) {', '.join(bad)} take a list of "
+            'settings, each of run keys and their values, such as [{"local_epochs": 1}]'
+        )
+    return raw
+
+
+def is_absent(absent: dict[str, list[dict]], label: str, setting: dict) -> bool:
+    """Whether ``absent`` (absent_settings) names ``setting`` (run keys) for the column ``label``."""
+    return any(matches(setting, s) for s in absent.get(label, ()))

@@ -97,7 +97,7 @@ LAYOUTS: dict[str, Layout] = {
         ),
         Layout(
             "grid", "table", "aggregate", "tables.grid:build",
-            ("rows", "columns", "stat", "val_selected", "across", "best_of", *_NAMES, *_CELLS),
+            ("rows", "columns", "stat", "val_selected", "across", "best_of", "absent", *_NAMES, *_CELLS),
             "Top-1 test accuracy (%, {stat} round), mean ± std over seeds; best in bold, second "
             "underlined.",
             options_check="tables.grid:checked_options",
@@ -105,20 +105,20 @@ LAYOUTS: dict[str, Layout] = {
         ),
         Layout(
             "grid_by_stat", "table", "aggregate", "tables.grid_by_stat:build",
-            ("rows", "columns", "stats", "across", "best_of", *_NAMES, *_CELLS),
+            ("rows", "columns", "stats", "across", "best_of", "absent", *_NAMES, *_CELLS),
             "Best and final top-1 test accuracy (%), mean ± std over seeds.",
             options_check="tables.grid_by_stat:checked_options", aliases=("table5",),
         ),
         Layout(
             "at_rounds", "table", "aggregate", "tables.at_rounds:build",
-            ("columns", "rounds", "rows", "best_of", *_NAMES, *_CELLS),
+            ("columns", "rounds", "rows", "best_of", "absent", *_NAMES, *_CELLS),
             "Top-1 test accuracy (%) at given communication rounds, mean ± std over seeds.",
             check="tables.at_rounds:check_entry", options_check="tables.at_rounds:checked_options",
             aliases=("table6",),
         ),
         Layout(
             "rounds_to_target", "table", "aggregate", "tables.rounds_to_target:build",
-            ("columns", "rows", "targets", "best_of", *_NAMES, *_CELLS),
+            ("columns", "rows", "targets", "best_of", "absent", *_NAMES, *_CELLS),
             "Communication rounds to reach the target top-1 test accuracy T, mean ± std over "
             "seeds.",
             check="tables.rounds_to_target:check_entry",

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from fedkd.report.names import PAPER_DATASETS, display_name, paper_dataset_name
+from fedkd.setting_match import same_value
 
 # what a claim measures on each run, and its unit: accuracies in percentage points (pp), rounds,
 # or fedntd's forgetting measure F (a fraction)
@@ -233,7 +234,7 @@ class Claim:
             if key == "dataset":
                 if not any(stands_for(value, d, stand_ins) for d in wanted):
                     return False
-            elif not any(_same(value, w) for w in wanted):
+            elif not any(same_value(value, w) for w in wanted):
                 return False
         if isinstance(self.margin, Mapping):
             return bool(self.paper_datasets(setting.get("dataset"), stand_ins, self.margin))
@@ -272,9 +273,3 @@ def stands_for(dataset, paper_dataset: str, stand_ins: Mapping[str, str]) -> boo
     text, name = stand_ins.get(dataset) or "", paper_dataset_name(paper_dataset)
     # "CIFAR-10" must not match "CIFAR-100"
     return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return float(a) == float(b)
-    return a == b

@@ -13,7 +13,13 @@ from fedkd.report.aggregate import SETTING_KEYS, ReportError
 from fedkd.report.best_of import best_of_choices
 from fedkd.report.claims.claim import Claim
 from fedkd.report.claims.residual import Residual, two_way_residual
-from fedkd.report.keys import check_same_setting, group_runs, order_rows
+from fedkd.report.keys import (
+    absent_settings,
+    check_same_setting,
+    group_runs,
+    is_absent,
+    order_rows,
+)
 from fedkd.report.names import display_name
 from fedkd.report.options import Options
 from fedkd.report.tables.at_rounds import DEFAULT_ROUNDS
@@ -106,11 +112,13 @@ class SettingValues:
 def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand_ins,
                    memo: dict | None = None) -> list:  # fmt: skip
     """The claim's methods' values in each accepted setting of ``table`` where either has runs
-    (a setting where only one has them is missing the other's: it becomes a "not run" row), with
-    the values of the setting's other methods (``df``: every method of the table). ``memo``
-    keeps what claims reading the same table on the same metric share."""
+    and neither is ``absent`` (a setting where only one has them is missing the other's: it
+    becomes a "not run" row), with the values of the setting's other methods (``df``: every
+    method of the table). ``memo`` keeps what claims reading the same table on the same metric
+    share."""
     memo = {} if memo is None else memo
     options = info.get("options") or {}
+    absent = absent_settings(Options(table, {"absent": info.get("absent") or {}}, ("absent",)))
     groups = _groups(claim, table, info, df, memo)
     on_test = memo[("on test", table, claim.metric == "rounds_to_target")]
     out = []
@@ -121,6 +129,8 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
             continue
         if not ({claim.treatment, claim.baseline} & set(by_label)):
             continue
+        if any(is_absent(absent, label, setting) for label in (claim.treatment, claim.baseline)):
+            continue  # the table has no cell of the method here: not a setting of the pair
         for label, runs in by_label.items():
             # one run per seed and method: the pairing needs it
             check_same_setting(

@@ -48,7 +48,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
     rows: list[tuple] = []
     for r in rounds:
         per_round[r], rows = table_cells(
-            df, keys, labels, lambda runs, r=r: _at_round_cell(runs, r, ddof), opts.target, "rows",
+            df, keys, labels, lambda runs, r=r: _at_round_cell(runs, r, ddof), opts, "rows",
         )  # fmt: skip
     rows = order_rows(keys, rows, opts.mapping("order"))
     body, recs = [], []

@@ -8,7 +8,13 @@ from collections.abc import Callable
 import pandas as pd
 
 from fedkd.report.cells import Cell, highlight, make_cell, mark_short_cells
-from fedkd.report.keys import check_same_setting, group_runs, order_rows
+from fedkd.report.keys import (
+    absent_settings,
+    check_same_setting,
+    group_runs,
+    is_absent,
+    order_rows,
+)
 from fedkd.report.options import Options
 from fedkd.report.text import format_key_value, key_value
 
@@ -41,17 +47,23 @@ def table_cells(
     keys: list[str],
     labels: list[str],
     make: Callable[[dict | None], Cell],
-    target: str,
+    opts: Options,
     keys_option: str,
 ) -> tuple[dict[tuple, dict[str, Cell]], list[tuple]]:
+    """{row: {label: Cell}} and the rows; a label without runs in a row its option ``absent``
+    names has an "absent" cell (no cell by design, as in the paper), else a "missing" one."""
     groups = group_runs(df[df["label"].isin(labels)], keys)
+    absent = absent_settings(opts)
     cells: dict[tuple, dict[str, Cell]] = {}
     for row, by_label in groups.items():
         for label in labels:
             runs = by_label.get(label)
             if runs:
-                where = f"{target} cell ({row_desc(keys, row)}, label {label!r})"
+                where = f"{opts.target} cell ({row_desc(keys, row)}, label {label!r})"
                 check_same_setting(runs, where, keys_option)
+            elif is_absent(absent, label, dict(zip(keys, row, strict=True))):
+                cells.setdefault(row, {})[label] = Cell("absent")
+                continue
             cells.setdefault(row, {})[label] = make(runs)
     mark_short_cells([c for by_label in cells.values() for c in by_label.values()])
     return cells, list(groups)
@@ -101,7 +113,7 @@ def cells_by_stat(
     for stat in stats:
         value = stat_fn(stat)
         cells[stat], rows = table_cells(
-            df, keys, labels, lambda runs, v=value: make_cell(runs, v, ddof), opts.target, "rows"
+            df, keys, labels, lambda runs, v=value: make_cell(runs, v, ddof), opts, "rows"
         )
     rows = order_rows(keys, rows, order)
     styles = {}

@@ -53,7 +53,7 @@ def build(df: pd.DataFrame, opts: Options) -> TableDoc:
         df, keys, opts, rounds_of, higher_better=False, partial_ok=True, by_validation=False
     )
     variants = run_variants(df)
-    cells, rows = table_cells(df, keys, labels, make, opts.target, "rows")
+    cells, rows = table_cells(df, keys, labels, make, opts, "rows")
     rows = order_rows(keys, rows, opts.mapping("order"))
     show_target = "alpha" in keys
     body, recs = [], []

@@ -1,0 +1,117 @@
+"""A column ``absent`` from some settings of its table, as FedDF's Table 1 runs FedProx, FedAvgM
+and FedDF at 20 and 40 local epochs only: no run is planned there, the cell reads "absent", and
+a claim compares the column only where it has cells; a setting that acts nowhere or everywhere
+is refused at planning."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from claim_runs import make_run, render_claims
+from fedkd.pipeline import validate_config
+from fedkd.pipeline.plan import Plan
+from fedkd.report import aggregate_runs, render, write_aggregate
+from planning_checks import SCHEMA, errors_of, small_config
+
+TARGETS = [{"alpha": 1.0, "accuracy": 0.8}, {"alpha": 0.1, "accuracy": 0.8}]
+
+
+def with_absent(absent: list[dict]) -> dict:
+    cfg = small_config()
+    cfg["tables"]["table3"]["columns"]["FedProx"] = {"variant": "fedprox", "absent": absent}
+    return cfg
+
+
+def test_no_run_is_planned_where_a_column_is_absent():
+    cfg = with_absent([{"alpha": 0.1}])
+    validate_config(cfg, SCHEMA)
+    plan = Plan(cfg)
+    runs = plan.target_runs("table3")
+    where = {(label, "-a0.1-" in run) for label, run in runs}
+    assert where == {("FedAvg", False), ("FedAvg", True), ("FedProx", False)}
+    assert plan.render_options("table3")["absent"] == {"FedProx": [{"alpha": 0.1}]}
+    # a best_of column takes it too: none of its variants runs there
+    cfg["tables"]["table3"]["columns"]["FedProx"] = {
+        "best_of": ["fedavg", "fedprox"], "absent": [{"alpha": 0.5}],
+    }  # fmt: skip
+    validate_config(cfg, SCHEMA)
+    runs = Plan(cfg).target_runs("table3")
+    assert sorted(r for lab, r in runs if lab == "FedProx" and "-a0.5-" in r) == []
+    assert len([r for lab, r in runs if lab == "FedProx" and "-a0.1-" in r]) == 2
+
+
+def test_an_absent_setting_that_acts_nowhere_or_everywhere_is_refused():
+    errors = errors_of(with_absent([{"alpha": 0.2}]))
+    assert "tables.table3.columns.FedProx.absent[0]: {alpha: 0.2} matches no grid point" in errors
+    assert "(this one's: alpha 0.5, 0.1)" in errors and "should have no cell at" in errors
+    # covering the whole grid leaves the column without a cell
+    errors = errors_of(with_absent([{"alpha": 0.5}, {"dataset": "mnist5k", "alpha": 0.1}]))
+    assert "tables.table3.columns.FedProx.absent: the column is absent from every grid" in errors
+
+
+def test_absent_is_refused_where_the_layout_shows_every_column_and_in_options():
+    cfg = small_config()
+    cfg["figures"] = {"curves": {"layout": "curves", "caption": "x", "grid": {
+        "dataset": ["mnist5k"], "alpha": [0.5, 0.1]}, "columns": {
+        "FedProx": {"variant": "fedprox", "absent": [{"alpha": 0.1}]}}}}  # fmt: skip
+    errors = errors_of(cfg)
+    assert "figures.curves.columns.FedProx.absent: layout curves shows every column" in errors
+    assert "goes in layouts grid, grid_by_stat, at_rounds, rounds_to_target" in errors
+    # written as an option it would plan the runs and call their cells absent
+    cfg = small_config()
+    cfg["tables"]["table3"]["options"] = {"absent": {"FedProx": [{"alpha": 0.1}]}}
+    assert "tables.table3.options: absent come(s) from the columns" in errors_of(cfg)
+
+
+def _rounds_runs(root) -> list[tuple[str, str]]:
+    """FedAvg at alpha 1 and 0.1, FedDF at alpha 1 only (six seeds); FedDF reaches 80% at round
+    2, FedAvg at round 3 or 4."""
+    runs = []
+    for seed in range(6):
+        for alpha in (1.0, 0.1):
+            accs = [0.5, 0.7, 0.75, 0.8] if seed % 2 else [0.5, 0.7, 0.8, 0.81]
+            d = make_run(root, f"avg-{alpha}-{seed}", accs, alpha=alpha, seed=seed)
+            runs.append(("rounds_to_target/fedavg", d))
+        accs = [0.5, 0.8 + seed / 100, 0.85, 0.86]
+        d = make_run(root, f"df-{seed}", accs, strategy="feddf", alpha=1.0, seed=seed)
+        runs.append(("rounds_to_target/feddf", d))
+    return runs
+
+
+def test_an_absent_cell_is_named_so_and_a_missing_one_stays_missing(tmp_path):
+    runs = [(label.split("/")[1], d) for label, d in _rounds_runs(tmp_path / "runs")]
+    agg = tmp_path / "agg.parquet"
+    write_aggregate(aggregate_runs(runs), agg)
+
+    def statuses(options):
+        out = tmp_path / "out" / "rounds_to_target"
+        render("rounds_to_target", out, aggregate=agg, options={"targets": TARGETS, **options})
+        df = pd.read_csv(out.with_name("rounds_to_target.csv"))
+        return {(r.alpha, r.label): r.status for r in df.itertuples()}
+
+    absent = {"absent": {"feddf": [{"alpha": 0.1}]}}
+    assert statuses(absent)[(0.1, "feddf")] == "absent"
+    assert statuses(absent)[(1.0, "feddf")] == "ok" == statuses(absent)[(0.1, "fedavg")]
+    assert statuses({})[(0.1, "feddf")] == "missing"
+
+
+def test_a_claim_compares_a_column_only_where_it_has_cells(tmp_path):
+    """FedDF's "fewer rounds than FedAvg" at alpha 1 only: with FedDF absent at alpha 0.1 there
+    is no row of that setting; without it, the setting is "not run" (FedDF's runs to come)."""
+    runs = _rounds_runs(tmp_path / "runs")
+    source = {"paper": "feddf_table1", "layout": "rounds_to_target",
+              "options": {"targets": TARGETS}, "best_of": {}}  # fmt: skip
+
+    def rows(absent, where):
+        src = {"rounds_to_target": {**source, "absent": absent}}
+        df = render_claims(where, runs, src)
+        return df[df["claim"] == "feddf-fewer-rounds-than-fedavg"]
+
+    # FedDF needs 1 or 2 rounds fewer on each of six seeds at alpha 1: that setting holds, and
+    # the claim ("in all scenarios") waits for the alpha 0.1 setting unless it has no FedDF cell
+    without = rows({}, tmp_path / "a")
+    assert sorted(without["verdict"]) == ["holds", "not run"]
+    assert set(without["claim_verdict"]) == {"not run"}
+    kept = rows({"feddf": [{"alpha": 0.1}]}, tmp_path / "b")
+    assert len(kept) == 1 and "α=1," in kept["setting"].iloc[0]
+    assert kept["verdict"].iloc[0] == "holds" == kept["claim_verdict"].iloc[0]
