@@ -1,5 +1,5 @@
 """How long the report steps take, and how much memory they hold, on the papers' full grid
-(config/paper.yaml: 1,398 runs, 864 of them rounds-to-target runs of up to 1,000 rounds).
+(config/paper.yaml: 1,254 runs, 684 of them rounds-to-target runs of up to 1,000 rounds).
 
 Synthetic finished runs, one per run of the grid, are written by fedkd's own writers
 (``write_metrics``, ``write_json``: the digests and seals training writes) into a scratch

@@ -10,6 +10,8 @@ import yaml
 
 from fedkd.data import default_model
 from fedkd.pipeline import Plan
+from fedkd.report import paper_values as pv
+from fedkd.run_paths import parse_run_dir, parse_setting
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,9 +21,33 @@ def plan() -> Plan:
     return Plan(yaml.safe_load((ROOT / "config" / "paper.yaml").read_text()))
 
 
+def settings(plan: Plan, target: str) -> dict[str, set[tuple[float, float]]]:
+    """Per column label, the (alpha, C) pairs of the target's runs."""
+    out: dict[str, set[tuple[float, float]]] = {}
+    for label, run in plan.target_runs(target):
+        s = parse_setting(parse_run_dir(run)["setting"])
+        out.setdefault(label, set()).add((s["alpha"], s["participation"]))
+    return out
+
+
 def spec_of(plan: Plan, run: str) -> dict:
     dataset, variant, setting, seed = run.split("/")[2:]
     return plan.run_spec(dataset, variant, setting, seed.removeprefix("seed"))
+
+
+def test_fig3_bottom_varies_c_under_every_alpha(plan):
+    # fedgkd.tex, Fig. 3: a participation panel (alpha1_C, alpha05_C, alpha01_C) per alpha
+    every = {(a, c) for a in (1.0, 0.5, 0.1) for c in (0.1, 0.2, 0.3, 0.4)}
+    assert settings(plan, "curves_participation") == {"fedavg": every, "fedgkd": every}
+
+
+def test_table5_runs_the_settings_of_the_papers_table5(plan):
+    cells = pv.load_paper_values()["fedgkd_table5"]["cells"]
+    paper = {(c["alpha"], c["participation"]) for c in cells}
+    assert paper == {(0.5, c) for c in (0.1, 0.2, 0.3, 0.4)}
+    ran = settings(plan, "table5")
+    assert set(ran) == {c["method"] for c in cells}
+    assert all(pairs == paper for pairs in ran.values()), ran
 
 
 def test_feddf_table1_runs_resnet8_with_batchnorm_as_feddfs_code(plan):

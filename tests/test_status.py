@@ -303,12 +303,12 @@ def test_no_runs_folder_and_nothing_to_plan_is_refused_with_the_fix(tmp_path, mo
         status_main("results/runs")
 
 
-def test_before_any_run_the_papers_configuration_is_0_of_1218_done(tmp_path, capsys, monkeypatch):
+def test_before_any_run_the_papers_configuration_is_0_of_1254_done(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no results/runs here
     assert main(["status", "--configfile", str(REPO / "config" / "paper.yaml")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"all outputs of {REPO / 'config' / 'paper.yaml'}: 0 of 1,218 runs "
-                          "done, 0 running, 1,218 not started\n"), out  # fmt: skip
+    assert out.startswith(f"all outputs of {REPO / 'config' / 'paper.yaml'}: 0 of 1,254 runs "
+                          "done, 0 running, 1,254 not started\n"), out  # fmt: skip
 
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(

@@ -244,10 +244,12 @@ def test_dry_run_of_the_paper_config_lists_the_full_grid(tmp_path, src):
     assert len({r for _, r in plan_.target_runs("fedgen_sweep")}) == 3 * (9 + 2) * 3
     # 666 runs of the papers' main grids, + the FedGen sweep (2 more coefficients on 9 + 2
     # settings), + table 5's FedGen best of 3 at C = 0.1, 0.3, 0.4 (2 x 3), - a 4-strategy
-    # rounds-to-target grid, + its FedDF-recipe grid, + FedGKD on that recipe; 3 seeds each
+    # rounds-to-target grid, + its FedDF-recipe grid, + FedGKD on that recipe, + Fig. 3 bottom's
+    # C = 0.1, 0.3, 0.4 at alpha 1 and 0.1 (FedAvg and FedGKD M = 1); 3 seeds each
     old_rtt = 2 * 3 * 3 * 4 * 3
-    expected = 666 + 2 * (9 + 2) * 3 + 2 * 3 * 3 - old_rtt + rtt
-    assert counts["train"] == expected == 1218, "the full grid, each run once"
+    fig3 = 2 * 3 * 2 * 3
+    expected = 666 + 2 * (9 + 2) * 3 + 2 * 3 * 3 - old_rtt + rtt + fig3
+    assert counts["train"] == expected == 1254, "the full grid, each run once"
 
 
 # ----------------------------------------------------------------------------- end to end
