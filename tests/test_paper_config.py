@@ -50,6 +50,16 @@ def test_table5_runs_the_settings_of_the_papers_table5(plan):
     assert all(pairs == paper for pairs in ran.values()), ran
 
 
+def test_table9_sst5_cells_are_table4_runs(plan):
+    # Table 9's SST-5 none and KL cells are Table 4's FedAvg and FedGKD cells (40.39, 43.24)
+    sst5 = {label: {r for lab, r in plan.target_runs(t) if lab == label and "/sst5/" in r}
+            for t, label in (("table9", "none"), ("table9", "KL"))}  # fmt: skip
+    table4 = {r for _, r in plan.target_runs("table4") if "/sst5/" in r}
+    assert sst5["none"] and sst5["KL"] and sst5["none"] | sst5["KL"] <= table4
+    spec = spec_of(plan, next(iter(sst5["KL"])))
+    assert (spec["clients"], spec["participation"]) == (10, 0.4)  # 4 clients a round
+
+
 def test_feddf_table1_runs_resnet8_with_batchnorm_as_feddfs_code(plan):
     runs = [r for _, r in plan.target_runs("rounds_to_target")]
     assert runs
