@@ -11,6 +11,7 @@ from claim_runs import make_run, render_claims
 from fedkd.pipeline import validate_config
 from fedkd.pipeline.plan import Plan
 from fedkd.report import aggregate_runs, render, write_aggregate
+from fedkd.report.text import DASH
 from planning_checks import SCHEMA, errors_of, small_config
 
 TARGETS = [{"alpha": 1.0, "accuracy": 0.8}, {"alpha": 0.1, "accuracy": 0.8}]
@@ -83,16 +84,24 @@ def test_an_absent_cell_is_named_so_and_a_missing_one_stays_missing(tmp_path):
     agg = tmp_path / "agg.parquet"
     write_aggregate(aggregate_runs(runs), agg)
 
+    out = tmp_path / "out" / "rounds_to_target"
+
     def statuses(options):
-        out = tmp_path / "out" / "rounds_to_target"
         render("rounds_to_target", out, aggregate=agg, options={"targets": TARGETS, **options})
         df = pd.read_csv(out.with_name("rounds_to_target.csv"))
         return {(r.alpha, r.label): r.status for r in df.itertuples()}
 
+    def alpha_01_line():
+        text = out.with_name("rounds_to_target.md").read_text()
+        return next(line for line in text.splitlines() if line.startswith("| 0.1 |"))
+
+    assert statuses({})[(0.1, "feddf")] == "missing"
+    assert alpha_01_line().rstrip().endswith(f"| {DASH} |")
     absent = {"absent": {"feddf": [{"alpha": 0.1}]}}
     assert statuses(absent)[(0.1, "feddf")] == "absent"
     assert statuses(absent)[(1.0, "feddf")] == "ok" == statuses(absent)[(0.1, "fedavg")]
-    assert statuses({})[(0.1, "feddf")] == "missing"
+    # left empty, as the paper's table leaves it
+    assert alpha_01_line().rstrip().endswith("|  |")
 
 
 def test_a_claim_compares_a_column_only_where_it_has_cells(tmp_path):

@@ -50,7 +50,9 @@ class Cell:
 
     def text(self) -> str:
         """Display text of a non-value cell."""
-        return DASH if self.kind in ("missing", "absent") else self.kind
+        if self.kind == "absent":  # no cell by design: left empty, as the paper's table does
+            return ""
+        return DASH if self.kind == "missing" else self.kind
 
 
 # a cell one of whose runs ended at its stop_at_acc, short of its planned rounds: its best and

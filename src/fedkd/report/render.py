@@ -144,7 +144,7 @@ RENDER_OPTION_HELP = {
     "grid_by_stat: its rows, the paper's Table 5)",
     "best_of": "{label: [variant, ...]}: per setting the best of a sweep, marked a, b, ...",
     "absent": '{label: [{"local_epochs": 1}, ...]}: settings where the column has no cell '
-    "(its CSV status: absent)",
+    "(left empty; its CSV status: absent)",
     "rounds": "rounds whose accuracy is shown (default [10, 20, 50, 100])",
     "targets": '[{"alpha": 1.0, "accuracy": 0.8}, ...] or {"1.0": 0.8}: target accuracy (0-1)',
     "paper": "the paper table's key in fedkd/report/paper_values.yaml, e.g. fedgkd_table3",
