@@ -119,8 +119,8 @@ Accuracies are percent, mean ± std over the seeds of a cell (population std, dd
 option ddof is 1). Best in bold, second underlined, among the labels compared for one setting
 (ranked on the printed value; fewest rounds wins in rounds_to_target). A cell shows "diverged"
 when one of its runs diverged ("incomplete" when one never finished, "stopped at target" when one
-ended at its stop_at_acc before its last round), "–" when it has no runs;
-at_rounds and rounds_to_target only need the rounds up to the one asked for, so a run that
+ended at its stop_at_acc before its last round), "–" when it has no runs, nothing where option
+absent says the column has no cell there; at_rounds and rounds_to_target only need the rounds up to the one asked for, so a run that
 diverged later still counts there. A value marked † averages a collapsed run (one whose global
 model never got meaningfully above chance, fedkd.collapse), a value marked ‡ lacks a seed other
 cells of the table have (no run of it: its mean is over fewer seeds; the CSV's missing_seeds
