@@ -48,7 +48,7 @@ def _p(p: float) -> float:
     return 1.0 if math.isnan(p) else p
 
 
-# how to read a row, in one line (the page's first note; docs/pipeline.md has the procedure)
+# how to read a row, in one line (the page's first note; docs/claims.md has the procedure)
 READ_LINE = (
     f"How to read a row: the effect is the mean per-seed difference (first method − second); "
     f"its {LEVEL:.0%} interval and both p-values are the paired t-test's on the two methods' own "
@@ -65,7 +65,7 @@ METHOD_NOTE = (
     "100/test-set size pp), so that differences coinciding within it show no smaller spread. "
     "It assumes the differences roughly normal; where the noisier method's noise is skewed (a "
     "run usually a little ahead, sometimes far behind), its level is above the nominal 2.5% "
-    "(docs/pipeline.md gives the figures). The setting's seed-to-seed variance (the residual "
+    "(docs/claims.md gives the figures). The setting's seed-to-seed variance (the residual "
     "mean square of its method × seed layout, every method) is shown as a diagnostic only. Each claim is one pre-specified contrast, "
     "so no many-to-one correction applies. Hypotheses: superiority (the effect exceeds +m), "
     "non-inferiority (exceeds −m), equivalence (within ±m), stated gap (a gap g the paper "

@@ -1,6 +1,6 @@
 """The verdict on a claim: in each setting, and over the settings the claim covers.
 
-The procedure (docs/pipeline.md, "How the claims are tested", states it in full with what each
+The procedure (docs/claims.md, "How the claims are tested", states it in full with what each
 assumption costs):
 
 1. Each claim's contrast in a setting is the mean over seeds of the per-seed differences
