@@ -6,9 +6,11 @@ is refused at planning."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
-from claim_runs import make_run, render_claims
+from claim_runs import config, make_run, render_claims
 from fedkd.pipeline import validate_config
+from fedkd.pipeline.config_file import ConfigError
 from fedkd.pipeline.plan import Plan
 from fedkd.report import aggregate_runs, render, write_aggregate
 from fedkd.report.text import DASH
@@ -124,3 +126,49 @@ def test_a_claim_compares_a_column_only_where_it_has_cells(tmp_path):
     kept = rows({"feddf": [{"alpha": 0.1}]}, tmp_path / "b")
     assert len(kept) == 1 and "α=1," in kept["setting"].iloc[0]
     assert kept["verdict"].iloc[0] == "holds" == kept["claim_verdict"].iloc[0]
+
+
+def _tiny_claim(change: dict) -> dict:
+    """tiny's table3 with FedGKD absent at alpha 0.1, and a claim of FedGKD against FedAvg."""
+    cfg = config("tiny")
+    cfg["claims"] = [{"statement": "FedGKD beats FedAvg.", "tables": "table3",
+                      "treatment": "fedgkd", "baseline": "fedavg", **change}]  # fmt: skip
+    cfg["tables"]["table3"]["columns"] = {
+        "fedavg": "fedavg", "fedgkd": {"variant": "fedgkd-M1", "absent": [{"alpha": 0.1}]},
+    }  # fmt: skip
+    return cfg
+
+
+def test_a_claim_only_where_a_column_of_its_pair_is_absent_is_refused():
+    """The claims compare no setting where either column is absent: a where or a trend that only
+    such settings meet could only say "not run", after every run is trained."""
+    validate_config(_tiny_claim({"where": {"alpha": [1.0]}}), SCHEMA, check_specs=False)
+    with pytest.raises(ConfigError) as refused:
+        validate_config(_tiny_claim({"where": {"alpha": [0.1]}}), SCHEMA, check_specs=False)
+    assert (
+        "where {alpha: [0.1]} selects no setting of 'table3', whose runs of both fedgkd and "
+        "fedavg (absent from some) have alpha 1.0; give values they have" in str(refused.value)
+    )
+    with pytest.raises(ConfigError) as refused:
+        trend = {"trend": {"key": "alpha", "toward": "low"}}
+        validate_config(_tiny_claim(trend), SCHEMA, check_specs=False)
+    assert (
+        "trend along alpha compares two of its values, and the runs of both fedgkd and fedavg "
+        "(absent from some) of 'table3' have alpha 1.0 only" in str(refused.value)
+    )
+    # each claim of an each_of entry is checked: here the second column's
+    cfg = _tiny_claim({"where": {"alpha": [0.1]}, "treatment": {"each_of": ["fedavg", "fedgkd"]},
+                       "baseline": "fedprox"})  # fmt: skip
+    cfg["tables"]["table3"]["columns"]["fedprox"] = "fedprox"
+    cfg["variants"].setdefault("fedprox", {"strategy": "fedprox"})
+    with pytest.raises(ConfigError) as refused:
+        validate_config(cfg, SCHEMA, check_specs=False)
+    assert "runs of both fedgkd and fedprox (absent from some) have alpha 1.0" in str(refused.value)
+    # each column absent where the other has its cells: no setting to compare at all
+    cfg = _tiny_claim({})
+    cfg["tables"]["table3"]["columns"]["fedavg"] = {"variant": "fedavg", "absent": [{"alpha": 1.0}]}
+    with pytest.raises(ConfigError) as refused:
+        validate_config(cfg, SCHEMA, check_specs=False)
+    assert "the runs of both fedgkd and fedavg (absent from some) of 'table3' share no setting" in (
+        str(refused.value)
+    )

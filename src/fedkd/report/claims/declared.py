@@ -243,28 +243,40 @@ def declared_errors(config: dict, outputs: dict, plan=None) -> list[str]:
                     f"labels{_variant_hint(entry_out, lacking)})"
                 )
         if plan is not None and len(errors) == before:
-            setting_error = _setting_error(claim, plan, config.get("stand_ins") or {})
-            if setting_error:
-                errors.append(f"{where}: {setting_error}")
+            # each claim of an each_of entry: its columns may be absent from other settings
+            found = (_setting_error(c, plan, config.get("stand_ins") or {}) for c in claims)
+            errors += [f"{where}: {e}" for e in dict.fromkeys(found) if e]
     return errors
 
 
-def _table_settings(plan, table: str, claim: Claim) -> list[dict]:
+def _table_settings(plan, table: str, claim: Claim) -> list[dict] | None:
     """The settings (run keys, as the claims table tells them) of the runs of ``table``'s
-    treatment and baseline columns; [] where the plan cannot make them (another message says
-    why)."""
+    treatment and baseline columns where both have a cell (the claims compare no setting where
+    either is ``absent``); None where the plan cannot make them (another message says why)."""
     columns = plan.outputs[table].get("columns") or {}
     settings = []
     try:
         for point in plan.grid_points(table):
-            for label in (claim.treatment, claim.baseline):
-                for variant in plan.column_variants(columns[label], point):
-                    spec = plan.output_point_spec(table, point, variant)
-                    keys = {k: spec.get(k) for k in WHERE_KEYS if k != "rounds_planned"}
-                    settings.append({**keys, "rounds_planned": spec.get("rounds")})
+            pair = [plan.column_variants(columns[lab], point)
+                    for lab in (claim.treatment, claim.baseline)]  # fmt: skip
+            if not all(pair):
+                continue
+            for variant in (v for variants in pair for v in variants):
+                spec = plan.output_point_spec(table, point, variant)
+                keys = {k: spec.get(k) for k in WHERE_KEYS if k != "rounds_planned"}
+                settings.append({**keys, "rounds_planned": spec.get("rounds")})
     except (KeyError, ValueError, TypeError):
-        return []
+        return None
     return settings
+
+
+def _pair_absent(plan, claim: Claim) -> bool:
+    """Whether a column of the claim's pair is ``absent`` from some setting of its tables."""
+    return any(
+        label in plan.absent(table)
+        for table in claim.tables
+        for label in (claim.treatment, claim.baseline)
+    )
 
 
 def _setting_error(claim: Claim, plan, stand_ins: dict) -> str | None:
@@ -274,10 +286,21 @@ def _setting_error(claim: Claim, plan, stand_ins: dict) -> str | None:
     from fedkd.report.claims.paper_check import trend_ends
 
     tables = ", ".join(map(repr, claim.tables))
-    by_table = {t: _table_settings(plan, t, claim) for t in claim.tables}
+    found_by = {t: _table_settings(plan, t, claim) for t in claim.tables}
+    by_table = {t: found for t, found in found_by.items() if found is not None}
     settings = [s for found in by_table.values() for s in found]
+    # the settings are those where both columns have a cell: say so where that leaves some out
+    both = (
+        f" of both {claim.treatment} and {claim.baseline} (absent from some)"
+        if _pair_absent(plan, claim) else ""
+    )  # fmt: skip
     if not settings:
-        return None
+        if not both or not by_table:
+            return None
+        return (
+            f"the runs{both} of {tables} share no setting: the claim compares none; name "
+            "columns that have cells in one setting"
+        )
     accepted = [(t, s) for t, found in by_table.items() for s in found
                 if claim.accepts(s, stand_ins)]  # fmt: skip
     if not accepted:
@@ -285,7 +308,7 @@ def _setting_error(claim: Claim, plan, stand_ins: dict) -> str | None:
         have = "; ".join(f"{k} {_values_text(settings, k, stand_ins)}" for k in keys)
         what = f"where {_flow(claim.where)}" if claim.where else "margin per dataset"
         return (
-            f"{what} selects no setting of {tables}, whose runs have {have}; give values they "
+            f"{what} selects no setting of {tables}, whose runs{both} have {have}; give values they "
             "have, or another table"
         )
     if claim.trend is None:
@@ -312,7 +335,7 @@ def _setting_error(claim: Claim, plan, stand_ins: dict) -> str | None:
     else:
         what = f"trend along {key} compares two of its values"
     return (
-        f"{what}, and the runs of {tables} have {key} {have}; name a table whose runs have "
+        f"{what}, and the runs{both} of {tables} have {key} {have}; name a table whose runs have "
         "both, or drop the trend"
     )
 
