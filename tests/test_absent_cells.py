@@ -172,3 +172,51 @@ def test_a_claim_only_where_a_column_of_its_pair_is_absent_is_refused():
     assert "the runs of both fedgkd and fedavg (absent from some) of 'table3' share no setting" in (
         str(refused.value)
     )
+
+
+def test_a_column_absent_by_a_key_the_rows_do_not_show_has_absent_cells(tmp_path):
+    """Grid points told apart by alpha also differ in C (a list of grids): FedProx absent at
+    C = 0.25 has no run at alpha 0.1, and its cell there is absent, though C is no row key."""
+    cfg = small_config()
+    cfg["tables"]["table3"]["grid"] = [
+        {"dataset": ["mnist5k"], "alpha": [0.5]},
+        {"dataset": ["mnist5k"], "alpha": [0.1], "participation": [0.25]},
+    ]
+    cfg["tables"]["table3"]["columns"]["FedProx"] = {
+        "variant": "fedprox", "absent": [{"participation": 0.25}],
+    }  # fmt: skip
+    validate_config(cfg, SCHEMA)
+    planned = {(lab, "-a0.1-" in run) for lab, run in Plan(cfg).target_runs("table3")}
+    assert planned == {("FedAvg", False), ("FedAvg", True), ("FedProx", False)}
+    root, runs = tmp_path / "runs", []
+    for seed in range(2):
+        for alpha, c in ((0.5, 0.5), (0.1, 0.25)):
+            d = make_run(root, f"avg-{alpha}-{seed}", [0.5, 0.6], alpha=alpha, seed=seed,
+                         participation=c)  # fmt: skip
+            runs.append(("FedAvg", d))
+        d = make_run(root, f"prox-{seed}", [0.5, 0.7], strategy="fedprox", alpha=0.5, seed=seed,
+                     participation=0.5)  # fmt: skip
+        runs.append(("FedProx", d))
+    agg = tmp_path / "agg.parquet"
+    write_aggregate(aggregate_runs(runs), agg)
+    out = tmp_path / "out" / "table3"
+    options = Plan(cfg).render_options("table3")
+    render("grid", out, aggregate=agg, options={**options, "rows": ["dataset", "alpha"]})
+    df = pd.read_csv(out.with_name("table3.csv"))
+    status = {(r.alpha, r.label): r.status for r in df[df["stat"] == "best"].itertuples()}
+    assert status == {(0.5, "FedAvg"): "ok", (0.5, "FedProx"): "ok", (0.1, "FedAvg"): "ok",
+                      (0.1, "FedProx"): "absent"}  # fmt: skip
+
+
+def test_a_column_absent_by_its_rounds_has_no_claim_row_there(tmp_path):
+    """``rounds`` (the grid's name) is the aggregate's rounds_planned: FedDF absent at alpha 0.1
+    and 4 rounds leaves the claims no such setting to wait for."""
+    runs = _rounds_runs(tmp_path / "runs")
+    source = {"paper": "feddf_table1", "layout": "rounds_to_target",
+              "options": {"targets": TARGETS}, "best_of": {}}  # fmt: skip
+    # FedAvg's runs at alpha 0.1 are those of 4 rounds; FedDF has none there
+    src = {"rounds_to_target": {**source, "absent": {"feddf": [{"alpha": 0.1, "rounds": 4}]}}}
+    df = render_claims(tmp_path / "a", runs, src)
+    kept = df[df["claim"] == "feddf-fewer-rounds-than-fedavg"]
+    assert len(kept) == 1 and "α=1," in kept["setting"].iloc[0]
+    assert kept["verdict"].iloc[0] == "holds" == kept["claim_verdict"].iloc[0]

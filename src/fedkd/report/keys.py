@@ -161,5 +161,29 @@ def absent_settings(opts: Options) -> dict[str, list[dict]]:
 
 
 def is_absent(absent: dict[str, list[dict]], label: str, setting: dict) -> bool:
-    """Whether ``absent`` (absent_settings) names ``setting`` (run keys) for the column ``label``."""
+    """Whether ``absent`` (absent_settings) names ``setting`` (row_setting) for the column
+    ``label``."""
     return any(matches(setting, s) for s in absent.get(label, ()))
+
+
+# the run keys an ``absent`` setting names (the grid's), by the aggregate column holding each
+ABSENT_KEY_COLUMNS = {
+    **{k: k for k in ("dataset", "partition", "alpha", "shards", "clients", "participation")},
+    "local_epochs": "local_epochs", "rounds": "rounds_planned", "eval_local": "eval_local",
+}  # fmt: skip
+
+
+def row_setting(keys: list[str], row: tuple, by_label: dict[str, dict[str, pd.DataFrame]]) -> dict:
+    """The run keys of a row (group_runs) as an ``absent`` setting names them: the row keys, and
+    each key all its runs share, of whatever column (a grid point's key the rows need not show,
+    as C where alpha tells the points apart)."""
+    firsts = [rows.iloc[0] for runs in by_label.values() for rows in runs.values()]
+    setting = {}
+    for key, column in ABSENT_KEY_COLUMNS.items():
+        values = {key_value(r[column]) for r in firsts if column in r.index}
+        if len(values) == 1:
+            setting[key] = values.pop()
+    shown = dict(zip(keys, row, strict=True))
+    if "rounds_planned" in shown:
+        shown["rounds"] = shown["rounds_planned"]
+    return {**setting, **shown}

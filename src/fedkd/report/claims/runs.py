@@ -19,6 +19,7 @@ from fedkd.report.keys import (
     group_runs,
     is_absent,
     order_rows,
+    row_setting,
 )
 from fedkd.report.names import display_name
 from fedkd.report.options import Options
@@ -129,7 +130,9 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
             continue
         if not ({claim.treatment, claim.baseline} & set(by_label)):
             continue
-        if any(is_absent(absent, label, setting) for label in (claim.treatment, claim.baseline)):
+        pair = [lab for lab in (claim.treatment, claim.baseline) if lab in absent]
+        shared = row_setting(SETTING, key, by_label) if pair else {}
+        if any(is_absent(absent, lab, shared) for lab in pair):
             continue  # the table has no cell of the method here: not a setting of the pair
         for label, runs in by_label.items():
             # one run per seed and method: the pairing needs it

@@ -14,6 +14,7 @@ from fedkd.report.keys import (
     group_runs,
     is_absent,
     order_rows,
+    row_setting,
 )
 from fedkd.report.options import Options
 from fedkd.report.text import format_key_value, key_value
@@ -61,7 +62,7 @@ def table_cells(
             if runs:
                 where = f"{opts.target} cell ({row_desc(keys, row)}, label {label!r})"
                 check_same_setting(runs, where, keys_option)
-            elif is_absent(absent, label, dict(zip(keys, row, strict=True))):
+            elif label in absent and is_absent(absent, label, row_setting(keys, row, by_label)):
                 cells.setdefault(row, {})[label] = Cell("absent")
                 continue
             cells.setdefault(row, {})[label] = make(runs)
