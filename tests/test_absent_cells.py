@@ -13,6 +13,7 @@ from fedkd.pipeline import validate_config
 from fedkd.pipeline.config_file import ConfigError
 from fedkd.pipeline.plan import Plan
 from fedkd.report import aggregate_runs, render, write_aggregate
+from fedkd.report.aggregate import ReportError
 from fedkd.report.text import DASH
 from planning_checks import SCHEMA, errors_of, small_config
 
@@ -220,3 +221,30 @@ def test_a_column_absent_by_its_rounds_has_no_claim_row_there(tmp_path):
     kept = df[df["claim"] == "feddf-fewer-rounds-than-fedavg"]
     assert len(kept) == 1 and "α=1," in kept["setting"].iloc[0]
     assert kept["verdict"].iloc[0] == "holds" == kept["claim_verdict"].iloc[0]
+
+
+@pytest.mark.parametrize(
+    ("absent", "message"),
+    [
+        ({"feddf": [{"alpah": 0.1}]},
+         "option 'absent' of target 'rounds_to_target': feddf's setting {'alpah': 0.1} names "
+         "'alpah', not a run key; the keys are: dataset, partition, alpha"),
+        ({"feddf": [{"alpha": [0.1]}]},
+         "feddf's setting {'alpha': [0.1]} gives 'alpha' the value [0.1]; give one value (a "
+         "number, text or true/false)"),
+        ({"fedddf": [{"alpha": 0.1}]},
+         "option 'absent' of target 'rounds_to_target' names label(s) ['fedddf'] that are not "
+         "among its columns: fedavg, feddf"),
+    ],
+)  # fmt: skip
+def test_an_absent_option_that_could_name_no_cell_is_refused(tmp_path, absent, message):
+    """By hand (fedkd render --options), a misspelt key or label, or a list for a value, matched
+    no cell: the cells read missing without a word."""
+    runs = [(label.split("/")[1], d) for label, d in _rounds_runs(tmp_path / "runs")]
+    agg = tmp_path / "agg.parquet"
+    write_aggregate(aggregate_runs(runs), agg)
+    out = tmp_path / "out" / "rounds_to_target"
+    with pytest.raises(ReportError) as refused:
+        render("rounds_to_target", out, aggregate=agg,
+               options={"targets": TARGETS, "absent": absent})  # fmt: skip
+    assert message in str(refused.value)

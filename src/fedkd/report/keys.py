@@ -157,6 +157,21 @@ def absent_settings(opts: Options) -> dict[str, list[dict]]:
             f"option 'absent' of target {opts.target!r}: label(s) {', '.join(bad)} take a list of "
             'settings, each of run keys and their values, such as [{"local_epochs": 1}]'
         )
+    # a misspelt key or a list for a value would match no cell, and the cells read missing
+    for label, settings in raw.items():
+        for setting in settings:
+            at = f"option 'absent' of target {opts.target!r}: {label}'s setting {setting!r}"
+            for key, value in setting.items():
+                if key not in ABSENT_KEY_COLUMNS:
+                    raise ReportError(
+                        f"{at} names {key!r}, not a run key; the keys are: "
+                        f"{', '.join(ABSENT_KEY_COLUMNS)}"
+                    )
+                if not isinstance(value, (str, int, float)):
+                    raise ReportError(
+                        f"{at} gives {key!r} the value {value!r}; give one value (a number, text "
+                        "or true/false)"
+                    )
     return raw
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from fedkd.report.aggregate import ReportError
 from fedkd.report.cells import Cell, highlight, make_cell, mark_short_cells
 from fedkd.report.keys import (
     absent_settings,
@@ -55,6 +56,12 @@ def table_cells(
     names has an "absent" cell (no cell by design, as in the paper), else a "missing" one."""
     groups = group_runs(df[df["label"].isin(labels)], keys)
     absent = absent_settings(opts)
+    unknown = [label for label in absent if label not in labels]
+    if unknown:
+        raise ReportError(
+            f"option 'absent' of target {opts.target!r} names label(s) {unknown} that are not "
+            f"among its columns: {', '.join(labels)}"
+        )
     cells: dict[tuple, dict[str, Cell]] = {}
     for row, by_label in groups.items():
         for label in labels:
