@@ -248,3 +248,16 @@ def test_an_absent_option_that_could_name_no_cell_is_refused(tmp_path, absent, m
         render("rounds_to_target", out, aggregate=agg,
                options={"targets": TARGETS, "absent": absent})  # fmt: skip
     assert message in str(refused.value)
+
+
+def test_a_case_only_where_its_column_is_absent_is_refused():
+    cfg = with_absent([{"alpha": 0.1}])
+    cfg["variants"]["fedprox-mu1"] = {"strategy": "fedprox"}
+    column = cfg["tables"]["table3"]["columns"]["FedProx"]
+    column["cases"] = [{"alpha": 0.1, "variant": "fedprox-mu1"}]
+    assert (
+        "tables.table3.columns.FedProx.cases[0] matches only grid points where the column is "
+        "absent, so it picks no variant" in errors_of(cfg)
+    )
+    column["cases"] = [{"alpha": 0.5, "variant": "fedprox-mu1"}]
+    validate_config(cfg, SCHEMA)

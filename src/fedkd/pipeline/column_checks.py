@@ -32,7 +32,7 @@ def _dead_settings(plan, where: str, columns: dict, points: list[dict]) -> list[
     """A column's case or absent setting that matches no grid point of any table or figure. (A
     column shared by YAML anchor among tables may hold settings for the others' points.)"""
     settings = [
-        (label, kind, i, setting)
+        (label, column, kind, i, setting)
         for label, column in columns.items()
         if isinstance(column, dict)
         for kind in ("cases", "absent")
@@ -43,8 +43,15 @@ def _dead_settings(plan, where: str, columns: dict, points: list[dict]) -> list[
     every = [p for name in plan.outputs for p in plan.grid_points(name)]
     run_keys = [{**plan.keys_of(p["dataset"]), **p} for p in points]
     errors = []
-    for label, kind, i, setting in settings:
-        if not any(plan.case_matches(setting, p) for p in every):
+    for label, column, kind, i, setting in settings:
+        at = [p for p in every if plan.case_matches(setting, p)]
+        if kind == "cases" and at and not any(plan.column_variants(column, p) for p in at):
+            errors.append(
+                f"{where}.columns.{safe_text(label)}.cases[{i}] matches only grid points where "
+                "the column is absent, so it picks no variant; remove the case, or the absent "
+                "setting"
+            )
+        if not at:
             keys = [k for k in setting if k != "variant"]
             grid = "; ".join(
                 f"{k} {', '.join(dict.fromkeys(str(r.get(k)) for r in run_keys))}" for k in keys
