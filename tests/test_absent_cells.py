@@ -34,6 +34,10 @@ def test_no_run_is_planned_where_a_column_is_absent():
     where = {(label, "-a0.1-" in run) for label, run in runs}
     assert where == {("FedAvg", False), ("FedAvg", True), ("FedProx", False)}
     assert plan.render_options("table3")["absent"] == {"FedProx": [{"alpha": 0.1}]}
+    # the caption says what an empty cell is; a comparison drawn from the table has none
+    note = "An empty cell is one the configuration does not run (FedProx at alpha 0.1)."
+    assert note in plan.render_options("table3")["caption"]
+    assert "empty cell" not in plan.caption("table3", "another output's caption")
     # a best_of column takes it too: none of its variants runs there
     cfg["tables"]["table3"]["columns"]["FedProx"] = {
         "best_of": ["fedavg", "fedprox"], "absent": [{"alpha": 0.5}],

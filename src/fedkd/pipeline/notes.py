@@ -1,11 +1,13 @@
-"""Caption sentences about how a table's methods were run, where the papers' released code differs
-from their text (FedDistill+'s distillation target)."""
+"""Caption sentences about how a table's methods were run: where the papers' released code differs
+from their text (FedDistill+'s distillation target), and where a column is not run by design
+(``absent``, an empty cell)."""
 
 from __future__ import annotations
 
 
-def strategy_notes(plan, name: str) -> list[str]:
-    """One sentence per such method among the output's columns."""
+def strategy_notes(plan, name: str, own: bool = True) -> list[str]:
+    """One sentence per such method among the output's columns; with ``own`` (the output's own
+    caption, not a comparison drawn from it) one on its absent columns."""
     targets: dict[str, set[str]] = {}
     for point in plan.grid_points(name):
         for column in (plan.outputs[name].get("columns") or {}).values():
@@ -25,4 +27,12 @@ def strategy_notes(plan, name: str) -> list[str]:
             f"FedDistill+ distils toward {used}; the FedGKD repository's released code "
             "effectively distilled toward uniform outputs, which `target: uniform` reproduces"
         )
+    absent = plan.absent(name) if own else {}
+    if absent:
+        by_where: dict[str, list[str]] = {}  # labels absent from the same settings, together
+        for label, at in absent.items():
+            where = " or ".join(", ".join(f"{k} {v}" for k, v in s.items()) for s in at)
+            by_where.setdefault(where, []).append(str(label))
+        said = "; ".join(f"{', '.join(labels)} at {where}" for where, labels in by_where.items())
+        notes.append(f"An empty cell is one the configuration does not run ({said})")
     return notes

@@ -335,8 +335,9 @@ class Plan:
         return f"{dataset} (for {stand_in})" if stand_in else dataset
 
     def caption(self, name: str, text: str | None = None) -> str:
-        """The configured caption (or ``text``) plus which configuration and (stand-in) datasets
-        made it."""
+        """The configured caption (or ``text``, another output's) plus which configuration and
+        (stand-in) datasets made it; the entry's own also says where a column is absent."""
+        notes = "".join(f" {n}." for n in self.strategy_notes(name, own=text is None))
         text = (text or self.outputs[name]["caption"]).strip().rstrip(".")
         about = [f"configuration {self.config['name']}"]
         datasets = self.datasets_of(name)
@@ -347,7 +348,6 @@ class Plan:
         if self.layout(name).input in ("partitions", "run"):
             seeds = self.seeds(name)
             about.append(f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}")
-        notes = "".join(f" {n}." for n in self.strategy_notes(name))
         return f"{text}.{notes} Produced by {'; '.join(about)}."
 
     def best_of(self, name: str) -> dict[str, list[str]]:
@@ -362,11 +362,11 @@ class Plan:
         cols = (self.outputs[name].get("columns") or {}).items()
         return {lab: list(c[key]) for lab, c in cols if isinstance(c, dict) and c.get(key)}
 
-    def strategy_notes(self, name: str) -> list[str]:
+    def strategy_notes(self, name: str, own: bool = True) -> list[str]:
         """Caption sentences on how a column's method was run (fedkd.pipeline.notes)."""
         from fedkd.pipeline.notes import strategy_notes
 
-        return strategy_notes(self, name)
+        return strategy_notes(self, name, own)
 
     def render_options(self, name: str) -> dict:
         entry, layout = self.outputs[name], self.layout(name)
