@@ -268,6 +268,44 @@ def test_tinyimagenet_cache(tmp_path):
     assert torch.equal(first.train.x, second.train.x) and first.class_names == second.class_names
 
 
+@pytest.mark.parametrize("mode", ["zip", "folder"])
+def test_a_tinyimagenet_cache_of_another_copy_is_decoded_again(tmp_path, capsys, mode):
+    """The cache is read in the copy's place: a copy replaced after it was made (another
+    archive, a folder whose files changed) trained on the old images until the cache was
+    deleted by hand. A cache standing alone (its copy moved away) is still read."""
+    import zipfile
+
+    root = tmp_path / "data"
+    fx.write_tinyimagenet(tmp_path / "a", seed=1)
+    new = fx.write_tinyimagenet(tmp_path / "b", seed=2)
+
+    def place(src):
+        if mode == "zip":
+            shutil.copy(src / "tiny-imagenet-200.zip", root / "tiny-imagenet-200.zip")
+        else:
+            shutil.rmtree(root / "tiny-imagenet-200", ignore_errors=True)
+            with zipfile.ZipFile(src / "tiny-imagenet-200.zip") as z:
+                z.extractall(root)
+
+    root.mkdir()
+    place(tmp_path / "a")
+    old = load_dataset("tinyimagenet", root, check_md5=False)
+    assert load_dataset("tinyimagenet", root).source.endswith(".uint8.pt")
+    assert capsys.readouterr().err == ""
+    place(tmp_path / "b")
+    again = load_dataset("tinyimagenet", root, check_md5=False)
+    assert "decoded from another copy" in capsys.readouterr().err
+    assert not torch.equal(again.test.x, old.test.x)
+    assert torch.equal(again.test.x, torch.as_tensor(new["test_x"]))
+    # the rewritten cache is of the new copy, and read alone once the copy is gone
+    assert load_dataset("tinyimagenet", root).source.endswith(".uint8.pt")
+    if mode == "zip":
+        (root / "tiny-imagenet-200.zip").unlink()
+    else:
+        shutil.rmtree(root / "tiny-imagenet-200")
+    assert torch.equal(load_dataset("tinyimagenet", root).test.x, again.test.x)
+
+
 def test_tinyimagenet_bad_zip(tmp_path):
     fx.write_tinyimagenet(tmp_path)
     with pytest.raises(DatasetCorruptError, match="md5"):

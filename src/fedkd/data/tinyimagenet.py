@@ -1,12 +1,16 @@
 """Tiny-ImageNet from the official zip (``train/<wnid>/images``, ``val/images`` with
 ``val_annotations.txt``; the labelled val set serves as the test set), or its extracted folder;
-decoded once into a uint8 cache next to it. Every image must be what the official ones are, a
+decoded once into a uint8 cache next to it, which names the copy it was decoded from and is
+decoded again when that copy changes. Every image must be what the official ones are, a
 64x64 picture of at most ``MAX_IMAGE_BYTES``: its size is read before it is decoded, so a file
 declaring a huge picture is refused without the memory to decode it."""
 
 from __future__ import annotations
 
+import hashlib
 import io
+import os
+import sys
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -25,6 +29,7 @@ from fedkd.data.base import (
     check_md5 as verify_md5,  # the loaders' keyword ``check_md5`` would shadow it
 )
 from fedkd.data.download import fetch_or_explain
+from fedkd.echo import safe_message
 from fedkd.files import UnreadableFileError, atomic_write, read_regular_file
 
 TINY_URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
@@ -221,12 +226,43 @@ def _cache_problem(arrays) -> str | None:
     return None
 
 
+def copy_identity(path: Path) -> str:
+    """What tells one copy of the data from another without decoding it: the archive's size and
+    modification time, or each file's path, size and modification time in the folder (a listing,
+    about a second for the official 120,000 files against minutes of decoding)."""
+    if path.is_file():
+        st = path.stat()
+        return f"file {st.st_size} {st.st_mtime_ns}"
+    h = hashlib.sha256()
+    for top, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(top, name)
+            st = os.stat(full)
+            h.update(f"{os.path.relpath(full, path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return f"folder {h.hexdigest()}"
+
+
+def _made_from(arrays: dict, copy: Path | None) -> str | None:
+    """Why a sound cache is not of ``copy`` (the folder or archive there now), or None."""
+    if copy is None:  # the cache stands alone: its copy was moved away after decoding
+        return None
+    made = arrays.get("made_from")
+    if made is None:
+        return "it does not name the copy it was decoded from"
+    if made != {"name": copy.name, "identity": copy_identity(copy)}:
+        return f"it was decoded from another copy than {copy}"
+    return None
+
+
 def load_tinyimagenet(
     root: Path, seed: int, download: bool, *, check_md5: bool = True, cache: bool = True
 ) -> FedDataset:
     archive = root / "tiny-imagenet-200.zip"
     folder = root / "tiny-imagenet-200"
     cache_file = root / "tiny-imagenet-200.uint8.pt"
+    # the copy a cache is of: the folder, read before the archive as below
+    copy = folder if folder.is_dir() else archive if archive.is_file() else None
     arrays, source = None, None
     if cache and cache_file.is_file():
         try:
@@ -242,6 +278,11 @@ def load_tinyimagenet(
                 f"{cache_file} is not a Tiny-ImageNet cache as fedkd writes it: {problem}; "
                 f"delete it (it is rebuilt from the archive)"
             )
+        stale = _made_from(arrays, copy)
+        if stale:
+            note = f"tinyimagenet: {cache_file}: {stale}; decoding {copy} again"
+            print(safe_message(note), file=sys.stderr)
+            arrays = None
     if arrays is None:
         if folder.is_dir():
             tree = _ZipTree(folder)
@@ -273,7 +314,8 @@ def load_tinyimagenet(
             ) from exc
         source = str(tree.path)
         if cache:  # decoding 110,000 JPEGs takes minutes; later runs read the tensors
-            atomic_write(cache_file, lambda file: torch.save(arrays, file))
+            made = {"name": tree.path.name, "identity": copy_identity(tree.path)}
+            atomic_write(cache_file, lambda file: torch.save({**arrays, "made_from": made}, file))
     train, val = split_train_val(ArraySplit(arrays["train_x"], arrays["train_y"]), seed)
     return FedDataset(
         "tinyimagenet", "image", NUM_CLASSES, train, val,
