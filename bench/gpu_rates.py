@@ -7,7 +7,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-RATE_HELP = "--rate MODEL=IMG_PER_S or --rate STRATEGY:MODEL=IMG_PER_S, e.g. --rate resnet8=70019"
+RATE_HELP = (
+    "--rate MODEL=IMG_PER_S or --rate STRATEGY:MODEL=IMG_PER_S, e.g. --rate resnet8=70019 (a "
+    "model with options: resnet8[norm=batch])"
+)
 
 
 class RateError(ValueError):
@@ -24,7 +27,7 @@ def key_text(key: RateKey) -> str:
 
 def parse_rate_syntax(text: str) -> tuple[RateKey, float]:
     """``[STRATEGY:]MODEL=IMG_PER_S`` → ((strategy or None, model), rate); names unchecked."""
-    name, sep, value = text.partition("=")
+    name, sep, value = text.rpartition("=")  # the last: a model's options hold "=" too
     name, value = name.strip(), value.strip()
     if not sep or not name or not value:
         raise RateError(f"--rate {text!r} is not NAME=IMG_PER_S; give {RATE_HELP}")
@@ -55,6 +58,7 @@ def check_rate_names(rates: dict[RateKey, float], variants: dict | None = None) 
     strategies = strategy_names()
     for key in rates:
         strategy, model = key
+        model = model.split("[", 1)[0]  # resnet8[norm=batch]: the options are the run's own
         if model not in models:
             on = defaultdict(list)
             for dataset, default in DEFAULT_MODEL.items():

@@ -10,7 +10,9 @@ training examples as the loaders give them after their validation hold-out
 (fedkd.pipeline.capacity.train_size: code constants, no dataset is read), split over the clients
 as the partition scheme does. A run's GPU time is its images over the rate given for its model
 (``--rate resnet8=70019``) or for its strategy on that model (``--rate fedavg:resnet8=90008``,
-which wins over the model's). A run with no rate is listed as unmeasured with its images, never
+which wins over the model's). A model with options of its own is another model
+(``--rate 'resnet8[norm=batch]=12690'``): BatchNorm, for one, trains on the sequential trainer,
+as the batched one folds none. A run with no rate is listed as unmeasured with its images, never
 given another model's rate.
 
     python bench/paper_gpu_hours.py --rate resnet8=70019
@@ -64,6 +66,16 @@ class RunCost:
     batch_size: int
     stop_at_acc: float | None
     eval_local: bool
+
+    @property
+    def rate_model(self) -> str:
+        """The model a rate is keyed on: its name, with its options where it has any
+        (``resnet8[norm=batch]``): a rate measured on the default model holds for it only."""
+        return (
+            f"{self.model}[{self.model_options.replace(' ', ',')}]"
+            if self.model_options
+            else self.model
+        )
 
     @property
     def exact(self) -> bool:
@@ -168,7 +180,7 @@ def dataset_order(name: str) -> int:
 
 def build_rows(runs: list[RunCost], rates: dict[RateKey, float]) -> list[Row]:
     """One row per dataset x model, split by strategy where a strategy's own rate applies."""
-    keys = {r: match_rate(rates, r.strategy, r.model) for r in runs}
+    keys = {r: match_rate(rates, r.strategy, r.rate_model) for r in runs}
 
     def model_label(r: RunCost) -> str:
         return f"{r.model} ({r.model_options})" if r.model_options else r.model
@@ -206,11 +218,11 @@ def build_rows(runs: list[RunCost], rates: dict[RateKey, float]) -> list[Row]:
 
 def measured_runs(runs: list[RunCost], rates: dict[RateKey, float]) -> list[RunCost]:
     """The runs with a rate and a known image count."""
-    return [r for r in runs if match_rate(rates, r.strategy, r.model) and r.images is not None]
+    return [r for r in runs if match_rate(rates, r.strategy, r.rate_model) and r.images is not None]
 
 
 def gpu_hours(runs: list[RunCost], rates: dict[RateKey, float]) -> float:
-    return sum(r.images / rates[match_rate(rates, r.strategy, r.model)] for r in runs) / 3600
+    return sum(r.images / rates[match_rate(rates, r.strategy, r.rate_model)] for r in runs) / 3600
 
 
 def millions(x: float) -> str:
@@ -283,11 +295,11 @@ def report(runs: list[RunCost], rates: dict[RateKey, float], command: str, confi
         f"measured:   {len(measured):,} runs, {millions(sum(r.images for r in measured))} M "
         f"images, {hours:,.1f} GPU-hours ({hours / 24:,.1f} GPU-days) at the rates given"
     )
-    unmeasured = [r for r in runs if not match_rate(rates, r.strategy, r.model)]
+    unmeasured = [r for r in runs if not match_rate(rates, r.strategy, r.rate_model)]
     if unmeasured:
         by_model: dict[str, list[RunCost]] = defaultdict(list)
         for r in unmeasured:
-            by_model[r.model].append(r)
+            by_model[r.rate_model].append(r)
         parts = []
         for model, rs in sorted(by_model.items()):
             datasets = sorted({r.dataset for r in rs}, key=dataset_order)
@@ -315,7 +327,7 @@ def report(runs: list[RunCost], rates: dict[RateKey, float], command: str, confi
 
 def notes(runs: list[RunCost], rates: dict[RateKey, float]) -> list[str]:
     out = []
-    used = {match_rate(rates, r.strategy, r.model) for r in runs}
+    used = {match_rate(rates, r.strategy, r.rate_model) for r in runs}
     for key in rates:
         if key not in used:
             out.append(f"rate {key_text(key)} matched no run of this configuration")

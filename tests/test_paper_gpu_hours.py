@@ -139,6 +139,30 @@ def test_rows_and_report(runs, capsys, config_file):
     assert "unmeasured: 2 runs, 0.3 M images" in out and "cnn on cifar10: 2 runs" in out
 
 
+def test_a_model_with_options_of_its_own_takes_only_a_rate_given_for_them(config_file, capsys):
+    """A BatchNorm ResNet-8 trains on the sequential trainer (the batched one folds no
+    BatchNorm): costed at the rate measured on the default model, its GPU-hours came out ~7 times
+    too low. It is another model, unmeasured until a rate names its options."""
+    text = config_file.read_text().replace(
+        "  fedavg-cnn: {strategy: fedavg, spec: {model: cnn}}",
+        "  fedavg-cnn: {strategy: fedavg, spec: {model_options: {norm: batch}}}",
+    )
+    bn_config = config_file.with_name("bn.yaml")
+    bn_config.write_text(text)
+    runs = gh.plan_runs(gh.load_plan([bn_config]))
+    assert sorted({r.rate_model for r in runs}) == ["resnet8", "resnet8[norm=batch]"]
+    rates = gpu_rates.parse_rates(["resnet8=37.5"])
+    report = gh.report(runs, rates, "cmd", "cfg")
+    assert "measured:   4 runs" in report
+    assert (
+        "unmeasured: 2 runs, 0.3 M images" in report and "resnet8[norm=batch] on cifar10" in report
+    )
+    rates = gpu_rates.parse_rates(["resnet8=37.5", "resnet8[norm=batch]=75"])
+    assert gh.gpu_hours(gh.measured_runs(runs, rates), rates) == pytest.approx(4.0 + 1.0)
+    assert gh.main(["--configfile", str(bn_config), "--rate", "resnet8[norm=batch]=75"]) == 0
+    assert "measured:   2 runs" in capsys.readouterr().out
+
+
 def test_a_rate_without_runs_is_named(runs):
     text = gh.report(runs, gpu_rates.parse_rates(["resnet50=10"]), "cmd", "cfg")
     assert "rate resnet50 matched no run" in text
