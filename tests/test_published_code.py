@@ -271,6 +271,99 @@ def test_global_buffers_take_the_highest_client_id_whatever_the_order():
     assert out["weight"] is state["weight"]
 
 
+def _record_global_buffers(monkeypatch) -> list[tuple[list, dict]]:
+    """(uploads, global state after the rule) of every round a run trains from now on."""
+    import fedkd.engine.run as engine_run
+
+    rounds = []
+
+    def recorded(state, updates, model, rule):
+        out = global_buffers(state, updates, model, rule)
+        rounds.append((updates, {k: v.clone() for k, v in out.items()}))
+        return out
+
+    monkeypatch.setattr(engine_run, "global_buffers", recorded)
+    return rounds
+
+
+def _stats(model) -> list[str]:
+    params = {n for n, _ in model.named_parameters()}
+    return [k for k in model.state_dict() if k not in params]
+
+
+BN_LAST = dict(model_options={"norm": "batch"}, bn_running_stats="last-client")
+
+
+def test_feddf_distils_from_the_last_clients_statistics_in_train_mode(tmp_path, monkeypatch):
+    """FedDF's code (pcode/aggregation/noise_knowledge_transfer.py, adv_knowledge_transfer.py
+    prepare_model): the student is a copy of the FedAvg model, which carries the last client's
+    statistics, trained in train mode, so its BatchNorm statistics move on the unlabeled data;
+    the teachers are the received models in eval mode with their own statistics."""
+    from fedkd.strategies.feddf import FedDF
+
+    rounds, seen = _record_global_buffers(monkeypatch), []
+    distill = FedDF._distill
+
+    def watched(self, round, student, teachers, init_acc):
+        start = {k: v.clone() for k, v in student.state_dict().items()}
+        means = []  # the stem's running mean before each training forward
+
+        def before_forward(model, _):
+            if model.training:
+                means.append(model.state_dict()["stem.1.running_mean"].clone())
+
+        hook = student.register_forward_pre_hook(before_forward)
+        try:
+            result = distill(self, round, student, teachers, init_acc)
+        finally:
+            hook.remove()
+        seen.append((start, teachers, means, result))
+        return result
+
+    monkeypatch.setattr(FedDF, "_distill", watched)
+    params = {"max_steps": 4, "eval_every": 4, "patience": 4, "unlabeled": "noise"}
+    run = run_of(tmp_path, "feddf", strategy="feddf", params=params, **BN_LAST)
+    (updates, aggregated), (start, teachers, means, (steps, best_step, _)) = rounds[0], seen[0]
+    last = max(updates, key=lambda u: u.client_id)
+    stats = _stats(run.global_model)
+    assert all(torch.equal(start[k], last.state[k]) for k in stats)
+    assert all(torch.equal(start[k], aggregated[k]) for k in start)
+    assert len(means) == steps == 4 and not torch.equal(means[0], means[-1])
+    for teacher, update in zip(teachers, updates, strict=True):
+        assert not teacher.training
+        assert all(torch.equal(teacher.state_dict()[k], update.state[k]) for k in stats)
+    # the kept model's statistics are the student's at its kept step: a forward per step
+    kept = run.global_model.state_dict()["stem.1.num_batches_tracked"]
+    assert int(kept) == int(last.state["stem.1.num_batches_tracked"]) + best_step
+
+
+def test_fedgkds_teacher_averages_the_buffered_global_models_statistics(tmp_path, monkeypatch):
+    """The FedGKD release (pcode/masters/master_fedgkd.py ensemble_historical_models) averages
+    every state-dict entry of the buffered FedAvg models, each with its round's last client's
+    statistics, and its worker's teacher runs in eval mode (workers/worker.py _turn_off_grad)."""
+    from fedkd.strategies._buffer import BufferedStrategy
+
+    rounds, caught = _record_global_buffers(monkeypatch), []
+    teachers_from = BufferedStrategy.teachers_from
+
+    def watched(self, client, states):
+        models = teachers_from(self, client, states)
+        caught.append(([dict(s) for s in self.buffer.states], models[0]))
+        return models
+
+    monkeypatch.setattr(BufferedStrategy, "teachers_from", watched)
+    run_of(tmp_path, "fedgkd", strategy="fedgkd", params={"buffer": 2}, rounds=3, **BN_LAST)
+    buffered, teacher = caught[-1]
+    assert len(buffered) == 2 and not teacher.training
+    for state, (updates, _) in zip(buffered, rounds[:2], strict=True):
+        last = max(updates, key=lambda u: u.client_id)
+        assert torch.equal(state["stem.1.running_var"], last.state["stem.1.running_var"])
+    for k in ("stem.1.running_mean", "stem.1.running_var"):
+        mean = (buffered[0][k].double() + buffered[1][k].double()) / 2
+        got = teacher.state_dict()[k].double()
+        assert float((got - mean).norm() / mean.norm()) < 1e-6, k
+
+
 # ----------------------------------------------------------------------- spec, record, caption
 def test_the_choices_are_spec_keys_checked_and_recorded_in_run_json(tmp_path):
     for key, bad in (
