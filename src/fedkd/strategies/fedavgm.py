@@ -5,7 +5,8 @@ The update of feddf Appendix C.2: with the pseudo-gradient Δx = x_t - avg(clien
     v := beta * v + Δx,    x_{t+1} := x_t - server_lr * v.
 
 As in the FedDF code (pcode/aggregation/server_momentum.py) the momentum acts on the trainable
-parameters only; buffers (e.g. BatchNorm running statistics) take the plain client average.
+parameters only. Buffers (BatchNorm running statistics) follow the run's ``bn_running_stats``
+(the plain client average by default); FedDF's code keeps the last client's (``last-client``).
 """
 
 from __future__ import annotations
