@@ -35,7 +35,7 @@ def test_no_run_is_planned_where_a_column_is_absent():
     assert where == {("FedAvg", False), ("FedAvg", True), ("FedProx", False)}
     assert plan.render_options("table3")["absent"] == {"FedProx": [{"alpha": 0.1}]}
     # the caption says what an empty cell is; a comparison drawn from the table has none
-    note = "An empty cell is one the configuration does not run (FedProx at alpha 0.1)."
+    note = "An empty cell is one the configuration does not run (FedProx at α = 0.1)."
     assert note in plan.render_options("table3")["caption"]
     assert "empty cell" not in plan.caption("table3", "another output's caption")
     # a best_of column takes it too: none of its variants runs there

@@ -29,10 +29,19 @@ def strategy_notes(plan, name: str, own: bool = True) -> list[str]:
         )
     absent = plan.absent(name) if own else {}
     if absent:
-        by_where: dict[str, list[str]] = {}  # labels absent from the same settings, together
+        from fedkd.report.names import display_name
+        from fedkd.report.text import format_key_value, key_header
+
+        shown = (plan.outputs[name].get("options") or {}).get("column_names") or {}
+        by_where: dict[str, list[str]] = {}  # columns absent from the same settings, together
         for label, at in absent.items():
-            where = " or ".join(", ".join(f"{k} {v}" for k, v in s.items()) for s in at)
-            by_where.setdefault(where, []).append(str(label))
+            where = " or ".join(
+                ", ".join(
+                    f"{key_header(k).md} = {format_key_value(k, v, None)}" for k, v in s.items()
+                )
+                for s in at
+            )
+            by_where.setdefault(where, []).append(str(shown.get(label, display_name(label))))
         said = "; ".join(f"{', '.join(labels)} at {where}" for where, labels in by_where.items())
         notes.append(f"An empty cell is one the configuration does not run ({said})")
     return notes
