@@ -315,7 +315,8 @@ def load_tinyimagenet(
         source = str(tree.path)
         if cache:  # decoding 110,000 JPEGs takes minutes; later runs read the tensors
             made = {"name": tree.path.name, "identity": copy_identity(tree.path)}
-            atomic_write(cache_file, lambda file: torch.save({**arrays, "made_from": made}, file))
+            cached = {**arrays, "made_from": made}
+            atomic_write(cache_file, lambda file: torch.save(cached, file))
     train, val = split_train_val(ArraySplit(arrays["train_x"], arrays["train_y"]), seed)
     return FedDataset(
         "tinyimagenet", "image", NUM_CLASSES, train, val,
