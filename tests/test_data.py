@@ -306,6 +306,31 @@ def test_a_tinyimagenet_cache_of_another_copy_is_decoded_again(tmp_path, capsys,
     assert torch.equal(load_dataset("tinyimagenet", root).test.x, again.test.x)
 
 
+def test_a_folder_copys_identity_sees_an_image_added_or_an_index_edited(tmp_path):
+    import os
+    import zipfile
+
+    from fedkd.data.tinyimagenet import copy_identity
+
+    fx.write_tinyimagenet(tmp_path)
+    with zipfile.ZipFile(tmp_path / "tiny-imagenet-200.zip") as z:
+        z.extractall(tmp_path / "x")
+    folder = tmp_path / "x" / "tiny-imagenet-200"
+    images = folder / "train" / "n01443537" / "images"
+    first = copy_identity(folder)
+    assert copy_identity(folder) == first
+    extra = images / "n01443537_9.JPEG"
+    extra.write_bytes((images / "n01443537_0.JPEG").read_bytes())
+    # adding an entry moves the folder's time; set apart here, as two writes in one clock tick
+    # may share a time
+    os.utime(images, ns=(1, 1))
+    added = copy_identity(folder)
+    assert added != first
+    annotations = folder / "val" / "val_annotations.txt"
+    annotations.write_text(annotations.read_text() + "\n")
+    assert copy_identity(folder) != added
+
+
 def test_tinyimagenet_bad_zip(tmp_path):
     fx.write_tinyimagenet(tmp_path)
     with pytest.raises(DatasetCorruptError, match="md5"):
