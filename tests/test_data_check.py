@@ -43,7 +43,7 @@ def test_every_dataset_is_either_looked_for_or_needs_no_files(tmp_path):
 @pytest.mark.parametrize("name", sorted(data_check.LOOKED_FOR))
 def test_each_name_looked_for_is_one_the_loader_reads(tmp_path, name):
     """The loader's own "not found" names where it looks; the Tiny-ImageNet cache it reads first
-    is tested by tests/test_data.py::test_tinyimagenet_cache."""
+    is tested by tests/test_tinyimagenet_cache.py::test_tinyimagenet_cache."""
     said = loader_says(name, tmp_path)
     for entry in data_check.LOOKED_FOR[name]:
         if entry == "tiny-imagenet-200.uint8.pt":
