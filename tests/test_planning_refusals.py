@@ -126,9 +126,14 @@ def test_an_option_its_layout_does_not_take_is_refused_at_planning():
     cfg = small_config()
     cfg["tables"]["table3"]["options"] = {"rowz": ["dataset"], "decimals": 1}
     assert (
-        "tables.table3.options: layout grid has no option(s) rowz; its options are: absent, "
-        "across, best_of, caption, column_names, columns, ddof, decimals, highlight, label, "
-        "order, row_names, rows, stat, val_selected" in errors_of(cfg)
+        "tables.table3.options: layout grid has no option(s) rowz; its options are: across, "
+        "caption, column_names, columns, ddof, decimals, highlight, label, order, row_names, "
+        "rows, stat, val_selected" in errors_of(cfg)
+    )
+    # best_of and absent are written under columns (refused under options), so not offered here
+    cfg["tables"]["table3"]["options"] = {"best_of": {"FedProx": ["fedavg", "fedprox"]}}
+    assert "tables.table3.options: best_of come(s) from the columns; write it under" in (
+        errors_of(cfg)
     )
     cfg = small_config()
     cfg["tables"]["table1"] = {"layout": "traits", "caption": "x",

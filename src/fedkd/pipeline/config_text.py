@@ -97,6 +97,12 @@ def data_root_errors(cfg: dict) -> list[str]:
     return errors
 
 
+# options the workflow fills from a table's columns, refused under options: written there, no
+# run would be planned for a sweep's variants, and a column's cells would be called absent where
+# runs exist
+FILLED_FROM_COLUMNS = ("best_of", "absent")
+
+
 def render_option_errors(plan) -> list[str]:
     """Each render job's options: names its layout takes (the job would refuse any other after
     the runs trained), within what one command-line argument may hold."""
@@ -107,9 +113,7 @@ def render_option_errors(plan) -> list[str]:
         options = plan.render_options(name)
         layout = plan.layout(name)
         group = f"{layout.output}s"
-        # the workflow fills these from the columns: written as options, no run would be planned
-        # for a sweep's variants, and a column's cells would be called absent where runs exist
-        filled = sorted({"best_of", "absent"} & set(plan.outputs[name].get("options") or {}))
+        filled = sorted(set(FILLED_FROM_COLUMNS) & set(plan.outputs[name].get("options") or {}))
         if filled:
             errors.append(
                 f"{group}.{name}.options: {', '.join(filled)} come(s) from the columns; write "
@@ -121,7 +125,8 @@ def render_option_errors(plan) -> list[str]:
         if unknown:
             errors.append(
                 f"{group}.{name}.options: layout {layout.name} has no option(s) "
-                f"{', '.join(map(safe_text, unknown))}; its options are: {', '.join(sorted(takes))}"
+                f"{', '.join(map(safe_text, unknown))}; its options are: "
+                f"{', '.join(sorted(takes - set(FILLED_FROM_COLUMNS)))}"
             )
             continue
         problem = _source_problem(plan, name, options)
