@@ -67,8 +67,11 @@ def test_absent_is_refused_where_the_layout_shows_every_column_and_in_options():
     assert "goes in layouts grid, grid_by_stat, at_rounds, rounds_to_target" in errors
     # written as an option it would plan the runs and call their cells absent
     cfg = small_config()
-    cfg["tables"]["table3"]["options"] = {"absent": {"FedProx": [{"alpha": 0.1}]}}
-    assert "tables.table3.options: absent come(s) from the columns" in errors_of(cfg)
+    cfg["tables"]["table3"]["options"] = {"absent": {"FedProx": [{"alpha": 0.1}]}, "rowz": []}
+    errors = errors_of(cfg)
+    assert "tables.table3.options: absent come(s) from the columns" in errors
+    # and, in the same listing, the entry's other unknown option
+    assert "tables.table3.options: layout grid has no option(s) rowz;" in errors
 
 
 def _rounds_runs(root) -> list[tuple[str, str]]:

@@ -119,7 +119,6 @@ def render_option_errors(plan) -> list[str]:
                 f"{group}.{name}.options: {', '.join(filled)} come(s) from the columns; write "
                 f"it under columns.<label> (config/README.md, columns), not under options"
             )
-            continue
         takes = options_taken(layout.options)
         unknown = sorted(set(map(str, options)) - takes)
         if unknown:
@@ -128,6 +127,7 @@ def render_option_errors(plan) -> list[str]:
                 f"{', '.join(map(safe_text, unknown))}; its options are: "
                 f"{', '.join(sorted(takes - set(FILLED_FROM_COLUMNS)))}"
             )
+        if filled or unknown:  # the checks below read the options as the job would take them
             continue
         problem = _source_problem(plan, name, options)
         if problem:
