@@ -45,20 +45,24 @@ def parse_rate_syntax(text: str) -> tuple[RateKey, float]:
             f"--rate {text!r}: {value!r} is not a positive number of images per second; "
             f"give {RATE_HELP}"
         )
+    base, bracket, options = model.partition("[")
+    if bracket:  # its options by name, as a run's are keyed (paper_gpu_hours.RunCost.rate_model)
+        pairs = sorted(p.strip() for p in options.removesuffix("]").split(",") if p.strip())
+        model = f"{base}[{','.join(pairs)}]"
     return (strategy or None, model), rate
 
 
 def check_rate_names(rates: dict[RateKey, float], variants: dict | None = None) -> None:
     """Every model a known model (as a run spec resolves ``model: auto``), every strategy a
     registered one; a variant's name given for a strategy is answered with its strategy."""
-    from fedkd.config import DEFAULT_MODEL, MODELS
+    from fedkd.config import DEFAULT_MODEL, MODELS, model_option_errors
     from fedkd.strategies import strategy_names
 
     models = [m for m in MODELS if m != "auto"]
     strategies = strategy_names()
     for key in rates:
         strategy, model = key
-        model = model.split("[", 1)[0]  # resnet8[norm=batch]: the options are the run's own
+        model, options = _model_and_options(key)
         if model not in models:
             on = defaultdict(list)
             for dataset, default in DEFAULT_MODEL.items():
@@ -69,6 +73,13 @@ def check_rate_names(rates: dict[RateKey, float], variants: dict | None = None) 
                 f"--rate {key_text(key)}=...: {model!r} is not a model; key rates on the model a "
                 f"run resolves to, one of: {', '.join(models)}{hint}"
             )
+        problems = model_option_errors(model, options) if options is not None else []
+        if options is not None and (not options or problems):
+            said = "; ".join(problems) or "no option between its brackets"
+            raise RateError(
+                f"--rate {key_text(key)}=...: {said}; give the options as a run spec's "
+                "model_options, key=value joined by commas (resnet8[norm=batch])"
+            )
         if strategy is not None and strategy not in strategies:
             variant = (variants or {}).get(strategy)
             hint = (
@@ -78,6 +89,22 @@ def check_rate_names(rates: dict[RateKey, float], variants: dict | None = None) 
                 else f"; strategies: {', '.join(strategies)}"
             )
             raise RateError(f"--rate {key_text(key)}=...: {strategy!r} is not a strategy{hint}")
+
+
+def _model_and_options(key: RateKey) -> tuple[str, dict | None]:
+    """A rate's model and its options: ``resnet8[norm=batch]`` → ("resnet8", {"norm": "batch"});
+    None where it names none. Values are read as the configuration reads them (YAML)."""
+    import yaml
+
+    model, bracket, rest = key[1].partition("[")
+    if not bracket:
+        return model, None
+    pairs = [p for p in rest.removesuffix("]").split(",") if p.strip()]
+    options = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        options[name.strip()] = yaml.safe_load(value) if value.strip() else None
+    return model, options
 
 
 def parse_rates(texts: list[str], variants: dict | None = None) -> dict[RateKey, float]:

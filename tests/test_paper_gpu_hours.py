@@ -163,6 +163,24 @@ def test_a_model_with_options_of_its_own_takes_only_a_rate_given_for_them(config
     assert "measured:   2 runs" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "rate, says",
+    [
+        ("resnet8[norm=bacth]=5", "model_options.norm='bacth' is unknown; choose one of"),
+        ("resnet8[nrom=batch]=5", "model_options.nrom is not an option of model 'resnet8'"),
+        ("resnet8[]=5", "no option between its brackets"),
+    ],
+)
+def test_a_rates_model_options_are_checked_as_a_run_specs(rate, says):
+    """A misspelt option matched no run and only earned "matched no run"."""
+    with pytest.raises(gpu_rates.RateError, match="key=value joined by commas") as err:
+        gpu_rates.parse_rates([rate])
+    assert says in str(err.value)
+    # written in any order, the options key the rate as a run's are keyed: by name
+    rates = gpu_rates.parse_rates(["resnet8[norm=batch, head_init=he]=5"])
+    assert list(rates) == [(None, "resnet8[head_init=he,norm=batch]")]
+
+
 def test_a_rate_without_runs_is_named(runs):
     text = gh.report(runs, gpu_rates.parse_rates(["resnet50=10"]), "cmd", "cfg")
     assert "rate resnet50 matched no run" in text
