@@ -175,10 +175,17 @@ def absent_settings(opts: Options) -> dict[str, list[dict]]:
     return raw
 
 
-def is_absent(absent: dict[str, list[dict]], label: str, setting: dict) -> bool:
-    """Whether ``absent`` (absent_settings) names ``setting`` (row_setting) for the column
-    ``label``."""
-    return any(matches(setting, s) for s in absent.get(label, ()))
+def absent_in_row(
+    absent: dict[str, list[dict]], labels, keys: list[str], row: tuple, by_label: dict
+) -> set[str]:
+    """Those of ``labels`` that ``absent`` (absent_settings) names for a row of group_runs over
+    ``keys`` (``row``, its runs ``by_label``): the row's setting is read once, and only where a
+    label has absent settings."""
+    named = [label for label in labels if label in absent]
+    if not named:
+        return set()
+    setting = _row_setting(keys, row, by_label)
+    return {label for label in named if any(matches(setting, s) for s in absent[label])}
 
 
 # the run keys an ``absent`` setting names (the grid's), by the aggregate column holding each
@@ -188,7 +195,7 @@ ABSENT_KEY_COLUMNS = {
 }  # fmt: skip
 
 
-def row_setting(keys: list[str], row: tuple, by_label: dict[str, dict[str, pd.DataFrame]]) -> dict:
+def _row_setting(keys: list[str], row: tuple, by_label: dict[str, dict[str, pd.DataFrame]]) -> dict:
     """The run keys of a row (group_runs) as an ``absent`` setting names them: the row keys, and
     each key all its runs share, of whatever column (a grid point's key the rows need not show,
     as C where alpha tells the points apart)."""

@@ -14,12 +14,11 @@ from fedkd.report.best_of import best_of_choices
 from fedkd.report.claims.claim import Claim
 from fedkd.report.claims.residual import Residual, two_way_residual
 from fedkd.report.keys import (
+    absent_in_row,
     absent_settings,
     check_same_setting,
     group_runs,
-    is_absent,
     order_rows,
-    row_setting,
 )
 from fedkd.report.names import display_name
 from fedkd.report.options import Options
@@ -130,9 +129,7 @@ def setting_values(claim: Claim, table: str, info: dict, df: pd.DataFrame, stand
             continue
         if not ({claim.treatment, claim.baseline} & set(by_label)):
             continue
-        pair = [lab for lab in (claim.treatment, claim.baseline) if lab in absent]
-        shared = row_setting(SETTING, key, by_label) if pair else {}
-        if any(is_absent(absent, lab, shared) for lab in pair):
+        if absent_in_row(absent, (claim.treatment, claim.baseline), SETTING, key, by_label):
             continue  # the table has no cell of the method here: not a setting of the pair
         for label, runs in by_label.items():
             # one run per seed and method: the pairing needs it

@@ -10,12 +10,11 @@ import pandas as pd
 from fedkd.report.aggregate import ReportError
 from fedkd.report.cells import Cell, highlight, make_cell, mark_short_cells
 from fedkd.report.keys import (
+    absent_in_row,
     absent_settings,
     check_same_setting,
     group_runs,
-    is_absent,
     order_rows,
-    row_setting,
 )
 from fedkd.report.options import Options
 from fedkd.report.text import format_key_value, key_value
@@ -64,15 +63,15 @@ def table_cells(
         )
     cells: dict[tuple, dict[str, Cell]] = {}
     for row, by_label in groups.items():
+        without = [label for label in labels if not by_label.get(label)]
+        gone = absent_in_row(absent, without, keys, row, by_label)
         for label in labels:
             runs = by_label.get(label)
             if runs:
                 where = f"{opts.target} cell ({row_desc(keys, row)}, label {label!r})"
                 check_same_setting(runs, where, keys_option)
-            elif label in absent and is_absent(absent, label, row_setting(keys, row, by_label)):
-                cells.setdefault(row, {})[label] = Cell("absent")
-                continue
-            cells.setdefault(row, {})[label] = make(runs)
+            cell = Cell("absent") if label in gone else make(runs)
+            cells.setdefault(row, {})[label] = cell
     mark_short_cells([c for by_label in cells.values() for c in by_label.values()])
     return cells, list(groups)
 
