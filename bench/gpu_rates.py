@@ -45,10 +45,9 @@ def parse_rate_syntax(text: str) -> tuple[RateKey, float]:
             f"--rate {text!r}: {value!r} is not a positive number of images per second; "
             f"give {RATE_HELP}"
         )
-    base, bracket, options = model.partition("[")
-    if bracket:  # its options by name, as a run's are keyed (paper_gpu_hours.RunCost.rate_model)
-        pairs = sorted(p.strip() for p in options.removesuffix("]").split(",") if p.strip())
-        model = f"{base}[{','.join(pairs)}]"
+    base, pairs = _option_pairs(model)
+    if pairs is not None:  # its options by name, as a run's are keyed (RunCost.rate_model)
+        model = f"{base}[{','.join(sorted(pairs))}]"
     return (strategy or None, model), rate
 
 
@@ -91,15 +90,22 @@ def check_rate_names(rates: dict[RateKey, float], variants: dict | None = None) 
             raise RateError(f"--rate {key_text(key)}=...: {strategy!r} is not a strategy{hint}")
 
 
+def _option_pairs(model: str) -> tuple[str, list[str] | None]:
+    """``resnet8[norm=batch]`` → ("resnet8", ["norm=batch"]); None where it names no options."""
+    base, bracket, rest = model.partition("[")
+    if not bracket:
+        return base, None
+    return base, [p.strip() for p in rest.removesuffix("]").split(",") if p.strip()]
+
+
 def _model_and_options(key: RateKey) -> tuple[str, dict | None]:
     """A rate's model and its options: ``resnet8[norm=batch]`` → ("resnet8", {"norm": "batch"});
     None where it names none. Values are read as the configuration reads them (YAML)."""
     import yaml
 
-    model, bracket, rest = key[1].partition("[")
-    if not bracket:
+    model, pairs = _option_pairs(key[1])
+    if pairs is None:
         return model, None
-    pairs = [p for p in rest.removesuffix("]").split(",") if p.strip()]
     options = {}
     for pair in pairs:
         name, _, value = pair.partition("=")
