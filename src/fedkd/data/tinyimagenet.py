@@ -230,7 +230,7 @@ def copy_identity(path: Path) -> str:
     """What tells one copy of the data from another without decoding it: the archive's size and
     modification time; for a folder, each folder's modification time (it changes as images are
     added, removed or renamed) and each other file's size and time, some 400 entries, where
-    statting the 120,000 images could take a minute on a network file system. An image edited
+    statting each of the 120,000 images is slow on a network file system. An image edited
     in place is not noticed."""
     if path.is_file():
         st = path.stat()
