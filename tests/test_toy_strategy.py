@@ -490,3 +490,39 @@ def test_hooks_callable_on_the_instance_are_registered(tmp_path, monkeypatch):
     module.write_text(with_methods(hooks))
     monkeypatch.setenv(MODULES_VARIABLE, str(module))
     assert "toy-shrink" in strategy_names()
+
+
+@pytest.mark.parametrize(
+    "misspelt, hook", [("clent_begin", "client_begin"), ("server_updates", "server_update")]
+)
+def test_a_hook_misspelt_is_refused_when_registered(tmp_path, monkeypatch, misspelt, hook):
+    """A method named nearly as a hook was never called: the strategy trained as FedAvg there,
+    and its table read as though the method had run."""
+    method = f"    def {misspelt}(self, *args):\n        return {{}}\n\n"
+    message = refusal(tmp_path, monkeypatch, "misspelt.py", with_methods(method))
+    assert f"strategy 'toy-shrink' defines '{misspelt}', which the engine never calls" in message
+    assert f"did you mean the hook {hook}?" in message and "misspelt.py" in message, message
+
+
+def test_a_helper_unlike_any_hook_is_registered(tmp_path, monkeypatch):
+    """Only a name near a hook's is refused: a helper of the strategy's own registers."""
+    module = tmp_path / "helpers.py"
+    helpers = "    def shrink_factor(self):\n        return 1.0\n\n    def _client_begin(self):\n        pass\n\n"
+    module.write_text(with_methods(helpers))
+    monkeypatch.setenv(MODULES_VARIABLE, str(module))
+    assert "toy-shrink" in strategy_names()
+
+
+def test_batched_false_without_a_reason_is_refused_when_registered(tmp_path, monkeypatch):
+    """A strategy the batched trainer cannot train says why: without a reason its runs said
+    only that the strategy declares batched = False, and a reader could not tell a limit of the
+    loss from a slip."""
+    text = with_methods("    batched = False\n\n")
+    message = refusal(tmp_path, monkeypatch, "noreason.py", text)
+    assert "strategy 'toy-shrink' declares batched = False without a batched_reason" in message
+    reasoned = tmp_path / "reasoned.py"
+    reasoned.write_text(
+        with_methods('    batched = False\n    batched_reason = "draws random numbers"\n\n')
+    )
+    monkeypatch.setenv(MODULES_VARIABLE, str(reasoned))
+    assert "toy-shrink" in strategy_names()

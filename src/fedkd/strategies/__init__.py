@@ -201,6 +201,40 @@ def _hook_errors(cls: type[Strategy]) -> list[str]:
     return errors
 
 
+def _misspelt_hook_errors(cls: type[Strategy]) -> list[str]:
+    """A method named nearly as a hook (``clent_begin``, ``server_updates``) is never called: the
+    strategy would train as FedAvg there without a word."""
+    import difflib
+
+    from fedkd.strategies.base import Strategy
+
+    errors = []
+    for klass in cls.__mro__[: cls.__mro__.index(Strategy)]:
+        for attr in vars(klass):
+            if attr.startswith("_") or attr in HOOKS or hasattr(Strategy, attr):
+                continue
+            near = difflib.get_close_matches(attr, HOOKS, n=1, cutoff=0.8)
+            if near:
+                errors.append(
+                    f"strategy {shown(cls.name)} defines {shown(attr)}, which the engine never "
+                    f"calls; did you mean the hook {near[0]}? (fedkd/strategies/base.py lists "
+                    "them; a helper of your own wants a name unlike a hook's, or a leading _)"
+                )
+    return errors
+
+
+def _batched_reason_errors(cls: type[Strategy]) -> list[str]:
+    """A strategy the batched trainer cannot train says why: the reason is what run.json and the
+    job's log give for a run that trained sequentially where the batched trainer was asked for."""
+    if cls.batched or (isinstance(cls.batched_reason, str) and cls.batched_reason.strip()):
+        return []
+    return [
+        f"strategy {shown(cls.name)} declares batched = False without a batched_reason; say in "
+        'one line why its local_loss cannot run batched, e.g. batched_reason = "draws random '
+        'numbers in local_loss"'
+    ]
+
+
 def _state_errors(cls: type[Strategy]) -> list[str]:
     """A checkpoint's state is saved by state_dict and put back by load_state_dict: one without
     the other loses the state on resume, silently."""
@@ -251,7 +285,8 @@ def _registry_of(external: tuple[Path, ...]) -> dict[str, type[Strategy]]:
                         "rename one"
                     )
                 problems = _code_choice_errors(obj) + _param_default_errors(obj)
-                problems += _hook_errors(obj) + _state_errors(obj)
+                problems += _hook_errors(obj) + _misspelt_hook_errors(obj) + _state_errors(obj)
+                problems += _batched_reason_errors(obj)
                 if problems:
                     where = safe_text(module.__file__, None)
                     raise StrategyModuleError(f"{where}: " + "; ".join(problems))
