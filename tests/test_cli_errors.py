@@ -416,3 +416,28 @@ def test_aggregate_names_a_file_given_as_a_run_directory_as_a_file(tmp_path, cap
     err = refused(["aggregate", "-o", str(tmp_path / "a.parquet"), "--run", f"a={run}"], capsys)
     assert f"fedkd aggregate: error: run directory {run} (label 'a') is a file, not" in err
     assert "does not exist" not in err
+
+
+@pytest.mark.parametrize(
+    "flags, unused",
+    [(["--partition", "iid", "--shards", "2"], "shards=2: partition 'iid' deals no shards"),
+     (["--partition", "iid", "--alpha", "0.3"], "alpha=0.3: partition 'iid' draws no Dirichlet"),
+     (["--partition", "shards", "--shards", "2", "--alpha", "1"],
+      "alpha=1.0: partition 'shards' draws no Dirichlet"),
+     (["--partition", "dirichlet", "--shards", "2"], "shards=2: partition 'dirichlet' deals no")],
+)  # fmt: skip
+def test_train_refuses_a_key_its_partition_does_not_use(flags, unused, tmp_path, capsys):
+    """`fedkd train --partition iid --shards 2` trained an iid run whose run.json said 2 shards
+    a client: a number the run never read, recorded as though it had."""
+    out = tmp_path / "run"
+    err = refused(["train", "--dataset", "mnist5k", *flags, "--out", str(out)], capsys)
+    assert unused in err and "leave" in err, err
+    assert not out.exists()
+
+
+def test_train_without_alpha_on_an_iid_partition_records_none():
+    """The default alpha (1.0) is the Dirichlet schemes': an iid run given none holds none."""
+    from fedkd.config import RunSpec
+
+    assert RunSpec.from_dict({"partition": "iid"}).alpha is None
+    assert RunSpec.from_dict({"partition": "dirichlet"}).alpha == 1.0

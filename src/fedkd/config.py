@@ -259,6 +259,8 @@ class RunSpec:
                 f"unknown run spec key(s) {', '.join(hints)}; valid keys are: "
                 f"{', '.join(sorted(known))}"
             )
+        if "alpha" not in data and data.get("partition") in ("shards", "iid"):
+            data = {**data, "alpha": None}  # the default 1.0 is the Dirichlet schemes'
         return cls(**data)
 
     @classmethod
@@ -362,14 +364,22 @@ def spec_errors(s: RunSpec) -> list[str]:
             e.append(
                 f"alpha={s.alpha!r} must be a number > 0 for partition {s.partition!r} (e.g. 0.1, 0.5, 1)"
             )
-    elif s.alpha is not None and not is_finite_number(s.alpha):
-        e.append(f"alpha={s.alpha!r} must be a number, or null (partition {s.partition!r})")
+    elif s.alpha is not None and s.partition in PARTITIONS:
+        e.append(
+            f"alpha={shown(s.alpha)}: partition {s.partition!r} draws no Dirichlet proportions, "
+            "so it would be a number the run never reads; leave alpha out (or null), or choose "
+            "partition dirichlet-equal or dirichlet"
+        )
     if s.partition == "shards" and (not is_int(s.shards) or s.shards < 1):
         e.append(
             f"shards={s.shards!r} must be a positive integer (shards per client) for partition 'shards'"
         )
-    elif s.shards is not None and (not is_int(s.shards) or s.shards > UPPER["shards"]):
-        e.append(f"shards={shown(s.shards)} must be a positive integer, or null")
+    elif s.shards is not None and s.partition in PARTITIONS and s.partition != "shards":
+        e.append(
+            f"shards={shown(s.shards)}: partition {s.partition!r} deals no shards, so it would "
+            "be a number the run never reads; leave shards out (or null), or choose partition "
+            "shards"
+        )
     if not is_finite_number(s.participation) or not 0 < s.participation <= 1:
         e.append(f"participation={shown(s.participation)} (C) must lie in (0, 1], e.g. 0.2")
     if not is_finite_number(s.lr) or s.lr <= 0:
