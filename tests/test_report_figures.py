@@ -174,6 +174,19 @@ def test_help_lists_targets(capsys):
     assert "--runs-file" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "command", ["train", "partition", "aggregate", "render", "features", "status", "bench"]
+)
+def test_help_lines_fit_a_terminal(command, capsys, monkeypatch):
+    """Text written by hand (the layouts' options, the render and aggregate descriptions) ran
+    past 130 characters; argparse wraps only its own, to the terminal's width."""
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    long = [line for line in capsys.readouterr().out.splitlines() if len(line) > 100]
+    assert not long, long
+
+
 # --------------------------------------------------------------------------- a real run
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory):

@@ -24,7 +24,7 @@ RUN_KEY_HELP = {
     "params": "strategy hyperparameters as a YAML mapping, e.g. '{gamma: 0.2, buffer: 5}'",
     "clients": "number of clients",
     "partition": "dirichlet-equal (FedDF/FedGKD, equal sizes), dirichlet (min size 10), shards, iid",
-    "alpha": "Dirichlet concentration (smaller = more heterogeneous)",
+    "alpha": "Dirichlet concentration (dirichlet schemes; smaller = more heterogeneous)",
     "shards": "shards per client (partition=shards)",
     "participation": "C: fraction of clients sampled each round, in (0, 1]",
     "rounds": "communication rounds",
@@ -80,8 +80,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
 
     helps = {**RUN_KEY_HELP, "dataset": f"dataset name ({', '.join(dataset_names())})"}
     group = p.add_argument_group(
-        "run spec keys (override the spec file; values are YAML 1.2: numbers in any notation "
-        "such as 1e-5 (010 is ten), true/false (not yes/no), null, [lists], {mappings})"
+        "run spec keys",
+        "They override the spec file. Values are YAML 1.2: numbers in any notation such as 1e-5 "
+        "(010 is ten), true/false (not yes/no), null, [lists], {mappings}.",
     )
     for f in dataclasses.fields(RunSpec):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
@@ -236,7 +237,8 @@ keys repeated on each row (label, run, strategy, variant, dataset, model, partit
 shards, clients, participation, local_epochs, rounds_planned, seed, status, eval_local, params,
 dataset sizes) and its per-round metrics (round, test_acc, test_loss, val_acc, val_loss,
 class_acc, train_loss, local_acc, bytes_sent, bytes_received, seconds), then val_size,
-dataset_kind, model_options, run_choices, collapsed and the strategies' server_* columns. alpha is NaN unless the partition is Dirichlet, shards NaN unless it is sharding.
+dataset_kind, model_options, run_choices, collapsed and the strategies' server_* columns. alpha
+is NaN unless the partition is Dirichlet, shards NaN unless it is sharding.
 A run that completed no round appears as one row with round 0 and NaN metrics, so a run that
 diverged in round 1 still shows as diverged.
 Rows are sorted by (label, dataset, alpha, participation, local_epochs, seed, round). A long read

@@ -4,6 +4,7 @@ and what each needs are in fedkd.report.targets."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from fedkd.report.aggregate import ReportError, read_aggregate
@@ -113,20 +114,21 @@ _FIGURE_KEYS = ("dataset", "partition", "alpha", "shards", "participation", "loc
 RENDER_INTRO = """\
 Render one of the papers' tables or figures. Tables write PREFIX.tex (booktabs), PREFIX.md,
 PREFIX.html and PREFIX.csv (one line per cell: the row keys, label, what it shows, variant, mean,
-std, n_seeds, seeds, missing_seeds, status, collapsed runs); figures write PREFIX.pdf and PREFIX.png. Output bytes depend only on the inputs.
+std, n_seeds, seeds, missing_seeds, status, collapsed runs); figures write PREFIX.pdf and
+PREFIX.png. Output bytes depend only on the inputs.
 
 Accuracies are percent, mean ± std over the seeds of a cell (population std, ddof=0, unless
 option ddof is 1). Best in bold, second underlined, among the labels compared for one setting
 (ranked on the printed value; fewest rounds wins in rounds_to_target). A cell shows "diverged"
 when one of its runs diverged ("incomplete" when one never finished, "stopped at target" when one
 ended at its stop_at_acc before its last round), "–" when it has no runs, nothing where option
-absent says the column has no cell there; at_rounds and rounds_to_target only need the rounds up to the one asked for, so a run that
-diverged later still counts there. A value marked † averages a collapsed run (one whose global
-model never got meaningfully above chance, fedkd.collapse), a value marked ‡ lacks a seed other
-cells of the table have (no run of it: its mean is over fewer seeds; the CSV's missing_seeds
-names them); the caption then says so. Runs
-averaged into one cell must differ only in their seed; otherwise rendering stops and names the
-run key to add to option rows.
+absent says the column has no cell there; at_rounds and rounds_to_target only need the rounds up
+to the one asked for, so a run that diverged later still counts there. A value marked † averages
+a collapsed run (one whose global model never got meaningfully above chance, fedkd.collapse), a
+value marked ‡ lacks a seed other cells of the table have (no run of it: its mean is over fewer
+seeds; the CSV's missing_seeds names them); the caption then says so. Runs averaged into one cell
+must differ only in their seed; otherwise rendering stops and names the run key to add to option
+rows.
 
 """
 
@@ -171,6 +173,9 @@ RENDER_INPUTS = {
 RENDER_SHARED = ("row_names", "column_names", "order", "ddof", "decimals", "highlight")
 
 
+HELP_WIDTH = 100  # the help's own lines are wrapped to it
+
+
 def render_description() -> str:
     """`fedkd render --help`: the layouts, their inputs and options, from the registry."""
     lines = [
@@ -185,7 +190,10 @@ def render_description() -> str:
             lines.append(f"      input: {RENDER_INPUTS[lay.input]}")
         for opt in lay.options + lay.run_options:
             if opt not in RENDER_SHARED:
-                lines.append(f"      {opt}: {RENDER_OPTION_HELP[opt]}")
+                lines += textwrap.wrap(
+                    f"{opt}: {RENDER_OPTION_HELP[opt]}", HELP_WIDTH, initial_indent=" " * 6,
+                    subsequent_indent=" " * 8, break_on_hyphens=False,
+                )  # fmt: skip
     return "\n".join(lines) + "\n\n" + RENDER_SHARED_HELP
 
 
