@@ -157,6 +157,27 @@ def test_a_data_root_under_home_reaches_the_jobs_expanded(monkeypatch, tmp_path)
     assert train[train.index("--data-root") + 1] == cli_value(str(tmp_path / "datasets"))
 
 
+def test_fedkd_data_moves_the_data_without_changing_a_jobs_flags(monkeypatch, tmp_path):
+    """docs/datasets.md: data named by $FEDKD_DATA moves without a re-run, since no job's flags
+    (Snakemake's params, which trigger re-runs) hold it; a data_root is a flag of each job."""
+
+    def flags(cfg):
+        plan = Plan(cfg)
+        dataset, variant, setting, seed = Path(sorted(plan.all_runs())[0]).parts[2:]
+        seed = seed.removeprefix("seed")
+        return plan.partition_args(dataset, "iid", "10", "0"), plan.train_args(
+            dataset, variant, setting, seed
+        )
+
+    monkeypatch.delenv("FEDKD_DATA", raising=False)
+    before = flags(read(TINY))
+    monkeypatch.setenv("FEDKD_DATA", str(tmp_path / "moved"))
+    assert flags(read(TINY)) == before and "--data-root" not in " ".join(before)
+    cfg = read(TINY)
+    cfg["defaults"]["data_root"] = str(tmp_path / "moved")
+    assert all("--data-root" in args for args in flags(cfg))
+
+
 def test_render_options_pass_the_config_through_unchanged():
     cfg = read(TINY)
     plan = Plan(cfg)
