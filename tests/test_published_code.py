@@ -304,7 +304,7 @@ def test_feddf_distils_from_the_last_clients_statistics_in_train_mode(tmp_path, 
     rounds, seen = _record_global_buffers(monkeypatch), []
     distill = FedDF._distill
 
-    def watched(self, round, student, teachers, init_acc):
+    def watched(self, round, student, teachers):
         start = {k: v.clone() for k, v in student.state_dict().items()}
         means = []  # the stem's running mean before each training forward
 
@@ -314,7 +314,7 @@ def test_feddf_distils_from_the_last_clients_statistics_in_train_mode(tmp_path, 
 
         hook = student.register_forward_pre_hook(before_forward)
         try:
-            result = distill(self, round, student, teachers, init_acc)
+            result = distill(self, round, student, teachers)
         finally:
             hook.remove()
         seen.append((start, teachers, means, result))

@@ -303,19 +303,23 @@ def update(model: Lin) -> ClientUpdate:
     return ClientUpdate(0, {k: v.clone() for k, v in model.state_dict().items()}, 20, 1, 0.0)
 
 
-def test_feddf_keeps_the_averaged_model_when_distillation_never_helps():
+def test_feddf_keeps_its_best_distilled_model_even_below_the_average():
+    """The paper does not say what happens when no distilled model validates better than the
+    average it starts from; FedDF's released code, as its README runs FedDF
+    (``return_best_model_on_val`` left at False), keeps the best distilled one."""
     # the average is perfect on validation (all class 0); the teachers pull toward class 1
     server = feddf_server(val_y=0, max_steps=100, eval_every=5, patience=10, lr=0.05)
     student = biased(0, 1.0)
     before = {k: v.clone() for k, v in student.state_dict().items()}
     out = server.server_update(0, student, [update(biased(1, 5.0)), update(biased(1, 3.0))])
     # the distillation never beat its first validation (step 5): stopped 10 steps after it, and
-    # the averaged model (step 0) was kept
+    # that step's model was kept although the average validated better
     assert out["distill_steps"] == 15
-    assert out["distill_best_step"] == 0
-    assert out["distill_val_acc"] == out["distill_val_acc_init"] == 1.0
-    for k, v in student.state_dict().items():
-        assert torch.equal(v, before[k]), k
+    assert out["distill_best_step"] == 5
+    assert out["distill_val_acc_init"] == 1.0
+    assert out["distill_val_acc"] < 1.0
+    assert server._val_acc(student) == out["distill_val_acc"]
+    assert any(not torch.equal(v, before[k]) for k, v in student.state_dict().items())
 
 
 def test_feddf_distils_toward_the_teachers_and_keeps_the_best_step():
@@ -330,9 +334,9 @@ def test_feddf_distils_toward_the_teachers_and_keeps_the_best_step():
     assert server._val_acc(student) == out["distill_val_acc"]  # the best model is the one kept
 
 
-def released_stopping(init, accs, eval_every, patience, max_steps):
-    """The FedDF code's NoiseKTSolver.distillation with return_best_model_on_val, replayed:
-    (steps taken, step of the model kept, 0 for the averaged one)."""
+def released_stopping(accs, eval_every, patience, max_steps):
+    """The FedDF code's NoiseKTSolver.distillation as its README runs it (return_best_model_on_val
+    False), replayed: (steps taken, step of the model kept)."""
     best, best_loc, n, accs = None, 0, 0, iter(accs)
     while n < max_steps:
         if (n + 1) % eval_every == 0:
@@ -340,9 +344,9 @@ def released_stopping(init, accs, eval_every, patience, max_steps):
             if best is None or acc > best:  # BestPerf: the first validation is a best
                 best, best_loc = acc, n + 1
             if n + 1 - best_loc >= patience:  # check_early_stopping, before n += 1
-                return n + 1, 0 if init > best else best_loc
+                return n + 1, best_loc
         n += 1
-    return n, 0 if init > best else best_loc
+    return n, best_loc
 
 
 @pytest.mark.parametrize(
@@ -350,16 +354,16 @@ def released_stopping(init, accs, eval_every, patience, max_steps):
 )
 def test_feddf_stops_when_its_own_validation_plateaus(accs):
     """Paper: "stop distillation after the validation performance plateaus for 1e3 steps". A
-    distillation that dips below the averaged model (0.6) and climbs back goes on while it gains,
-    as in the released code; stopped when it plateaus, it keeps the averaged model."""
+    distillation that stays below the averaged model (0.6) goes on while it gains, as in the
+    released code; stopped when it plateaus, it keeps its best distilled model."""
     server = feddf_server(val_y=0, max_steps=100, eval_every=5, patience=20)
     script = iter([0.6, *accs])
     server._val_acc = lambda model: next(script)
     student = biased(1, 0.01)
     out = server.server_update(0, student, [update(biased(0, 5.0)), update(biased(0, 3.0))])
-    steps, kept = released_stopping(0.6, accs, 5, 20, 100)
+    steps, kept = released_stopping(accs, 5, 20, 100)
     assert (out["distill_steps"], out["distill_best_step"]) == (steps, kept)
-    assert out["distill_val_acc"] == (0.6 if kept == 0 else accs[kept // 5 - 1])
+    assert out["distill_val_acc"] == accs[kept // 5 - 1]
 
 
 def test_feddf_with_zero_steps_leaves_the_model_alone():
@@ -458,8 +462,8 @@ def test_feddf_learns_and_records_its_distillation(feddf_runs):
     assert df["test_acc"].iloc[2] > df["test_acc"].iloc[0]
     steps, best = df["server_distill_steps"], df["server_distill_best_step"]
     assert steps.between(5, 10).all()  # a validation every 5 steps, at most 10
-    assert best.isin([0, 5, 10]).all() and (best <= steps).all()
-    assert (df["server_distill_val_acc"] >= df["server_distill_val_acc_init"]).all()
+    # a distilled model is kept every round (the averaged one is no candidate)
+    assert best.isin([5, 10]).all() and (best <= steps).all()
 
 
 @pytest.mark.slow

@@ -13,9 +13,10 @@ without a gain over the distillation's best validation so far (its first validat
 code's BestPerf and check_early_stopping), and keep the best model.
 
 Choices where the paper is silent or the code is optional:
-- The averaged model before any distillation step (step 0) is a candidate for "best" (the code's
-  ``return_best_model_on_val``): a round can only keep or improve FedAvg's validation accuracy. A
-  later model must be strictly better to replace it; the step budget's last step is validated too.
+- The model kept is the best distilled one even when the average it started from validates
+  better, as the code's README runs FedDF (``return_best_model_on_val`` left False: the averaged
+  model is no candidate). A later model must be strictly better to replace the best; the step
+  budget's last step is validated too, so a distillation of any length keeps a validated model.
 - Unlabeled batches go through the run's own preprocessing with training augmentation (crop+flip on
   colour images, none on MNIST), the model's normalisation, and a generator derived from
   (seed, "feddf", round); teachers and student see the same batch.
@@ -203,7 +204,7 @@ class FedDF(Strategy):
         # the caller's generator state as it was
         with torch.random.fork_rng(devices=fork):
             torch.manual_seed(derive_seed(self.ctx.spec.seed, "feddf", round, "global"))
-            steps, best_step, best_acc = self._distill(round, global_model, teachers, init_acc)
+            steps, best_step, best_acc = self._distill(round, global_model, teachers)
         return {
             "distill_steps": steps,
             "distill_best_step": best_step,
@@ -211,18 +212,15 @@ class FedDF(Strategy):
             "distill_val_acc_init": init_acc,
         }
 
-    def _distill(self, round, student, teachers, init_acc) -> tuple[int, int, float]:
+    def _distill(self, round, student, teachers) -> tuple[int, int, float]:
         p = self.params
         params = [q for q in student.parameters() if q.requires_grad]
         opt = torch.optim.Adam(params, lr=p.lr)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=p.max_steps)
-        # the model kept: the averaged one (step 0) unless a distilled one beats it
-        best_acc, best_step = init_acc, 0
-        best_state = {k: v.detach().clone() for k, v in student.state_dict().items()}
-        # the distillation's own best, from its first validation on (the code's BestPerf):
-        # patience runs from it, so a distillation that dips below the average and climbs back
-        # goes on while it gains ("stop ... after the validation performance plateaus")
-        top_acc, top_step = -math.inf, 0
+        # the distillation's own best, from its first validation on (the code's BestPerf): the
+        # model kept, even below the average, and patience runs from it ("stop ... after the
+        # validation performance plateaus")
+        best_acc, best_step, best_state = -math.inf, 0, None
         was_training = student.training
         student.train()
         batches = self._batches(round)
@@ -241,12 +239,10 @@ class FedDF(Strategy):
             step += 1
             if step % p.eval_every == 0 or step == p.max_steps:
                 acc = self._val_acc(student)
-                if acc > top_acc:
-                    top_acc, top_step = acc, step
                 if acc > best_acc:
                     best_acc, best_step = acc, step
                     best_state = {k: v.detach().clone() for k, v in student.state_dict().items()}
-                if step - top_step >= p.patience:
+                if step - best_step >= p.patience:
                     break
         student.load_state_dict(best_state)
         student.train(was_training)
