@@ -71,3 +71,11 @@ def test_feddf_table1_runs_resnet8_with_batchnorm_as_feddfs_code(plan):
     # the other CIFAR tables keep FedGKD's GroupNorm
     table3 = spec_of(plan, plan.target_runs("table3")[0][1])
     assert table3.get("model_options", {}).get("norm", "group") == "group"
+
+
+def test_fedntd_table1_runs_without_clipping_as_fedntds_code(plan):
+    # FedNTD names no clipping and its code clips nothing; FedGKD's code clips at norm 10
+    runs = [r for _, r in plan.target_runs("forgetting")]
+    assert runs
+    assert {spec_of(plan, r)["grad_clip"] for r in runs} == {None}
+    assert spec_of(plan, plan.target_runs("table3")[0][1])["grad_clip"] == 10.0
