@@ -329,6 +329,20 @@ def test_claims_without_a_claims_table_or_twice_the_same_pair_are_refused():
     assert "claims[1] ('FedGKD beats FedAvg.'): id 'fedgkd-vs-fedavg' is another claim's" in text
 
 
+def test_a_bad_claim_is_the_only_error_where_it_alone_would_draw_runs():
+    """A claims table fed by the configuration's own claim alone: a wrong label in that claim is
+    named with its fix, and the claims table is not also told to be removed."""
+    cfg = tiny_with([{"statement": "M=2 beats M=1.", "tables": "table7", "treatment": "M=3",
+                      "baseline": "M=1"}])  # fmt: skip
+    cfg["tables"] = {name: cfg["tables"][name] for name in ("claims", "table7")}
+    cfg["figures"] = {}
+    with pytest.raises(ConfigError) as refused:
+        validate_config(cfg, SCHEMA, check_specs=False)
+    text = str(refused.value)
+    assert "'table7' has no column 'M=3'; its columns are M=1, M=2" in text, text
+    assert "remove the entry" not in text, text
+
+
 def test_the_example_configuration_validates_and_draws_its_table():
     cfg = yaml.safe_load((REPO / "examples" / "feddyn" / "config.yaml").read_text())
     # its strategy is a module outside the package: the variant aside, everything else checks
