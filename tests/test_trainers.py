@@ -206,6 +206,23 @@ def test_batchnorm_running_statistics_travel_in_the_upload_and_are_averaged(tmp_
         assert torch.allclose(run.global_model.state_dict()[k], expected[k], rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("engine", ["sequential", "batched"])
+def test_a_local_loss_that_is_not_a_scalar_is_refused_by_name(engine, tmp_path, monkeypatch):
+    """A loss left per sample (batch.mean forgotten) stopped the run inside torch: "grad can be
+    implicitly created only for scalar outputs", or a size mismatch in the batched trainer."""
+    from fedkd.strategies.base import per_sample_ce
+
+    cls = get_strategy_class("fedavg")
+    monkeypatch.setattr(cls, "local_loss", lambda self, b, ctx: per_sample_ce(b.logits, b.y))
+    spec = RunSpec(**SMALL, **SHAPES["cnn-mnist5k"][0], strategy="fedavg", engine=engine)
+    with pytest.raises(ValueError) as refused:
+        train(spec, tmp_path, data_for("cnn-mnist5k"))
+    assert str(refused.value) == (
+        "strategy 'fedavg': local_loss returned a tensor of shape (8,); it must return a scalar "
+        "(average per-sample terms with batch.mean(...))"
+    )
+
+
 def test_the_setting_exercises_unequal_clients_and_repeat_participants():
     from fedkd.data.partition import client_indices, partition_labels
     from fedkd.runtime.seeding import sample_clients

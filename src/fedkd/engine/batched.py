@@ -487,7 +487,7 @@ class BatchedTrainer:
                 outputs={n: Outputs(*o) for n, o in outputs.items()}, shared=shared, own=own,
                 step=step,
             )  # fmt: skip
-            return strategy.local_loss(LocalBatch(x, y, features, logits, weight), ctx)
+            return strategy.checked_local_loss(LocalBatch(x, y, features, logits, weight), ctx)
 
         return loss
 

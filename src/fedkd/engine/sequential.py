@@ -137,7 +137,7 @@ class SequentialTrainer:
             with autocast:
                 ctx = local_context(client, model, global_params, frozen, x, s)
                 features, logits = model.features_and_logits(x)
-                loss = strategy.local_loss(LocalBatch(x, y, features, logits), ctx)
+                loss = strategy.checked_local_loss(LocalBatch(x, y, features, logits), ctx)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if spec.grad_clip is not None:

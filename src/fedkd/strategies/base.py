@@ -302,6 +302,23 @@ class Strategy:
     def local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
         return batch.ce()
 
+    def checked_local_loss(self, batch: LocalBatch, ctx: LocalContext) -> torch.Tensor:
+        """``local_loss`` as the trainers call it: refused, naming the strategy and what it
+        returned, unless it is a scalar tensor (a per-sample loss left unaveraged failed inside
+        autograd, or the batched trainer's sums, naming neither)."""
+        loss = self.local_loss(batch, ctx)
+        if isinstance(loss, torch.Tensor) and loss.dim() == 0:
+            return loss
+        got = (
+            f"a tensor of shape {tuple(loss.shape)}"
+            if isinstance(loss, torch.Tensor)
+            else f"a {type(loss).__name__}"
+        )
+        raise ValueError(
+            f"strategy {self.name!r}: local_loss returned {got}; it must return a scalar "
+            "(average per-sample terms with batch.mean(...))"
+        )
+
     def client_end(self, client: ClientContext) -> dict[str, Any]:
         return {}
 
