@@ -116,6 +116,13 @@ def test_every_bad_parameter_is_named_at_once():
         assert f"params.{key}=" in message, message
 
 
+def test_a_misspelt_parameter_and_a_bad_value_are_named_at_once():
+    """An unknown name hid every range error beside it: the value came up only on the next try."""
+    message = spec_errors_of("fedprox", {"muu": 0.1, "mu": -2})
+    assert "params.muu is not a parameter of strategy 'fedprox'" in message, message
+    assert "params.mu=-2.0 must be >= 0" in message, message
+
+
 def test_every_kind_of_bad_value_is_named_at_once_with_what_is_allowed():
     """Ranges, choices and integers together, through the spec and when Params is built
     directly: each bad parameter once, with its value and its range or choices."""

@@ -424,8 +424,8 @@ def spec_errors(s: RunSpec) -> list[str]:
         e.extend(cls.param_errors(s.params))
         from fedkd.strategies.param_types import param_type_errors
 
-        e.extend(param_type_errors(cls, s.params))
-        if not e:  # the ranges the strategy's Params check, named before any job starts
+        e.extend(type_errors := param_type_errors(cls, s.params))
+        if not type_errors:  # the ranges, before any job starts; beside a misspelt name too
             e.extend(
                 f"{problem} (strategy {shown(cls.name)})"
                 for problem in cls.param_value_errors(s.params, s.dataset, s.resolved_model)

@@ -281,7 +281,10 @@ class Strategy:
     def param_value_errors(cls, given: dict[str, Any], dataset: str, model: str) -> list[str]:
         """Every value that ``make_params`` would refuse in ``given`` (over the dataset's
         defaults), each named with its value and what is allowed, so that a run spec is refused
-        when it is read or planned rather than inside its training job."""
+        when it is read or planned rather than inside its training job. A name the strategy does
+        not have is ``param_errors``'s to name."""
+        names = {f.name for f in dataclasses.fields(cls.Params)}
+        given = {k: v for k, v in given.items() if k in names}
         values = {**cls.dataset_defaults(dataset, model), **given}
         value_errors = getattr(cls.Params, "value_errors", None)
         if value_errors is not None:  # a CheckedParams
