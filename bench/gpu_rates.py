@@ -54,7 +54,8 @@ def parse_rate_syntax(text: str) -> tuple[RateKey, float]:
 def check_rate_names(rates: dict[RateKey, float], variants: dict | None = None) -> None:
     """Every model a known model (as a run spec resolves ``model: auto``), every strategy a
     registered one; a variant's name given for a strategy is answered with its strategy."""
-    from fedkd.config import DEFAULT_MODEL, MODELS, model_option_errors
+    from fedkd.config import DEFAULT_MODEL, MODELS
+    from fedkd.model_options import model_option_errors
     from fedkd.strategies import strategy_names
 
     models = [m for m in MODELS if m != "auto"]

@@ -440,4 +440,5 @@ def test_train_without_alpha_on_an_iid_partition_records_none():
     from fedkd.config import RunSpec
 
     assert RunSpec.from_dict({"partition": "iid"}).alpha is None
-    assert RunSpec.from_dict({"partition": "dirichlet"}).alpha == 1.0
+    assert RunSpec(partition="shards", shards=2).alpha is None
+    assert RunSpec.from_dict({"partition": "dirichlet"}).alpha == RunSpec().alpha == 1.0

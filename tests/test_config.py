@@ -316,7 +316,7 @@ def test_model_options_are_checked_against_the_model():
 def test_the_model_option_table_names_build_model_keywords():
     import inspect
 
-    from fedkd.config import _model_option_checks
+    from fedkd.model_options import _model_option_checks
     from fedkd.models import MODELS, build_model
 
     keywords = set(inspect.signature(build_model).parameters)

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from fedkd.data import DATASETS as _DATASET_REGISTRY
-from fedkd.echo import safe_text, shown
+from fedkd.echo import shown
+from fedkd.model_options import model_option_errors
 from fedkd.run_choices import CHOICES as RUN_CHOICES
 from fedkd.runtime.seeding import clients_a_round
 from fedkd.values import (
@@ -82,43 +83,17 @@ UPPER = {
 DIFF_CHARS = 1000  # a value in a spec's difference from its record: room to show where
 SEED_LIMIT = 2**63  # seeds are stored as signed 64-bit integers (run.json → Parquet aggregate)
 MAX_OPTION_VALUES = 1_000  # values in one params, model_options or dataset_options mapping
-# the stand-in CNN's widest layer (channels, hidden): the papers' widest is ResNet-50's 2,048;
-# [1e6, 1e6] channels asked torch for about 100 TB and failed there, far from the spec
-MAX_CNN_WIDTH = 4_096
 
 
-def _model_option_checks() -> dict[str, dict[str, Any]]:
-    """Each model's options (the keywords of fedkd.models.build_model it uses) → a check that
-    returns an error text or None. tests/test_config.py holds the names to build_model's."""
-    from fedkd.models.resnet import NORMS
+class _AlphaDefault:
+    """alpha left unsaid: 1.0 for the Dirichlet schemes, none for shards and iid, which draw no
+    proportions (a number there would be recorded as though the run had read it)."""
 
-    def choice(*options):
-        return lambda v: (
-            None if v in options else f"is unknown; choose one of: {', '.join(options)}"
-        )
+    def __repr__(self) -> str:
+        return "1.0 for the dirichlet schemes, null for shards and iid"
 
-    def width(v):
-        ok = is_int(v) and 1 <= v <= MAX_CNN_WIDTH
-        return None if ok else f"must be an integer from 1 to {MAX_CNN_WIDTH:,}"
 
-    def two_widths(v):
-        ok = isinstance(v, (list, tuple)) and len(v) == 2 and all(width(c) is None for c in v)
-        return None if ok else f"must be two integers from 1 to {MAX_CNN_WIDTH:,}, e.g. [16, 32]"
-
-    def text_or_null(v):
-        return None if v is None or isinstance(v, str) else "must be a name or path, or null"
-
-    def mapping(v):
-        return None if isinstance(v, dict) else "must be a mapping"
-
-    head = {"head_init": choice("default", "he")}
-    resnet = {"norm": choice(*NORMS), **head}
-    return {
-        "resnet8": resnet,
-        "resnet50": resnet,
-        "cnn": {"channels": two_widths, "hidden": width, **head},
-        "distilbert": {"pretrained": text_or_null, "text_config": mapping, **head},
-    }
+ALPHA_DEFAULT: Any = _AlphaDefault()
 
 
 class SpecError(ValueError):
@@ -158,7 +133,7 @@ class RunSpec:
     )  # strategy hyperparameters (override defaults)
     clients: int = 10
     partition: str = "dirichlet-equal"
-    alpha: float | None = 1.0  # Dirichlet concentration (dirichlet schemes)
+    alpha: float | None = ALPHA_DEFAULT  # Dirichlet concentration (dirichlet schemes)
     shards: int | None = None  # shards per client (shards scheme)
     participation: float = 0.4  # C: fraction of clients sampled each round
     rounds: int = 10
@@ -206,6 +181,8 @@ class RunSpec:
     dataset_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.alpha is ALPHA_DEFAULT:
+            self.alpha = 1.0 if self.partition in ("dirichlet-equal", "dirichlet") else None
         keys = (*FLOAT_KEYS, *INT_KEYS, *OPTION_KEYS, "params", "strategy")
         for key, value in numbers_as_held({k: getattr(self, k) for k in keys}).items():
             setattr(self, key, value)
@@ -259,8 +236,6 @@ class RunSpec:
                 f"unknown run spec key(s) {', '.join(hints)}; valid keys are: "
                 f"{', '.join(sorted(known))}"
             )
-        if "alpha" not in data and data.get("partition") in ("shards", "iid"):
-            data = {**data, "alpha": None}  # the default 1.0 is the Dirichlet schemes'
         return cls(**data)
 
     @classmethod
@@ -431,24 +406,6 @@ def spec_errors(s: RunSpec) -> list[str]:
                 for problem in cls.param_value_errors(s.params, s.dataset, s.resolved_model)
             )
     return e
-
-
-def model_option_errors(model: str, options: dict[str, Any]) -> list[str]:
-    """``model_options`` against what ``model`` accepts, each option's value included."""
-    accepted = _model_option_checks()[model]
-    errors = []
-    for key, value in options.items():
-        if key not in accepted:
-            errors.append(
-                f"model_options.{safe_text(key)} is not an option of model {shown(model)}; its "
-                "options are: "
-                f"{', '.join(sorted(accepted))}"
-            )
-            continue
-        problem = accepted[key](value)
-        if problem:
-            errors.append(f"model_options.{safe_text(key)}={shown(value)} {problem}")
-    return errors
 
 
 # ---------------------------------------------------------------------------- overrides, diffs
