@@ -53,8 +53,7 @@ RUN_KEY_HELP = {
     "memory_format": "image tensor layout: auto (channels_last on a CPU with the sequential "
     "engine), contiguous, channels_last",
     "stop_at_acc": "end the run once its test accuracy reaches this (0-1); null: never",
-    "classifier_init": "pytorch (nn.Linear's own, as the authors' code) or normal (N(0, 0.01), "
-    "zero bias)",
+    "classifier_init": "pytorch (nn.Linear's own, as the authors' code) or normal (N(0, 0.01))",
     "weight_decay_exempt": "block-norms (the ResNets' stem and block norms, as the authors' "
     "code) or none (every parameter decayed)",
     "bn_running_stats": "average (FedAvg averages BatchNorm's running statistics) or "
