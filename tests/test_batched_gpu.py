@@ -101,12 +101,13 @@ def update_diff(a, b, init) -> float:
     return float((flat(a) - flat(b)).norm() / (flat(b) - flat(init)).norm())
 
 
-def compare_with_sequential(strategy: str, engine: str, device: str, tmp_path) -> dict:
-    """Train ``strategy`` through the sequential trainer and through ``engine``; returns the
-    batched run's engine record."""
+def compare_with_sequential(strategy: str, engine: str, device: str, tmp_path, **keys) -> dict:
+    """Train ``strategy`` through the sequential trainer and through ``engine`` (with run spec
+    ``keys`` besides SMALL's); returns the batched run's engine record."""
     base = dict(
-        SMALL, strategy=strategy, device=device, params=SMALL_SERVER_PARAMS.get(strategy, {})
-    )
+        SMALL, strategy=strategy, device=device, params=SMALL_SERVER_PARAMS.get(strategy, {}),
+        **keys,
+    )  # fmt: skip
     seq, _, ms = train(RunSpec(engine="sequential", **base), tmp_path / "seq")
     bat, record, mb = train(RunSpec(engine=engine, **base), tmp_path / "bat")
     recorded = json.loads((tmp_path / "bat" / "run.json").read_text())["engine"]
@@ -149,6 +150,15 @@ def test_compiled_graphed_step_on_cuda_matches_sequential(strategy, device, tmp_
     assert recorded["compile_step"] is expected_engine("batched-compiled")["compile_step"], (
         recorded["compile_step_reason"]
     )
+
+
+@pytest.mark.parametrize("engine", ["batched", "batched-compiled"])
+def test_a_decaying_rate_reaches_the_graphed_step(engine, device, tmp_path, monkeypatch):
+    """lr_decay changes the optimizer's coefficients every round, which a captured step reads
+    from its tables: graphed (and compiled) runs decay as the sequential one does."""
+    skip_without_cuda_graphs(device)
+    monkeypatch.setattr(compiled_step, "COMPILE_MIN_STEPS", 0)
+    compare_with_sequential("scaffold", engine, device, tmp_path, lr_decay=0.5)
 
 
 @pytest.mark.parametrize("compiled", [False, True])

@@ -117,7 +117,7 @@ def test_the_optimizer_decays_all_but_the_spared_parameters(optimizer):
             p.data.add_(0.5)  # no parameter at 0, where decay would not show
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
         spec = RunSpec(**SMALL, optimizer=optimizer, weight_decay=0.1, weight_decay_exempt=rule)
-        opt = make_optimizer(model, spec)
+        opt = make_optimizer(model, spec, spec.lr)
         for p in model.parameters():
             p.grad = torch.zeros_like(p)
         opt.step()
@@ -192,7 +192,7 @@ def test_flat_optimizers_leave_the_spared_columns_undecayed():
     for cls in (FlatSGD, FlatAdam):
         p = rows.clone()
         opt = cls(p, Spec, decayed)
-        coef = opt.coefficients(torch.ones(1, 2))
+        coef = opt.coefficients(torch.ones(1, 2), Spec.lr)
         opt.step(p, torch.zeros(2, 4), coef[0], torch.zeros(2, dtype=torch.bool))
         assert torch.equal(p[:, ~decayed], rows[:, ~decayed]), cls
         assert (p[:, decayed] < 2.0).all(), cls
@@ -213,7 +213,7 @@ def test_sparing_columns_from_decay_costs_no_kernel_a_step():
         for columns in (None, decayed):
             p = torch.full((2, 4), 2.0)
             opt = cls(p, Spec, columns)
-            coef = opt.coefficients(torch.ones(1, 2))[0]
+            coef = opt.coefficients(torch.ones(1, 2), Spec.lr)[0]
             with count_ops() as counted:
                 opt.step(p, torch.ones(2, 4), coef, torch.zeros(2, dtype=torch.bool))
             kernels.append(counted.kernels)

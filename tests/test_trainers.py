@@ -302,7 +302,7 @@ def test_flat_optimizers_step_each_row_like_torch_and_leave_finished_rows_alone(
     for cls, torch_opt in ((FlatSGD, torch.optim.SGD), (FlatAdam, torch.optim.Adam)):
         rows = start.clone()
         opt = cls(rows, Spec)
-        coefs = opt.coefficients(active)
+        coefs = opt.coefficients(active, Spec.lr)
         for t, g in enumerate(grads):
             g = g.clone()
             clip_rows_(g, 1.0)

@@ -53,7 +53,7 @@ NOT_IN_IDENTITY = (
 )  # fmt: skip
 # keys left out of identity() while they hold their default, so adding them kept every existing
 # spec's hash (and with it every finished run and checkpoint)
-IDENTITY_UNLESS_DEFAULT = {"stop_at_acc": None}
+IDENTITY_UNLESS_DEFAULT = {"stop_at_acc": None, "lr_decay": 1.0}
 # "batched-eager": the batched trainer without CUDA graphs or torch.compile (fedkd.engine.choice)
 ENGINES = ("auto", "sequential", "batched", "batched-eager", "batched-compiled")
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -62,7 +62,8 @@ MEMORY_FORMATS = ("auto", "contiguous", "channels_last")
 # the numeric keys, by kind: a float key holds a float whatever the spelling (1, 1.0, 1e0), so
 # one run has one spec and one hash; an int key takes an integral float (rounds: 1e3)
 FLOAT_KEYS = (
-    "alpha", "participation", "lr", "momentum", "weight_decay", "grad_clip", "stop_at_acc"
+    "alpha", "participation", "lr", "lr_decay", "momentum", "weight_decay", "grad_clip",
+    "stop_at_acc",
 )  # fmt: skip
 INT_KEYS = ("clients", "shards", "rounds", "local_epochs", "batch_size", "seed")
 # the keys that may be null, and what null means
@@ -141,6 +142,7 @@ class RunSpec:
     batch_size: int = 64
     optimizer: str = "sgd"
     lr: float = 0.05
+    lr_decay: float = 1.0  # the learning rate's factor per round (FedNTD: 0.99)
     momentum: float = 0.9
     weight_decay: float = 1e-5
     grad_clip: float | None = 10.0  # max gradient norm; None disables clipping
@@ -193,6 +195,11 @@ class RunSpec:
         errors = spec_errors(self)
         if errors:
             raise SpecError("invalid run spec:\n  " + "\n  ".join(errors))
+
+    def lr_of_round(self, round: int) -> float:
+        """The learning rate of 0-based ``round``: lr decayed once per round before it, as
+        FedNTD's code steps its scheduler after each round."""
+        return self.lr * self.lr_decay**round
 
     @property
     def resolved_model(self) -> str:
@@ -359,6 +366,8 @@ def spec_errors(s: RunSpec) -> list[str]:
         e.append(f"participation={shown(s.participation)} (C) must lie in (0, 1], e.g. 0.2")
     if not is_finite_number(s.lr) or s.lr <= 0:
         e.append(f"lr={shown(s.lr)} must be a finite number > 0, e.g. 0.05 or 1e-3")
+    if not is_finite_number(s.lr_decay) or not 0 < s.lr_decay <= 1:
+        e.append(f"lr_decay={shown(s.lr_decay)} must lie in (0, 1]: 1 keeps lr, 0.99 is FedNTD's")
     if not is_finite_number(s.momentum) or not 0 <= s.momentum < 1:
         e.append(f"momentum={shown(s.momentum)} must lie in [0, 1)")
     if not is_finite_number(s.weight_decay) or s.weight_decay < 0:

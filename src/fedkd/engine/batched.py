@@ -226,7 +226,7 @@ class BatchedTrainer:
         labels = self.inputs.labels
         ints[:, 2] = labels[ints[:, 2]]
         self.int_table.copy_(ints)
-        coef = self.opt.coefficients(active.to(self.dtype))
+        coef = self.opt.coefficients(active.to(self.dtype), self.spec.lr_of_round(clients[0].round))
         floats = torch.cat([weight.to(self.dtype), active.to(self.dtype).unsqueeze(1), coef], 1)
         self.float_table.copy_(floats)
 

@@ -52,12 +52,12 @@ def decay_factors(wd: float, columns: torch.Tensor | None, params: torch.Tensor)
 
 class FlatSGD:
     """Per client: g += wd p (not on the exempt columns); buf = momentum buf + g (torch creates
-    buf as g: the same, from 0); p -= lr buf."""
+    buf as g: the same, from 0); p -= lr buf, lr the round's."""
 
     names = ("momentum_keep", "neg_lr")
 
     def __init__(self, params: torch.Tensor, spec, decayed: torch.Tensor | None = None):
-        self.lr, self.momentum = float(spec.lr), float(spec.momentum)
+        self.momentum = float(spec.momentum)
         self.decay = decay_factors(float(spec.weight_decay), decayed, params)
         self.buf = torch.zeros_like(params) if self.momentum else None
 
@@ -65,10 +65,11 @@ class FlatSGD:
         if self.buf is not None:
             self.buf.zero_()
 
-    def coefficients(self, active: torch.Tensor) -> torch.Tensor:
-        """(S, 2, K) per-step coefficients from the (S, K) 0/1 active mask."""
+    def coefficients(self, active: torch.Tensor, lr: float) -> torch.Tensor:
+        """(S, 2, K) per-step coefficients from the (S, K) 0/1 active mask, at learning rate
+        ``lr``."""
         keep = active * (self.momentum - 1.0) + 1.0  # momentum where active, 1 where finished
-        return torch.stack([keep, active * -self.lr], dim=1)
+        return torch.stack([keep, active * -lr], dim=1)
 
     @torch.no_grad()
     def step(self, p: torch.Tensor, g: torch.Tensor, coef: torch.Tensor, finished) -> None:
@@ -94,7 +95,6 @@ class FlatAdam:
         self, params: torch.Tensor, spec, decayed: torch.Tensor | None = None,
         betas=(0.9, 0.999), eps=1e-8,
     ):  # fmt: skip
-        self.lr = float(spec.lr)
         self.decay = decay_factors(float(spec.weight_decay), decayed, params)
         self.beta1, self.beta2, self.eps = betas[0], betas[1], eps
         self.exp_avg = torch.zeros_like(params)
@@ -104,7 +104,7 @@ class FlatAdam:
         self.exp_avg.zero_()
         self.exp_avg_sq.zero_()
 
-    def coefficients(self, active: torch.Tensor) -> torch.Tensor:
+    def coefficients(self, active: torch.Tensor, lr: float) -> torch.Tensor:
         s = active.shape[0]
         t = torch.arange(1, s + 1, dtype=torch.float64).unsqueeze(1)
         bias1 = 1 - self.beta1**t
@@ -116,7 +116,7 @@ class FlatAdam:
                 a * (self.beta2 - 1.0) + 1.0,
                 a * (1 - self.beta2),
                 bias2_sqrt.expand_as(a),
-                a * -(self.lr / bias1),
+                a * -(lr / bias1),
             ],
             dim=1,
         ).to(active.dtype)

@@ -17,7 +17,7 @@ from fedkd.runtime.schedule import ClientSchedule
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Outputs, Strategy
 
 
-def make_optimizer(model: torch.nn.Module, spec):
+def make_optimizer(model: torch.nn.Module, spec, lr: float):
     exempt = decay_exempt(model, spec)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [
@@ -27,8 +27,8 @@ def make_optimizer(model: torch.nn.Module, spec):
     groups = [g for g in groups if g["params"]]
     # foreach keeps the optimizer to a handful of kernels per step
     if spec.optimizer == "sgd":
-        return ForeachSGD(groups, lr=spec.lr, momentum=spec.momentum)
-    return torch.optim.Adam(groups, lr=spec.lr, foreach=True)
+        return ForeachSGD(groups, lr=lr, momentum=spec.momentum)
+    return torch.optim.Adam(groups, lr=lr, foreach=True)
 
 
 def step_tables(env, cid: int, schedule: ClientSchedule) -> tuple[torch.Tensor, ...]:
@@ -117,7 +117,7 @@ class SequentialTrainer:
     def _train_one(self, model, client: ClientContext, schedule, global_params) -> torch.Tensor:
         spec, env, strategy = self.spec, self.env, self.strategy
         model.train()
-        opt = make_optimizer(model, spec)
+        opt = make_optimizer(model, spec, spec.lr_of_round(client.round))
         params = [p for p in model.parameters() if p.requires_grad]
         dtype = params[0].dtype if params else torch.float32
         frozen = frozen_models(client, self._own_model)

@@ -122,7 +122,8 @@ class Scaffold(Strategy):
         y = dict(client.model.named_parameters())
         spec = self.ctx.spec
         k = effective_steps(client.steps, local_momentum(spec))
-        delta = {n: option2_delta(x[n], y[n], c[n], k, spec.lr) for n in self.names}
+        lr = spec.lr_of_round(client.round)  # the rate the client trained at
+        delta = {n: option2_delta(x[n], y[n], c[n], k, lr) for n in self.names}
         old = self.c_local.get(client.client_id)
         # the client keeps c_i+ for the next time it is sampled
         self.c_local[client.client_id] = {
