@@ -318,3 +318,13 @@ def test_the_precheck_guards_the_default_configuration_too(tmp_path):
     assert config_files(["-n", "--directory", str(workdir)]) == [str(default)]
     assert config_files(["-n", "-d", str(workdir), "--configfile", "mine.yaml"]) == ["mine.yaml"]
     assert config_files(["-n", "--directory", str(tmp_path / "none")]) == []
+
+
+def test_an_unregistered_strategy_is_named_once_with_its_fix():
+    """The run specs of a variant whose strategy is not registered repeated the variant's own
+    error once more, as a second problem to fix."""
+    cfg = small_config()
+    cfg["variants"]["fedavg"]["strategy"] = "fedavgg"
+    message = errors_of(cfg)
+    assert "variants.fedavg.strategy: 'fedavgg' is not a registered strategy" in message
+    assert message.count("fedavgg") == 1, message
