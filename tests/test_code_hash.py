@@ -263,8 +263,8 @@ print(json.dumps(sorted(
 )
 def test_every_module_a_run_loads_is_in_its_code_hash(tmp_path, strategy, dataset, model):
     """What a run really imports, however it imports it (the models inside a function, a loader
-    by name), is hashed with it, so editing it re-runs the run. Loaded besides: the command line,
-    its error reporting and data check, and the other strategies' modules, which the registry
+    by name), is hashed with it, so editing it re-runs the run. Loaded besides: the command line
+    and its flags' help, its error reporting and data check, and the other strategies' modules, which the registry
     imports to look a name up, and the command's imports made before it runs (fedkd.startup)."""
     from fedkd.provenance import PACKAGE_DIR, _closure, run_code_files, strategy_module_files
 
@@ -277,8 +277,9 @@ def test_every_module_a_run_loads_is_in_its_code_hash(tmp_path, strategy, datase
     loaded = {Path(f) for f in json.loads(out.stdout.splitlines()[-1])}
     hashed = set(run_code_files(strategy, dataset))
     registry = set(_closure(list(strategy_module_files().values())))
-    command = {PACKAGE_DIR / f for f in ("cli.py", "user_errors.py", "startup.py",
-                                         "pipeline/__init__.py", "pipeline/data_check.py")}  # fmt: skip
+    command = {PACKAGE_DIR / f for f in ("cli.py", "run_key_help.py", "user_errors.py",
+                                         "startup.py", "pipeline/__init__.py",
+                                         "pipeline/data_check.py")}  # fmt: skip
     assert loaded - hashed - registry - command == set()
     model_file = {"cnn": "cnn.py", "resnet8": "resnet.py", "auto": "text.py"}[model]
     assert PACKAGE_DIR / "models" / model_file in loaded & hashed
