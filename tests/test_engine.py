@@ -259,3 +259,13 @@ def test_a_file_edited_in_the_same_process_has_its_imports_read_again(tmp_path):
     module.write_text("import fedkd.losses\nimport fedkd.metrics\n")
     after = _closure([module])
     assert PACKAGE_DIR / "metrics.py" in after and PACKAGE_DIR / "losses.py" in after
+
+
+def test_the_first_log_line_says_how_the_data_is_split():
+    """A shards or iid run's first line read "alpha None": the key it does not use."""
+    from fedkd.config import RunSpec
+    from fedkd.engine.run import _partition_text
+
+    assert _partition_text(RunSpec(partition="dirichlet", alpha=0.1)) == "dirichlet alpha 0.1"
+    assert _partition_text(RunSpec(partition="shards", shards=2)) == "shards 2 a client"
+    assert _partition_text(RunSpec(partition="iid")) == "iid"

@@ -50,6 +50,16 @@ from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies.base import tensor_bytes
 
 
+def _partition_text(spec) -> str:
+    """How the run splits its data, as its log's first line says it: ``dirichlet-equal alpha
+    0.5``, ``shards 2 a client``, ``iid``."""
+    if spec.alpha is not None:
+        return f"{spec.partition} alpha {spec.alpha}"
+    if spec.shards is not None:
+        return f"{spec.partition} {spec.shards} a client"
+    return spec.partition
+
+
 class Run(RunSetup):
     """One federated run: set up data, partition, model and strategy (``prepare``); then loop
     over rounds (``run``)."""
@@ -262,7 +272,7 @@ class Run(RunSetup):
             self.log(f"[fedkd] warning: resuming {self.out} after round {start} {changes}")
         self.log(
             f"[fedkd] {spec.strategy} on {spec.dataset} ({self.model_name}, {len(self.dataset.train)} "
-            f"train samples), {spec.clients} clients, alpha {spec.alpha}, C {spec.participation}, "
+            f"train samples), {spec.clients} clients, {_partition_text(spec)}, C {spec.participation}, "
             f"{spec.rounds} rounds, device {self.device}"
         )
         status, error = "running", None
