@@ -52,6 +52,8 @@ def test_shards_needs_shards_per_client():
     with pytest.raises(SpecError, match="shards=None"):
         RunSpec(partition="shards", alpha=None)
     RunSpec(partition="shards", alpha=None, shards=2)
+    with pytest.raises(SpecError, match="shards=2000000 is more than 1,000,000"):
+        RunSpec(partition="shards", shards=2_000_000)  # a slip of the exponent
 
 
 def test_spec_file_and_overrides(tmp_path):

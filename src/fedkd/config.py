@@ -17,6 +17,7 @@ from fedkd.data import DATASETS as _DATASET_REGISTRY
 from fedkd.echo import shown
 from fedkd.model_options import model_option_errors
 from fedkd.run_choices import CHOICES as RUN_CHOICES
+from fedkd.run_paths import DIRICHLET
 from fedkd.runtime.seeding import clients_a_round
 from fedkd.values import (
     ValueTooLarge,
@@ -184,7 +185,7 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         if self.alpha is ALPHA_DEFAULT:
-            self.alpha = 1.0 if self.partition in ("dirichlet-equal", "dirichlet") else None
+            self.alpha = 1.0 if self.partition in DIRICHLET else None
         keys = (*FLOAT_KEYS, *INT_KEYS, *OPTION_KEYS, "params", "strategy")
         for key, value in numbers_as_held({k: getattr(self, k) for k in keys}).items():
             setattr(self, key, value)
@@ -341,7 +342,7 @@ def spec_errors(s: RunSpec) -> list[str]:
             )
         elif v > UPPER[key]:
             e.append(f"{key}={shown(v)} is more than {UPPER[key]:,}; set a smaller value")
-    if s.partition in ("dirichlet-equal", "dirichlet"):
+    if s.partition in DIRICHLET:
         if not is_finite_number(s.alpha) or s.alpha <= 0:
             e.append(
                 f"alpha={s.alpha!r} must be a number > 0 for partition {s.partition!r} (e.g. 0.1, 0.5, 1)"
@@ -356,6 +357,8 @@ def spec_errors(s: RunSpec) -> list[str]:
         e.append(
             f"shards={s.shards!r} must be a positive integer (shards per client) for partition 'shards'"
         )
+    elif s.partition == "shards" and s.shards > UPPER["shards"]:
+        e.append(f"shards={shown(s.shards)} is more than {UPPER['shards']:,}; set a smaller value")
     elif s.shards is not None and s.partition in PARTITIONS and s.partition != "shards":
         e.append(
             f"shards={shown(s.shards)}: partition {s.partition!r} deals no shards, so it would "
