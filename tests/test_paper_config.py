@@ -74,11 +74,15 @@ def test_feddf_table1_runs_resnet8_with_batchnorm_as_feddfs_code(plan):
 
 
 def test_fedntd_table1_runs_fedntds_schedule_without_clipping(plan):
-    # FedNTD (Appendix B): lr 0.01 decayed by 0.99 each round; it names no clipping and its code
-    # clips nothing, where FedGKD's code clips at norm 10 and keeps its rate
+    # FedNTD (Appendix B): lr 0.01 decayed by 0.99 each round, Cutout on CIFAR-10 (side 16 in its
+    # code); it names no clipping and its code clips nothing, where FedGKD's code clips at norm 10,
+    # keeps its rate and cuts nothing out
     runs = [r for _, r in plan.target_runs("forgetting")]
     assert runs
     specs = [spec_of(plan, r) for r in runs]
-    assert {(s["lr"], s["lr_decay"], s["grad_clip"]) for s in specs} == {(0.01, 0.99, None)}
+    assert {(s["lr"], s["lr_decay"], s["grad_clip"], s["cutout"]) for s in specs} == {
+        (0.01, 0.99, None, 16)
+    }
     table3 = spec_of(plan, plan.target_runs("table3")[0][1])
     assert table3["grad_clip"] == 10.0 and table3.get("lr_decay", 1.0) == 1.0
+    assert table3.get("cutout", 0) == 0

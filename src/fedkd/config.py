@@ -54,7 +54,7 @@ NOT_IN_IDENTITY = (
 )  # fmt: skip
 # keys left out of identity() while they hold their default, so adding them kept every existing
 # spec's hash (and with it every finished run and checkpoint)
-IDENTITY_UNLESS_DEFAULT = {"stop_at_acc": None, "lr_decay": 1.0}
+IDENTITY_UNLESS_DEFAULT = {"stop_at_acc": None, "lr_decay": 1.0, "cutout": 0}
 # "batched-eager": the batched trainer without CUDA graphs or torch.compile (fedkd.engine.choice)
 ENGINES = ("auto", "sequential", "batched", "batched-eager", "batched-compiled")
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -66,7 +66,7 @@ FLOAT_KEYS = (
     "alpha", "participation", "lr", "lr_decay", "momentum", "weight_decay", "grad_clip",
     "stop_at_acc",
 )  # fmt: skip
-INT_KEYS = ("clients", "shards", "rounds", "local_epochs", "batch_size", "seed")
+INT_KEYS = ("clients", "shards", "rounds", "local_epochs", "batch_size", "cutout", "seed")
 # the keys that may be null, and what null means
 NULLABLE = {
     "alpha": "no Dirichlet concentration (partitions shards, iid)",
@@ -80,7 +80,7 @@ NULLABLE = {
 # exponent (rounds: 1e12) is refused before a job starts
 UPPER = {
     "clients": 1_000_000, "rounds": 100_000, "local_epochs": 10_000, "batch_size": 1_000_000,
-    "shards": 1_000_000,
+    "shards": 1_000_000, "cutout": 1_000,
 }  # fmt: skip
 DIFF_CHARS = 1000  # a value in a spec's difference from its record: room to show where
 SEED_LIMIT = 2**63  # seeds are stored as signed 64-bit integers (run.json → Parquet aggregate)
@@ -149,6 +149,8 @@ class RunSpec:
     grad_clip: float | None = 10.0  # max gradient norm; None disables clipping
     # auto: crop (pad 4) + flip on colour images, none otherwise; or "none", "crop-flip"
     augment: str = "auto"
+    # Cutout: the side in pixels of a square blanked in each local training image (FedNTD: 16)
+    cutout: int = 0
     seed: int = 0
     device: str = "auto"
     data_root: str | None = None  # None: $FEDKD_DATA or ./data
@@ -371,6 +373,16 @@ def spec_errors(s: RunSpec) -> list[str]:
         e.append(f"lr={shown(s.lr)} must be a finite number > 0, e.g. 0.05 or 1e-3")
     if not is_finite_number(s.lr_decay) or not 0 < s.lr_decay <= 1:
         e.append(f"lr_decay={shown(s.lr_decay)} must lie in (0, 1]: 1 keeps lr, 0.99 is FedNTD's")
+    if not is_int(s.cutout) or not 0 <= s.cutout <= UPPER["cutout"]:
+        e.append(
+            f"cutout={shown(s.cutout)} must be an integer from 0 (no Cutout) to "
+            f"{UPPER['cutout']:,}: the side in pixels of the square Cutout blanks (FedNTD: 16){yaml11_note(s.cutout)}"
+        )
+    elif s.cutout and s.dataset in DATASETS and _DATASET_REGISTRY[s.dataset].kind != "image":
+        e.append(
+            f"cutout={shown(s.cutout)}: dataset {s.dataset!r} holds texts, and Cutout blanks a "
+            "square of an image; leave cutout at 0"
+        )
     if not is_finite_number(s.momentum) or not 0 <= s.momentum < 1:
         e.append(f"momentum={shown(s.momentum)} must lie in [0, 1)")
     if not is_finite_number(s.weight_decay) or s.weight_decay < 0:

@@ -41,7 +41,6 @@ holds every strategy to it on ResNet-8-GN and the CNN).
 
 from __future__ import annotations
 
-import copy
 import time
 
 import torch
@@ -59,49 +58,13 @@ from fedkd.engine.cuda_graphs import (
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.flat_params import FlatParams
 from fedkd.engine.folding import bind, fold, param_kinds
+from fedkd.engine.frozen_slots import FrozenSlot, SharedSlot, per_client
 from fedkd.engine.functional import FunctionalModel
 from fedkd.engine.optim import decay_exempt
 from fedkd.engine.static_buffers import same_buffers, shape_of, stack_into, static, steps_into
 from fedkd.engine.trainers import Trained
 from fedkd.runtime.schedule import ClientSchedule, steps_per_round
 from fedkd.strategies.base import ClientContext, LocalBatch, LocalContext, Outputs, Strategy
-
-
-class FrozenSlot:
-    """A declared per-client frozen model, folded, over the K clients' own weights."""
-
-    def __init__(self, student_folded, named, k, kinds, dtype, device):
-        self.params = FlatParams(named, k, kinds, dtype, device)
-        self.model = copy.deepcopy(student_folded).eval()
-        bind(self.model, self.params.folded, requires_grad=False)
-
-    def outputs(self, x_folded: torch.Tensor, k: int):
-        """(features, logits) per client, (K, B, ...), of the folded images (B, K*C, H, W)."""
-        return _per_client(*self.model.features_and_logits(x_folded), k)
-
-
-class SharedSlot:
-    """A declared frozen model shared by all clients, unfolded: one copy of its weights run once
-    on the K clients' batches stacked along the batch. Folded, its weights would be repeated K
-    times in grouped layers, and cuDNN ran each grouped convolution of the folded network as K
-    kernels, one per client (a profile on an H200: 208 us for one of ResNet-8's folded
-    convolutions over 4 x 64 images, 366 us for the same convolution over 1,000 images
-    unfolded)."""
-
-    def __init__(self, worker: torch.nn.Module):
-        self.model = copy.deepcopy(worker).eval().requires_grad_(False)
-        self.params = dict(self.model.named_parameters())
-
-    def fill(self, named: dict[str, torch.Tensor]) -> None:
-        """Copy the shared model's weights in place (a captured graph reads these tensors)."""
-        with torch.no_grad():
-            for n, p in self.params.items():
-                p.copy_(named[n])
-
-    def outputs(self, stacked: torch.Tensor, k: int):
-        """(features, logits) per client, (K, B, ...), of the stacked images (K*B, C, H, W)."""
-        features, logits = self.model.features_and_logits(stacked)
-        return features.view(k, -1, *features.shape[1:]), logits.view(k, -1, *logits.shape[1:])
 
 
 class BatchedTrainer:
@@ -135,7 +98,9 @@ class BatchedTrainer:
             steps_per_round(len(ix), spec.local_epochs, spec.batch_size) for ix in env.client_index
         )
         s, b = self.max_steps, self.batch
-        self.int_table = torch.zeros(s, 3, b, k, dtype=torch.long, device=device)
+        # per step, slot and client: start, flip, label, and with Cutout its centre's row and column
+        int_rows = 5 if self.inputs.cutout_hw else 3
+        self.int_table = torch.zeros(s, int_rows, b, k, dtype=torch.long, device=device)
         n_opt = len(opt_cls.names)
         self.float_table = torch.zeros(s, b + 1 + n_opt, k, dtype=self.dtype, device=device)
         self.t = torch.zeros(1, dtype=torch.long, device=device)
@@ -209,6 +174,7 @@ class BatchedTrainer:
         start = torch.zeros(s_max, b, k, dtype=torch.long)
         flip = torch.zeros(s_max, b, k, dtype=torch.long)
         rows = torch.zeros(s_max, b, k, dtype=torch.long)
+        cut = torch.zeros(2, s_max, b, k, dtype=torch.long)
         weight = torch.zeros(s_max, b, k, dtype=torch.float64)
         active = torch.zeros(s_max, k, dtype=torch.float64)
         for c, (client, sched) in enumerate(zip(clients, schedules, strict=True)):
@@ -219,10 +185,12 @@ class BatchedTrainer:
             start[:n, :, c] = self.inputs.start(global_rows, sched.off_y, sched.off_x)
             flip[:n, :, c] = sched.flip
             rows[:n, :, c] = global_rows
+            if sched.cut is not None:
+                cut[:, :n, :, c] = sched.cut
             valid = sched.valid().double()
             weight[:n, :, c] = valid / valid.sum(1, keepdim=True)
             active[:n, c] = 1.0
-        ints = torch.stack([start, flip, rows], dim=1).to(self.device)
+        ints = torch.stack([start, flip, rows, *cut][: self.int_table.shape[1]], 1).to(self.device)
         labels = self.inputs.labels
         ints[:, 2] = labels[ints[:, 2]]
         self.int_table.copy_(ints)
@@ -326,7 +294,7 @@ class BatchedTrainer:
             self.record.update(compile_step=False, compile_step_reason=short)
             return self._recorded()
         ints = self.int_table[0]
-        x = self.inputs(ints[0], ints[1], self.dtype).flatten(1, 2)
+        x = self.inputs(ints[0], ints[1], self.dtype, ints[3:]).flatten(1, 2)
         self.record.update(compile_step=False, compile_step_reason=TRIAL_RUNNING)
         self._recorded()
         try:
@@ -436,14 +404,14 @@ class BatchedTrainer:
     def _step(self) -> None:
         """One local step of every client; reads and writes only the trainer's buffers."""
         k, b, spec = self.k, self.batch, self.spec
-        ints = self.int_table.index_select(0, self.t).squeeze(0)  # (3, B, K)
+        ints = self.int_table.index_select(0, self.t).squeeze(0)  # (3 or 5, B, K)
         floats = self.float_table.index_select(0, self.t).squeeze(0)  # (B + 1 + n, K)
         step_values = {
             n: v.index_select(0, self.t).squeeze(0) for n, v in self.values["step"].items()
         }
         weight, coef = floats[:b], floats[b + 1 :]
         finished = floats[b] == 0  # (K,) the clients done with their local steps (active 0)
-        x = self.inputs(ints[0], ints[1], self.dtype)  # (B, K, C, H, W)
+        x = self.inputs(ints[0], ints[1], self.dtype, ints[3:])  # (B, K, C, H, W)
         x_folded = x.flatten(1, 2)
         with self._autocast():
             with torch.no_grad():
@@ -455,7 +423,7 @@ class BatchedTrainer:
                     n: self.slots[n, shared].outputs(stacked if shared else x_folded, k)
                     for n, shared in self.active_slots
                 }
-            features, logits = _per_client(*self.forward(x_folded), k)
+            features, logits = per_client(*self.forward(x_folded), k)
             # each client's parameters as views of the folded ones: the gradient reaches them
             params = {
                 n: leaf.transpose(1, 2) if n in self.params.transposed else leaf.view(k, *shape)
@@ -490,11 +458,3 @@ class BatchedTrainer:
             return strategy.checked_local_loss(LocalBatch(x, y, features, logits, weight), ctx)
 
         return loss
-
-
-def _per_client(features: torch.Tensor, logits: torch.Tensor, k: int):
-    """The folded network's outputs as (K, B, ...): linear outputs already are; pooled features
-    (B, K*F) become a transposed view."""
-    if features.dim() == 2:
-        features = features.view(features.shape[0], k, -1).transpose(0, 1)
-    return features, logits

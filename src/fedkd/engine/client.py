@@ -92,10 +92,11 @@ class TrainEnv:
 
     def schedule(self, round: int, cid: int) -> ClientSchedule:
         """Client ``cid``'s batches and augmentation draws for ``round``."""
-        spec, crop = self.spec, self.inputs().pad
+        spec, inputs = self.spec, self.inputs()
         return client_schedule(
             len(self.client_index[cid]), spec.local_epochs, spec.batch_size,
-            self.client_seed(round, cid), crop_pad=crop, flip=bool(crop),
+            self.client_seed(round, cid), crop_pad=inputs.pad, flip=bool(inputs.pad),
+            cutout_hw=inputs.cutout_hw,
         )  # fmt: skip
 
     def client_rows(self, cid: int) -> torch.Tensor:

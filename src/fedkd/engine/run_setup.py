@@ -175,7 +175,9 @@ class RunSetup:
         self.build_model = build
         torch.manual_seed(derive_seed(spec.seed, "init"))
         self.global_model = build()
-        self.preprocess = Preprocessor(ds, spec.augment, self.device, self.channels_last)
+        self.preprocess = Preprocessor(
+            ds, spec.augment, self.device, self.channels_last, getattr(spec, "cutout", 0)
+        )
         self.strategy = strategy_cls(
             self.params,
             ServerContext(

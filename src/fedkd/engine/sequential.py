@@ -32,11 +32,12 @@ def make_optimizer(model: torch.nn.Module, spec, lr: float):
 
 
 def step_tables(env, cid: int, schedule: ClientSchedule) -> tuple[torch.Tensor, ...]:
-    """(start, flip, row in the training split) of every slot of the client's schedule, on the
-    device."""
+    """(start, flip, row in the training split, Cutout centres or None) of every slot of the
+    client's schedule, on the device."""
     rows = env.client_rows(cid)[schedule.rows]
     start = env.inputs().start(rows, schedule.off_y, schedule.off_x)
-    return start.to(env.device), schedule.flip.to(env.device), rows.to(env.device)
+    cut = None if schedule.cut is None else schedule.cut.to(env.device)
+    return start.to(env.device), schedule.flip.to(env.device), rows.to(env.device), cut
 
 
 def frozen_models(client: ClientContext, own_model) -> dict[str, torch.nn.Module]:
@@ -121,7 +122,7 @@ class SequentialTrainer:
         params = [p for p in model.parameters() if p.requires_grad]
         dtype = params[0].dtype if params else torch.float32
         frozen = frozen_models(client, self._own_model)
-        start, flip, rows = step_tables(env, client.client_id, schedule)
+        start, flip, rows, cut = step_tables(env, client.client_id, schedule)
         inputs = env.inputs()
         labels = inputs.labels
         channels_last = getattr(env.preprocess, "channels_last", False)
@@ -130,7 +131,7 @@ class SequentialTrainer:
         # bf16 autocast is opt-in (spec.precision); its accuracy is checked against fp32 in the bench
         autocast = torch.autocast(env.device.type, torch.bfloat16, enabled=spec.precision == "bf16")
         for s, n in enumerate(schedule.count):
-            x = inputs(start[s, :n], flip[s, :n], dtype)
+            x = inputs(start[s, :n], flip[s, :n], dtype, None if cut is None else cut[:, s, :n])
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
             y = labels[rows[s, :n]]

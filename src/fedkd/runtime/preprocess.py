@@ -5,8 +5,9 @@ Two ways in, one arithmetic:
   passes over a client's data);
 - ``TrainInputs`` serves local training: the training split is padded once per run, and a batch,
   with its random crop (zero padding 4) and horizontal flip, is one gather from precomputed offsets
-  (``fedkd.runtime.schedule`` draws the crops and flips up front), then one normalisation. The
-  same call serves one client's batch (B,) or K clients' batches side by side (B, K).
+  (``fedkd.runtime.schedule`` draws the crops and flips up front), then one normalisation, then
+  (with ``cutout``) each sample's Cutout square set to 0. The same call serves one client's batch
+  (B,) or K clients' batches side by side (B, K).
 
 Normalisation is ``x * scale + shift`` with scale = 1 / (255 std), shift = -mean / std, in both.
 """
@@ -53,9 +54,16 @@ def use_channels_last(spec, device: torch.device, dataset: FedDataset) -> bool:
 
 class Preprocessor:
     def __init__(
-        self, dataset: FedDataset, augment: str, device: torch.device, channels_last: bool = False
+        self,
+        dataset: FedDataset,
+        augment: str,
+        device: torch.device,
+        channels_last: bool = False,
+        cutout: int = 0,
     ):
         self.is_image = dataset.kind == "image"
+        # Cutout's side in pixels, on local training's batches only (FedNTD's recipe: 16)
+        self.cutout = cutout if self.is_image else 0
         self.channels_last = self.is_image and channels_last
         channels = dataset.input_shape[0] if self.is_image else 0
         # crop+flip is the CIFAR/Tiny-ImageNet recipe; flipping digits would change their meaning
@@ -110,20 +118,49 @@ class TrainInputs:
             hi = torch.arange(h, device=dev).view(1, h, 1) * wp
             wi = torch.arange(w, device=dev).view(1, 1, w)
             self.table = torch.stack([ci + hi + wi, ci + hi + (w - 1 - wi)])  # (2, C, H, W)
+            self.cutout_hw = (h, w) if pre.cutout else None
+            self.pixel_rows, self.pixel_cols = (
+                torch.arange(h, device=dev),
+                torch.arange(w, device=dev),
+            )
         else:
             self.row_stride = 0
             self.table = torch.arange(self.item_size, device=dev).unsqueeze(0)  # (1, L)
+            self.cutout_hw = None
 
     def start(self, rows: torch.Tensor, off_y: torch.Tensor, off_x: torch.Tensor) -> torch.Tensor:
         """Flat start offsets of samples ``rows`` of the split cropped at (off_y, off_x)."""
         return rows * self.item_size + off_y * self.row_stride + off_x
 
     def __call__(
-        self, start: torch.Tensor, flip: torch.Tensor, dtype: torch.dtype = torch.float32
+        self,
+        start: torch.Tensor,
+        flip: torch.Tensor,
+        dtype: torch.dtype = torch.float32,
+        cut: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The batch whose samples start at ``start`` (any shape S), flipped where ``flip`` is 1:
-        (*S, C, H, W) normalised ``dtype`` for images, (*S, L) token ids for texts."""
+        (*S, C, H, W) normalised ``dtype`` for images, (*S, L) token ids for texts. With Cutout,
+        ``cut`` (2, *S) holds each sample's square's centre (the schedule's ``cut``)."""
         trail = (None,) * (self.table.dim() - 1)
         index = self.table[flip] + start[(..., *trail)]
         x = self.flat.take(index)
-        return self.pre.normalise(x, dtype) if self.pre.is_image else x
+        if not self.pre.is_image:
+            return x
+        x = self.pre.normalise(x, dtype)
+        return x * self.cutout_keep(cut).to(dtype) if self.cutout_hw else x
+
+    def cutout_keep(self, cut: torch.Tensor) -> torch.Tensor:
+        """(*S, 1, H, W) bool, False inside each sample's square: rows and columns from centre -
+        side // 2 to centre + side // 2, clipped to the image, as Cutout's code masks the
+        normalised image (so the square reads 0, the mean colour)."""
+        half = self.pre.cutout // 2
+        h, w = self.cutout_hw
+
+        def inside(centre: torch.Tensor, pixels: torch.Tensor, size: int) -> torch.Tensor:
+            lo, hi = (centre - half).clamp(0, size), (centre + half).clamp(0, size)
+            return (pixels >= lo.unsqueeze(-1)) & (pixels < hi.unsqueeze(-1))
+
+        rows = inside(cut[0], self.pixel_rows, h)  # (*S, H)
+        cols = inside(cut[1], self.pixel_cols, w)  # (*S, W)
+        return ~(rows.unsqueeze(-1) & cols.unsqueeze(-2)).unsqueeze(-3)

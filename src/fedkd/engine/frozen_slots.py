@@ -1,0 +1,56 @@
+"""The batched trainer's declared frozen models (``fedkd.engine.batched``): a per-client model
+folded over the K clients' own weights, or one model shared by all clients, run unfolded."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from fedkd.engine.flat_params import FlatParams
+from fedkd.engine.folding import bind
+
+
+class FrozenSlot:
+    """A declared per-client frozen model, folded, over the K clients' own weights."""
+
+    def __init__(self, student_folded, named, k, kinds, dtype, device):
+        self.params = FlatParams(named, k, kinds, dtype, device)
+        self.model = copy.deepcopy(student_folded).eval()
+        bind(self.model, self.params.folded, requires_grad=False)
+
+    def outputs(self, x_folded: torch.Tensor, k: int):
+        """(features, logits) per client, (K, B, ...), of the folded images (B, K*C, H, W)."""
+        return per_client(*self.model.features_and_logits(x_folded), k)
+
+
+class SharedSlot:
+    """A declared frozen model shared by all clients, unfolded: one copy of its weights run once
+    on the K clients' batches stacked along the batch. Folded, its weights would be repeated K
+    times in grouped layers, and cuDNN ran each grouped convolution of the folded network as K
+    kernels, one per client (a profile on an H200: 208 us for one of ResNet-8's folded
+    convolutions over 4 x 64 images, 366 us for the same convolution over 1,000 images
+    unfolded)."""
+
+    def __init__(self, worker: torch.nn.Module):
+        self.model = copy.deepcopy(worker).eval().requires_grad_(False)
+        self.params = dict(self.model.named_parameters())
+
+    def fill(self, named: dict[str, torch.Tensor]) -> None:
+        """Copy the shared model's weights in place (a captured graph reads these tensors)."""
+        with torch.no_grad():
+            for n, p in self.params.items():
+                p.copy_(named[n])
+
+    def outputs(self, stacked: torch.Tensor, k: int):
+        """(features, logits) per client, (K, B, ...), of the stacked images (K*B, C, H, W)."""
+        features, logits = self.model.features_and_logits(stacked)
+        return features.view(k, -1, *features.shape[1:]), logits.view(k, -1, *logits.shape[1:])
+
+
+def per_client(features: torch.Tensor, logits: torch.Tensor, k: int):
+    """The folded network's outputs as (K, B, ...): linear outputs already are; pooled features
+    (B, K*F) become a transposed view."""
+    if features.dim() == 2:
+        features = features.view(features.shape[0], k, -1).transpose(0, 1)
+    return features, logits
