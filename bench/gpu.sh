@@ -12,7 +12,8 @@
 #                 with no flag (engine auto: on CUDA the batched trainer with CUDA graphs;
 #                 precision tf32), then with the compiled step (engine batched-compiled), then
 #                 as they ran before those defaults
-#                 (batched-eager, fp32): 2 warm-up rounds (compilation, capture), then 2 timed
+#                 (batched-eager, fp32), then fedavg on ResNet-8 with BatchNorm (FedDF Table 1's
+#                 model; part 3 runs it sequentially): 2 warm-up rounds (compilation, capture), then 2 timed
 #                 rounds: img/s of local training and of whole rounds, the fixed cost per
 #                 round, the projected minutes per 100 rounds, the compile time
 #   3 sequential  the same with the sequential trainer (1 warm-up round: it captures nothing)
@@ -115,12 +116,18 @@ part_2() {
   kit_step "$log" "table-3 runs, fedavg and fedgkd, engine batched-eager, fp32 (the defaults before)" \
     "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine batched-eager \
     --precision fp32 "${run[@]}"
+  kit_step "$log" "table-3-shaped runs on ResNet-8 with BatchNorm (FedDF Table 1's model), fedavg, engine $paper, tf32" \
+    "${bench[@]}" "${only_runs[@]}" --strategies fedavg --norm batch --engine "$paper" \
+    --precision tf32 "${run[@]}"
 }
 
 part_3() {
   kit_step "$log" "table-3 runs, fedavg and fedgkd, sequential engine" \
     "${bench[@]}" "${only_runs[@]}" --strategies fedavg,fedgkd --engine sequential \
     --warmup-rounds 1 "${run[@]}"
+  kit_step "$log" "table-3-shaped runs on ResNet-8 with BatchNorm, fedavg, sequential engine, tf32" \
+    "${bench[@]}" "${only_runs[@]}" --strategies fedavg --norm batch --engine sequential \
+    --precision tf32 --warmup-rounds 1 "${run[@]}"
 }
 
 part_4() {

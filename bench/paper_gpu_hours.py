@@ -11,8 +11,8 @@ training examples as the loaders give them after their validation hold-out
 as the partition scheme does. A run's GPU time is its images over the rate given for its model
 (``--rate resnet8=70019``) or for its strategy on that model (``--rate fedavg:resnet8=90008``,
 which wins over the model's). A model with options of its own is another model
-(``--rate 'resnet8[norm=batch]=12690'``): BatchNorm, for one, trains on the sequential trainer,
-as the batched one folds none. A run with no rate is listed as unmeasured with its images, never
+(``--rate 'resnet8[norm=batch]=12690'``): BatchNorm, for one, takes a few kernels more per layer
+than GroupNorm in the batched trainer. A run with no rate is listed as unmeasured with its images, never
 given another model's rate.
 
     python bench/paper_gpu_hours.py --rate resnet8=70019

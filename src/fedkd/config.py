@@ -376,7 +376,8 @@ def spec_errors(s: RunSpec) -> list[str]:
     if not is_int(s.cutout) or not 0 <= s.cutout <= UPPER["cutout"]:
         e.append(
             f"cutout={shown(s.cutout)} must be an integer from 0 (no Cutout) to "
-            f"{UPPER['cutout']:,}: the side in pixels of the square Cutout blanks (FedNTD: 16){yaml11_note(s.cutout)}"
+            f"{UPPER['cutout']:,}: the side in pixels of the square Cutout blanks (FedNTD: 16)"
+            f"{yaml11_note(s.cutout)}"
         )
     elif s.cutout and s.dataset in DATASETS and _DATASET_REGISTRY[s.dataset].kind != "image":
         e.append(

@@ -57,7 +57,7 @@ from fedkd.engine.cuda_graphs import (
 )
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.flat_params import FlatParams
-from fedkd.engine.folding import bind, fold, param_kinds
+from fedkd.engine.folding import bind, fill_norm_buffers, fold, folded_norms, param_kinds
 from fedkd.engine.frozen_slots import FrozenSlot, SharedSlot, per_client
 from fedkd.engine.functional import FunctionalModel
 from fedkd.engine.optim import decay_exempt
@@ -81,6 +81,11 @@ class BatchedTrainer:
         self.params = FlatParams(named, k, self.kinds, self.dtype, device)
         self.student = fold(worker, k).train()
         bind(self.student, self.params.folded, requires_grad=True)
+        # BatchNorm's statistics take each client's samples only: the step's occupied slots
+        self.norms = folded_norms(self.student)
+        self.slot_valid = torch.zeros(spec.batch_size, k, dtype=self.dtype, device=device)
+        for norm in self.norms.values():
+            norm.slot_valid = self.slot_valid
         self.leaves = [self.student.get_parameter(n) for n in self.params.names]
         # the run's engine record (run.json): graphs and compile as chosen, their failures noted,
         # each change told to the run at once (which writes run.json again)
@@ -146,6 +151,8 @@ class BatchedTrainer:
                 if n in self.global_params:
                     self.global_params[n].copy_(p)
             self.params.fill(self.global_params)
+            if self.norms:
+                fill_norm_buffers(self.student, [global_model.state_dict()] * self.k)
         self.opt.reset()
         self.t.zero_()
         self.loss_sum.zero_()
@@ -163,6 +170,11 @@ class BatchedTrainer:
                 self.params.export(c),
                 steps[c],
                 self.loss_sum[c] / max(steps[c], 1),
+                {
+                    f"{name}.{b}": value
+                    for name, norm in self.norms.items()
+                    for b, value in norm.client_buffers(c).items()
+                },
             )
             for c in range(self.k)
         ]
@@ -217,10 +229,9 @@ class BatchedTrainer:
                     f"strategy {self.strategy.name!r}: share_model({name!r}) got different models "
                     "for different clients; declare a per-client model with own_model"
                 )
-            self._slot(name, shared=True).fill(dict(model.named_parameters()))
+            self._slot(name, shared=True).fill(model)
         for name in first.own_models:
-            slot = self._slot(name, shared=False)
-            slot.params.fill_rows(
+            self._slot(name, shared=False).fill(
                 [{n: t.to(self.device) for n, t in d.own_models[name].items()} for d in decls]
             )
         self.values = {"shared": {}, "own": {}, "step": {}}  # this round's names, over the store
@@ -413,6 +424,8 @@ class BatchedTrainer:
         finished = floats[b] == 0  # (K,) the clients done with their local steps (active 0)
         x = self.inputs(ints[0], ints[1], self.dtype, ints[3:])  # (B, K, C, H, W)
         x_folded = x.flatten(1, 2)
+        if self.norms:
+            self.slot_valid.copy_(weight != 0)
         with self._autocast():
             with torch.no_grad():
                 # the clients' batches one after another, for the shared models (made once)

@@ -3,10 +3,11 @@
 K clients' images side by side along the channels, (B, K*C, H, W), go through one network whose
 layers are the originals widened K-fold: a convolution with K times the channels and K times the
 groups (each client's channels see only its own filters), GroupNorm with K times the groups
-(groups never straddle two clients), and a grouped linear layer (one batched matmul over the K
-clients). Element-wise layers, pooling, max-pooling and flattening act per channel and need no
-change, so the model's own ``forward`` code runs as written. Linear layers return (K, B, out):
-logits and projected features arrive per client, ready for the vmapped loss.
+(groups never straddle two clients), BatchNorm over K times the channels with each client's
+statistics over its own samples (``FoldedBatchNorm2d``), and a grouped linear layer (one batched
+matmul over the K clients). Element-wise layers, pooling, max-pooling and flattening act per
+channel and need no change, so the model's own ``forward`` code runs as written. Linear layers
+return (K, B, out): logits and projected features arrive per client, ready for the vmapped loss.
 
 A client's parameters in the folded network are rows of (K, ...) tensors: a convolution's weight
 (K*out, in/g, kh, kw) is the K clients' (out, in/g, kh, kw) weights one after another, i.e. a
@@ -20,6 +21,7 @@ from __future__ import annotations
 import copy
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 # modules that act per channel or per feature and fold unchanged
@@ -49,16 +51,97 @@ class FoldedLinear(nn.Module):
         return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight)
 
 
+class FoldedBatchNorm2d(nn.Module):
+    """K BatchNorm2d layers at once over (B, K*C, H, W). In training, client k's statistics are
+    taken over the batch slots that hold one of its samples (``slot_valid``, (B, K), set by the
+    trainer): the padding of a short last batch and a finished client's slots are left out, so
+    each client normalises by what its own BatchNorm would see on its batch alone; its running
+    statistics and batch count move only while it has samples. In eval mode the K clients'
+    running statistics normalise their channels."""
+
+    def __init__(self, k: int, bn: nn.BatchNorm2d):
+        super().__init__()
+        self.k, self.channels = k, bn.num_features
+        self.eps, self.momentum = bn.eps, bn.momentum
+        width = k * bn.num_features
+        self.weight = nn.Parameter(torch.empty(width, device="meta")) if bn.affine else None
+        self.bias = nn.Parameter(torch.empty(width, device="meta")) if bn.affine else None
+        like = bn.running_mean
+        self.register_buffer("running_mean", like.new_zeros(width))
+        self.register_buffer("running_var", like.new_ones(width))
+        self.register_buffer("num_batches_tracked", bn.num_batches_tracked.new_zeros(k))
+        self.slot_valid: torch.Tensor | None = None  # (B, K) 1 where a slot holds a sample
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return F.batch_norm(
+                x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps
+            )
+        xs = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        mask = self.slot_valid.to(xs.dtype).repeat_interleave(self.channels, 1)[..., None, None]
+        count = mask.sum(0).flatten() * (x.shape[2] * x.shape[3])  # values per channel
+        per = count.clamp(min=1)
+        mean = (xs * mask).sum((0, 2, 3)) / per
+        centred = xs - mean.view(1, -1, 1, 1)
+        var = (centred.square() * mask).sum((0, 2, 3)) / per  # biased: what normalises
+        y = centred * torch.rsqrt(var + self.eps).view(1, -1, 1, 1)
+        if self.weight is not None:
+            y = torch.addcmul(self.bias.view(1, -1, 1, 1), y, self.weight.view(1, -1, 1, 1))
+        with torch.no_grad():  # as BatchNorm: the unbiased variance into the running one
+            active = count > 0
+            unbiased = var * count / (count - 1).clamp(min=1)
+            for running, batch in ((self.running_mean, mean), (self.running_var, unbiased)):
+                moved = running * (1 - self.momentum) + batch.to(running.dtype) * self.momentum
+                running.copy_(torch.where(active, moved, running))
+            self.num_batches_tracked.add_(active.view(self.k, -1)[:, 0].long())
+        return y.to(x.dtype)
+
+    def client_buffers(self, c: int) -> dict[str, torch.Tensor]:
+        """Client ``c``'s buffers in BatchNorm2d's names and shapes."""
+        own = slice(c * self.channels, (c + 1) * self.channels)
+        return {
+            "running_mean": self.running_mean[own].clone(),
+            "running_var": self.running_var[own].clone(),
+            "num_batches_tracked": self.num_batches_tracked[c].clone(),
+        }
+
+    def fill_buffers(self, states: list[dict[str, torch.Tensor]]) -> None:
+        """Client c's buffers := ``states[c]`` (BatchNorm2d's buffers by name)."""
+        with torch.no_grad():
+            for name in ("running_mean", "running_var"):
+                getattr(self, name).copy_(torch.cat([s[name] for s in states]))
+            self.num_batches_tracked.copy_(torch.stack([s["num_batches_tracked"] for s in states]))
+
+
+def folded_norms(folded: nn.Module) -> dict[str, FoldedBatchNorm2d]:
+    """The folded network's BatchNorm layers by module name."""
+    return {n: m for n, m in folded.named_modules() if isinstance(m, FoldedBatchNorm2d)}
+
+
+def fill_norm_buffers(folded: nn.Module, states: list[dict[str, torch.Tensor]]) -> None:
+    """Each folded BatchNorm's client c := the buffers of ``states[c]`` (full state dicts)."""
+    for name, norm in folded_norms(folded).items():
+        prefix = f"{name}." if name else ""
+        norm.fill_buffers(
+            [{b: s[prefix + b] for b in ("running_mean", "running_var", "num_batches_tracked")}
+             for s in states]
+        )  # fmt: skip
+
+
 def fold_error(model: nn.Module) -> str | None:
     """Why ``model`` cannot be folded (None: it can)."""
     if not getattr(type(model), "foldable", False):
         return f"model {type(model).__name__} is not declared foldable (FedModel.foldable)"
+    norm_buffers = set()
     for name, m in model.named_modules():
         if isinstance(m, nn.modules.batchnorm._BatchNorm):
-            return (
-                f"the model has BatchNorm ({name}): its running statistics are per-client buffers "
-                "updated in the forward pass"
-            )
+            if type(m) is not nn.BatchNorm2d or not m.track_running_stats or m.momentum is None:
+                return (
+                    f"the model's BatchNorm {name} is not a BatchNorm2d with running statistics "
+                    "and a momentum, the one kind the batched trainer folds"
+                )
+            norm_buffers.update(f"{name}.{b}" for b, _ in m.named_buffers())
+            continue
         if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0:
             return f"the model has active dropout ({name}, p={m.p})"
         if isinstance(m, nn.Conv2d) and m.padding_mode != "zeros":
@@ -66,8 +149,11 @@ def fold_error(model: nn.Module) -> str | None:
         leaf = not any(True for _ in m.children())
         if leaf and not isinstance(m, (nn.Conv2d, nn.GroupNorm, nn.Linear, *_PASS_THROUGH)):
             return f"module {name} ({type(m).__name__}) has no folded form"
-    if any(True for _ in model.buffers()):
-        return "the model has buffers (per-client state the folded network does not keep)"
+    if any(n not in norm_buffers for n, _ in model.named_buffers()):
+        return (
+            "the model has buffers besides BatchNorm's (per-client state the folded network does "
+            "not keep)"
+        )
     return None
 
 
@@ -84,6 +170,8 @@ def _folded_layer(m: nn.Module, k: int) -> nn.Module:
         )
     if isinstance(m, nn.Linear):
         return FoldedLinear(k, m)
+    if isinstance(m, nn.BatchNorm2d):
+        return FoldedBatchNorm2d(k, m)
     return m
 
 
@@ -114,7 +202,8 @@ def folded_shape(shape: torch.Size, k: int, kind: str) -> tuple[int, ...]:
 
 
 def param_kinds(model: nn.Module) -> dict[str, str]:
-    """Per parameter name: "linear_weight", "linear_bias" or "channel" (conv, GroupNorm)."""
+    """Per parameter name: "linear_weight", "linear_bias" or "channel" (conv, GroupNorm,
+    BatchNorm)."""
     kinds = {}
     for mod, m in model.named_modules():
         for p, _ in m.named_parameters(recurse=False):

@@ -8,16 +8,22 @@ import copy
 import torch
 
 from fedkd.engine.flat_params import FlatParams
-from fedkd.engine.folding import bind
+from fedkd.engine.folding import bind, fill_norm_buffers
 
 
 class FrozenSlot:
-    """A declared per-client frozen model, folded, over the K clients' own weights."""
+    """A declared per-client frozen model, folded, over the K clients' own weights (and their
+    BatchNorm statistics)."""
 
     def __init__(self, student_folded, named, k, kinds, dtype, device):
         self.params = FlatParams(named, k, kinds, dtype, device)
         self.model = copy.deepcopy(student_folded).eval()
         bind(self.model, self.params.folded, requires_grad=False)
+
+    def fill(self, states: list[dict[str, torch.Tensor]]) -> None:
+        """Client c's model := ``states[c]`` (a state dict), in place."""
+        self.params.fill_rows(states)
+        fill_norm_buffers(self.model, states)
 
     def outputs(self, x_folded: torch.Tensor, k: int):
         """(features, logits) per client, (K, B, ...), of the folded images (B, K*C, H, W)."""
@@ -36,11 +42,13 @@ class SharedSlot:
         self.model = copy.deepcopy(worker).eval().requires_grad_(False)
         self.params = dict(self.model.named_parameters())
 
-    def fill(self, named: dict[str, torch.Tensor]) -> None:
-        """Copy the shared model's weights in place (a captured graph reads these tensors)."""
+    def fill(self, model: torch.nn.Module) -> None:
+        """Copy ``model``'s weights and buffers in place (a captured graph reads these tensors)."""
         with torch.no_grad():
-            for n, p in self.params.items():
-                p.copy_(named[n])
+            for n, p in model.named_parameters():
+                self.params[n].copy_(p)
+            for n, b in model.named_buffers():
+                self.model.get_buffer(n).copy_(b)
 
     def outputs(self, stacked: torch.Tensor, k: int):
         """(features, logits) per client, (K, B, ...), of the stacked images (K*B, C, H, W)."""

@@ -85,6 +85,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--warmup-rounds", type=count_or_zero, default=2, help="untimed rounds before timing [2]"
     )
     p.add_argument("--run-rounds", type=count, default=2, help="timed rounds of a table-3 run [2]")
+    p.add_argument(
+        "--norm", default="group", choices=("group", "batch"),
+        help="ResNet-8's norm in the table-3 runs: group (FedGKD's) or batch (FedDF Table 1's) "
+        "[group]",
+    )  # fmt: skip
     p.add_argument("--run-epochs", type=count, default=20, help="local epochs of a table-3 run")
     p.add_argument(
         "--train-images", type=count, default=TABLE3_TRAIN_IMAGES,

@@ -73,6 +73,8 @@ def table3_spec(strategy: str, engine: str, args, device: torch.device, **change
         local_epochs=args.run_epochs, engine=engine, device=device.type,
         precision=args.precision, compile=args.compile, deterministic=args.deterministic,
     )  # fmt: skip
+    if getattr(args, "norm", "group") != "group":
+        options["model_options"] = {"norm": args.norm}
     options.update(changes)
     return RunSpec(**options)
 

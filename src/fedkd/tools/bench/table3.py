@@ -1,4 +1,5 @@
-"""Table-3 runs (``--strategies``, ``--engine``): CIFAR-10-shaped synthetic data, ResNet-8-GN, 20
+"""Table-3 runs (``--strategies``, ``--engine``): CIFAR-10-shaped synthetic data, ResNet-8-GN (or
+with BatchNorm, ``--norm batch``, FedDF Table 1's model), 20
 clients, C 0.2, 20 local epochs, batch 64, 100 rounds planned, through the full round loop
 (``Run.run``). The first ``--warmup-rounds`` rounds (cuDNN autotuning, compilation, CUDA-graph
 capture, fedgkd's first round without a teacher) are not timed; each of the next
@@ -35,6 +36,7 @@ def bench_table3_run(args, device: torch.device, strategy: str, engine: str) -> 
     result = clock.summary(list(range(first, first + args.run_rounds)))
     choice = clock.run.env.engine(clock.run.strategy)
     result.update(strategy=strategy, engine=engine_label(choice), engine_record=choice)
+    result["norm"] = getattr(args, "norm", "group")
     per_round = clients_a_round(TABLE3["clients"], TABLE3["participation"])
     full_images = TABLE3["local_epochs"] * per_round * TABLE3_TRAIN_IMAGES / TABLE3["clients"]
     if result["images_per_round"] < full_images:  # a reduced shape: scale its local training
@@ -65,7 +67,9 @@ def describe_table3_run(r: dict, args) -> str:
             excluded += f"; round 2, timed, is the teacher's first: {new} in it"
     rounds = f"s {timed[0]}-{timed[-1]}" if len(timed) > 1 else f" {timed[0]}"
     line = (
-        f"table-3 run {r['strategy']}, {r['engine']}, {args.precision}"
+        f"table-3 run {r['strategy']}"
+        f"{', ResNet-8 with BatchNorm' if r.get('norm') == 'batch' else ''}, {r['engine']}, "
+        f"{args.precision}"
         f"{', deterministic' if args.deterministic else ''}"
         f"{f', compile {args.compile}' if args.compile != 'none' else ''}: "
         f"round{rounds} timed after {args.warmup_rounds} warm-up round(s) ({excluded}), "
