@@ -57,7 +57,14 @@ from fedkd.engine.cuda_graphs import (
 )
 from fedkd.engine.flat_optim import FlatAdam, FlatSGD, clip_rows_
 from fedkd.engine.flat_params import FlatParams
-from fedkd.engine.folding import bind, fill_norm_buffers, fold, folded_norms, param_kinds
+from fedkd.engine.folding import (
+    bind,
+    fill_norm_buffers,
+    fold,
+    folded_norms,
+    param_kinds,
+    share_slot_valid,
+)
 from fedkd.engine.frozen_slots import FrozenSlot, SharedSlot, per_client
 from fedkd.engine.functional import FunctionalModel
 from fedkd.engine.optim import decay_exempt
@@ -84,8 +91,7 @@ class BatchedTrainer:
         # BatchNorm's statistics take each client's samples only: the step's occupied slots
         self.norms = folded_norms(self.student)
         self.slot_valid = torch.zeros(spec.batch_size, k, dtype=self.dtype, device=device)
-        for norm in self.norms.values():
-            norm.slot_valid = self.slot_valid
+        share_slot_valid(self.student, self.slot_valid)
         self.leaves = [self.student.get_parameter(n) for n in self.params.names]
         # the run's engine record (run.json): graphs and compile as chosen, their failures noted,
         # each change told to the run at once (which writes run.json again)

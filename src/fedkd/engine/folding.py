@@ -70,7 +70,9 @@ class FoldedBatchNorm2d(nn.Module):
         self.register_buffer("running_mean", like.new_zeros(width))
         self.register_buffer("running_var", like.new_ones(width))
         self.register_buffer("num_batches_tracked", bn.num_batches_tracked.new_zeros(k))
-        self.slot_valid: torch.Tensor | None = None  # (B, K) 1 where a slot holds a sample
+        # (B, K) 1 where a slot holds a sample: the trainer's, set with ``share_slot_valid``; a
+        # buffer (not saved), so compiled code reads it as one of the module's tensors
+        self.register_buffer("slot_valid", None, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
@@ -116,6 +118,12 @@ class FoldedBatchNorm2d(nn.Module):
 def folded_norms(folded: nn.Module) -> dict[str, FoldedBatchNorm2d]:
     """The folded network's BatchNorm layers by module name."""
     return {n: m for n, m in folded.named_modules() if isinstance(m, FoldedBatchNorm2d)}
+
+
+def share_slot_valid(folded: nn.Module, slot_valid: torch.Tensor) -> None:
+    """Every folded BatchNorm reads which slots hold samples from ``slot_valid`` (B, K)."""
+    for norm in folded_norms(folded).values():
+        norm.slot_valid = slot_valid
 
 
 def fill_norm_buffers(folded: nn.Module, states: list[dict[str, torch.Tensor]]) -> None:
