@@ -17,16 +17,17 @@ Choices where the paper is silent or the code is optional:
   better, as the code's README runs FedDF (``return_best_model_on_val`` left False: the averaged
   model is no candidate). A later model must be strictly better to replace the best; the step
   budget's last step is validated too, so a distillation of any length keeps a validated model.
-- Unlabeled batches go through the run's own preprocessing with training augmentation (crop+flip on
-  colour images, none on MNIST), the model's normalisation, and a generator derived from
-  (seed, "feddf", round); teachers and student see the same batch.
+- Unlabeled images (noise apart) go through the run's own preprocessing with training augmentation
+  (crop+flip on colour images, none on MNIST), the model's normalisation, and a generator derived
+  from (seed, "feddf", round); teachers and student see the same batch.
 - ``unlabeled`` picks the distillation data: a dataset name (its training images, labels ignored;
   CIFAR-100 for CIFAR-10 as in the paper; CIFAR-10 stands in for ImageNet-32 on CIFAR-100),
   ``"train-slice"`` (a fixed random ``unlabeled_fraction`` of the run's training split, labels
   ignored; the clients also train on these samples, so this is an optimistic stand-in used offline
   and for Tiny-ImageNet, MNIST and text, where the paper's NLP runs distil on a held-apart half of
-  the training set) or ``"noise"`` (Gaussian noise images min-max scaled to the pixel range, as the
-  code's random-data scheme; random token ids for text; FedDF Fig. 5).
+  the training set) or ``"noise"`` (FedDF Fig. 5's "random uniformly sampled noises": each input
+  value uniform in [-1, 1], the range the code gives its random data, and like the code's not
+  augmented; random token ids for text).
 """
 
 from __future__ import annotations
@@ -82,10 +83,11 @@ def avg_logits_kl(
 def noise_images(
     n: int, shape: tuple[int, ...], gen: torch.Generator, device: torch.device
 ) -> torch.Tensor:
-    """Gaussian noise min-max scaled to the uint8 pixel range (the FedDF code's random data)."""
-    z = torch.randn((n, *shape), generator=gen, device=device)
-    z = (z - z.min()) / (z.max() - z.min()).clamp(min=1e-12)
-    return (z * 255).round().to(torch.uint8)
+    """Noise images as the model takes them, every value uniform in [-1, 1]: FedDF Fig. 5's
+    "random uniformly sampled noises", in the range its code gives its random data
+    (``NoiseKTSolver._create_data_randomly``: [0, 1] mapped to [-1, 1], no augmentation, no
+    dataset normalisation)."""
+    return torch.rand((n, *shape), generator=gen, device=device) * 2 - 1
 
 
 class FedDF(Strategy):
@@ -163,9 +165,11 @@ class FedDF(Strategy):
                     shape = (p.batch_size, *ds.input_shape)
                     hi = ds.vocab_size or 2
                     x = torch.randint(1, hi, shape, generator=dev_gen, device=device)
-                else:
-                    x = noise_images(p.batch_size, ds.input_shape, dev_gen, device)
-                yield preprocess(x, train=True, gen=dev_gen)
+                    yield preprocess(x, train=True, gen=dev_gen)
+                    continue
+                x = noise_images(p.batch_size, ds.input_shape, dev_gen, device)
+                channels_last = getattr(preprocess, "channels_last", False)
+                yield x.contiguous(memory_format=torch.channels_last) if channels_last else x
                 continue
             order = torch.randperm(len(pool), generator=cpu_gen).to(pool.device)
             for start in range(0, len(pool), p.batch_size):
