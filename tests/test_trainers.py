@@ -158,9 +158,10 @@ def strategy_cases():
             yield pytest.param(shape, name, marks=marks, id=f"{shape}-{name}")
 
 
-# FedDF's server step (Adam from the average, BatchNorm's batch statistics on noise) carries the
-# trainers' float32 rounding past the bound (2e-3 seen); in float64 they agree to 2e-15
-IN_FLOAT64 = {("resnet8bn-cifar", "feddf")}
+# FedDF's server step (Adam from the average, on uniform noise) carries the trainers' float32
+# rounding past the bound on the ResNets (1e-2 seen with GroupNorm, 2e-3 with BatchNorm); in
+# float64 they agree to 1e-13
+IN_FLOAT64 = {("resnet8-cifar", "feddf"), ("resnet8bn-cifar", "feddf")}
 
 
 @pytest.mark.parametrize("shape,strategy", list(strategy_cases()))

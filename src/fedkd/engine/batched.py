@@ -63,6 +63,7 @@ from fedkd.engine.folding import (
     fold,
     folded_norms,
     param_kinds,
+    set_whole_batch,
     share_slot_valid,
 )
 from fedkd.engine.frozen_slots import FrozenSlot, SharedSlot, per_client
@@ -129,6 +130,8 @@ class BatchedTrainer:
         # one memory pool and one capture stream for all the run's graphs, made with the first
         self.graph_pool = self.graph_stream = None
         self.names: tuple = ()
+        self.whole_steps: set[int] = set()  # this round's steps with every slot filled
+        self.whole = False  # the next step's: keys the graphs beside the declared names
 
     def _decayed_columns(self, worker) -> torch.Tensor:
         """(P,) bool over the flat rows: True where weight decay applies, by the sequential
@@ -163,9 +166,11 @@ class BatchedTrainer:
         self.t.zero_()
         self.loss_sum.zero_()
         if self.compile_pending:
+            self._whole_batch(0 in self.whole_steps)  # the form the trial compiles first
             self._compile(clients[0].round)
         try:
-            for _ in range(max(steps, default=0)):
+            for step in range(max(steps, default=0)):
+                self._whole_batch(step in self.whole_steps)
                 self._run_step()
         except RuntimeError as exc:
             if not str(exc).startswith("vmap:"):
@@ -208,6 +213,9 @@ class BatchedTrainer:
             valid = sched.valid().double()
             weight[:n, :, c] = valid / valid.sum(1, keepdim=True)
             active[:n, c] = 1.0
+        # the steps whose every slot of every client holds a sample (BatchNorm needs no mask)
+        full = (weight != 0).all(2).all(1)
+        self.whole_steps = set(torch.nonzero(full).flatten().tolist())
         ints = torch.stack([start, flip, rows, *cut][: self.int_table.shape[1]], 1).to(self.device)
         labels = self.inputs.labels
         ints[:, 2] = labels[ints[:, 2]]
@@ -302,6 +310,13 @@ class BatchedTrainer:
             )
         return self.slots[key]
 
+    def _whole_batch(self, whole: bool) -> None:
+        """The next step fills every slot (or not): BatchNorm takes its unmasked form, and with
+        CUDA graphs the step's graph for that form."""
+        self.whole = whole and bool(self.norms)
+        if self.norms:
+            set_whole_batch(self.student, self.whole)
+
     def _compile(self, first_round: int) -> None:
         """Compile the folded student on this round's first batch, before any step or capture,
         if the run's steps left repay it (counted from ``first_round``, 0-based: a resumed run's);
@@ -347,12 +362,13 @@ class BatchedTrainer:
             return self._step()
         started = time.perf_counter()
         try:  # the pool and stream too: where CUDA cannot make them, the run goes on eagerly
-            graph = self.graphs.get(self.names)
+            key = (*self.names, self.whole)
+            graph = self.graphs.get(key)
             if graph is None:
                 if self.graph_pool is None:
                     self.graph_pool = graph_pool()
                     self.graph_stream = capture_stream(self.device)
-                graph = self.graphs[self.names] = GraphedStep(
+                graph = self.graphs[key] = GraphedStep(
                     self.device, self.graph_pool, self.graph_stream
                 )
             if graph.captures_next:

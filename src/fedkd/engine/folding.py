@@ -56,8 +56,10 @@ class FoldedBatchNorm2d(nn.Module):
     taken over the batch slots that hold one of its samples (``slot_valid``, (B, K), set by the
     trainer): the padding of a short last batch and a finished client's slots are left out, so
     each client normalises by what its own BatchNorm would see on its batch alone; its running
-    statistics and batch count move only while it has samples. In eval mode the K clients'
-    running statistics normalise their channels."""
+    statistics and batch count move only while it has samples. A step whose every slot holds a
+    sample (``whole_batch``, set by the trainer, which knows it from the schedules) is PyTorch's
+    own batch norm over the K*C channels, the same statistics in a few kernels. In eval mode the
+    K clients' running statistics normalise their channels."""
 
     def __init__(self, k: int, bn: nn.BatchNorm2d):
         super().__init__()
@@ -73,12 +75,22 @@ class FoldedBatchNorm2d(nn.Module):
         # (B, K) 1 where a slot holds a sample: the trainer's, set with ``share_slot_valid``; a
         # buffer (not saved), so compiled code reads it as one of the module's tensors
         self.register_buffer("slot_valid", None, persistent=False)
+        self.whole_batch = False  # every slot of the step holds a sample: no mask needed
+
+    def _whole_batch_norm(self, x: torch.Tensor) -> torch.Tensor:
+        self.num_batches_tracked.add_(1)
+        return F.batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, True, self.momentum,
+            self.eps,
+        )  # fmt: skip
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
             return F.batch_norm(
                 x, self.running_mean, self.running_var, self.weight, self.bias, False, 0.0, self.eps
             )
+        if self.whole_batch:
+            return self._whole_batch_norm(x)
         xs = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
         mask = self.slot_valid.to(xs.dtype).repeat_interleave(self.channels, 1)[..., None, None]
         count = mask.sum(0).flatten() * (x.shape[2] * x.shape[3])  # values per channel
@@ -124,6 +136,12 @@ def share_slot_valid(folded: nn.Module, slot_valid: torch.Tensor) -> None:
     """Every folded BatchNorm reads which slots hold samples from ``slot_valid`` (B, K)."""
     for norm in folded_norms(folded).values():
         norm.slot_valid = slot_valid
+
+
+def set_whole_batch(folded: nn.Module, whole: bool) -> None:
+    """Tell every folded BatchNorm whether the next steps fill every slot with a sample."""
+    for norm in folded_norms(folded).values():
+        norm.whole_batch = whole
 
 
 def fill_norm_buffers(folded: nn.Module, states: list[dict[str, torch.Tensor]]) -> None:

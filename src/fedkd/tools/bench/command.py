@@ -87,8 +87,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-rounds", type=count, default=2, help="timed rounds of a table-3 run [2]")
     p.add_argument(
         "--norm", default="group", choices=("group", "batch"),
-        help="ResNet-8's norm in the table-3 runs: group (FedGKD's) or batch (FedDF Table 1's) "
-        "[group]",
+        help="ResNet-8's norm in the table-3 runs and --ops: group (FedGKD's) or batch (FedDF "
+        "Table 1's) [group]",
     )  # fmt: skip
     p.add_argument("--run-epochs", type=count, default=20, help="local epochs of a table-3 run")
     p.add_argument(
@@ -195,7 +195,7 @@ def run_bench(args) -> int:
     if args.ops:
         from fedkd.tools.bench.ops import print_ops
 
-        print_ops(names(args.ops_strategies) or None, device, detail=args.ops_detail)
+        print_ops(names(args.ops_strategies) or None, device, args.ops_detail, args.norm)
         return 0
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"device: {name}; torch {torch.__version__}; {torch.get_num_threads()} CPU threads")

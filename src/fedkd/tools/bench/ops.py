@@ -1,6 +1,7 @@
 """``fedkd bench --ops``: the operations one batched local step dispatches, per strategy.
 
-The step is the batched trainer's (``fedkd.engine.batched``) on ResNet-8-GN with CIFAR-shaped
+The step is the batched trainer's (``fedkd.engine.batched``) on ResNet-8-GN (or with BatchNorm:
+``--norm batch``) with CIFAR-shaped
 synthetic data: 4 clients x 64 images, crop-flip on, gathering, augmentation, forward, backward,
 clipping and the optimizer included. It is counted in the second round (so strategies that start
 distilling after the first round, such as fedgkd, do), at the round's second step (the first
@@ -29,10 +30,11 @@ SERVER_LIGHT = {"feddf": {"max_steps": 2, "eval_every": 1, "patience": 2, "unlab
 
 
 def step_ops(strategy: str, dataset, clients: int = 4, batch_size: int = 64, device="cpu",
-             model: str = "resnet8") -> dict:  # fmt: skip
+             model: str = "resnet8", norm: str = "group") -> dict:  # fmt: skip
     """Kernels and host syncs of one batched local step of ``strategy`` in round 2."""
     spec = RunSpec(
-        dataset="cifar10", model=model, strategy=strategy, params=SERVER_LIGHT.get(strategy, {}),
+        dataset="cifar10", model=model, model_options={} if norm == "group" else {"norm": norm},
+        strategy=strategy, params=SERVER_LIGHT.get(strategy, {}),
         clients=clients, participation=1.0, partition="iid", local_epochs=1,
         batch_size=batch_size, rounds=2, engine="batched-eager", device=str(device), augment="crop-flip",
         memory_format="contiguous", seed=0,
@@ -74,15 +76,21 @@ def counting_step(trainer, at_step: int = 1):
         del trainer._step  # the class's method again
 
 
-def ops_report(strategies: list[str] | None = None, device="cpu") -> list[tuple[str, dict]]:
+def ops_report(
+    strategies: list[str] | None = None, device="cpu", norm: str = "group"
+) -> list[tuple[str, dict]]:
     # 4 clients x 128 images: two steps of 64 each per round
     data = synthetic_cifar(n_train=512, n_val=64, n_test=64)
     torch.manual_seed(0)
-    return [(s, step_ops(s, data, device=device)) for s in (strategies or strategy_names())]
+    return [
+        (s, step_ops(s, data, device=device, norm=norm)) for s in (strategies or strategy_names())
+    ]
 
 
-def print_ops(strategies: list[str] | None = None, device="cpu", detail: bool = False) -> None:
-    for name, c in ops_report(strategies, device):
+def print_ops(
+    strategies: list[str] | None = None, device="cpu", detail: bool = False, norm: str = "group"
+) -> None:
+    for name, c in ops_report(strategies, device, norm):
         print(f"{name} ops_per_step={c['kernels']} host_syncs={c['syncs']}", flush=True)
         if detail:
             ops = ", ".join(
