@@ -80,6 +80,19 @@ def test_cutout_0_keeps_the_hash_and_a_bad_value_is_refused_with_its_fix():
         RunSpec(dataset="agnews", model="distilbert", cutout=16)
 
 
+@pytest.mark.parametrize("side", [1, 7, 17])
+def test_an_odd_side_is_refused_as_cutout_would_blank_a_square_one_pixel_narrower(side):
+    """Cutout blanks side // 2 pixels either side of its centre: side 7 blanks 6 x 6 and side 1
+    nothing, so an odd value would run other than the square the key names."""
+    data = data_for("cnn-mnist5k")
+    inputs = TrainInputs(data.train, Preprocessor(data, "none", torch.device("cpu"), cutout=side))
+    blanked = ~inputs.cutout_keep(torch.tensor([[14], [14]]))[0, 0]
+    assert int(blanked.any(1).sum()) == int(blanked.any(0).sum()) == side - 1
+    with pytest.raises(ValueError, match=rf"cutout={side} is odd: .* a square of {side - 1}; "):
+        RunSpec(dataset="mnist5k", cutout=side)
+    assert RunSpec(dataset="mnist5k", cutout=side + 1).cutout == side + 1
+
+
 CUT = dict(SMALL, **SHAPES["cnn-mnist5k"][0], cutout=8)
 
 

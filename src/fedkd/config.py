@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedkd.cutout_option import cutout_errors
 from fedkd.data import DATASETS as _DATASET_REGISTRY
 from fedkd.echo import shown
 from fedkd.model_options import model_option_errors
@@ -379,11 +380,8 @@ def spec_errors(s: RunSpec) -> list[str]:
             f"{UPPER['cutout']:,}: the side in pixels of the square Cutout blanks (FedNTD: 16)"
             f"{yaml11_note(s.cutout)}"
         )
-    elif s.cutout and s.dataset in DATASETS and _DATASET_REGISTRY[s.dataset].kind != "image":
-        e.append(
-            f"cutout={shown(s.cutout)}: dataset {s.dataset!r} holds texts, and Cutout blanks a "
-            "square of an image; leave cutout at 0"
-        )
+    elif s.cutout:
+        e += cutout_errors(s.cutout, s.dataset)
     if not is_finite_number(s.momentum) or not 0 <= s.momentum < 1:
         e.append(f"momentum={shown(s.momentum)} must lie in [0, 1)")
     if not is_finite_number(s.weight_decay) or s.weight_decay < 0:

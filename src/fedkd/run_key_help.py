@@ -20,7 +20,7 @@ RUN_KEY_HELP = {
     "weight_decay": "weight decay",
     "grad_clip": "max gradient norm (null disables clipping)",
     "augment": "auto (crop+flip on colour images), none, crop-flip",
-    "cutout": "Cutout: the side in pixels of a square blanked at a random centre in each local "
+    "cutout": "Cutout: the even side in pixels of a square blanked at a random centre in each local "
     "training image; 0: none (FedNTD: 16)",
     "seed": "run seed: data split, partition, initialisation, client sampling, shuffling",
     "device": "auto (CUDA when present, else CPU), cpu, cuda, mps",

@@ -1,0 +1,24 @@
+"""What run key ``cutout`` may hold on a dataset, checked when a run spec is read. Cutout's code
+(FedNTD's loaders) blanks ``side // 2`` pixels either side of a centre drawn anywhere in the
+image, clipped at its borders (fedkd.runtime.preprocess.TrainInputs.cutout_keep does the same):
+an odd side would blank a square one pixel narrower than the key names."""
+
+from __future__ import annotations
+
+from fedkd.data import DATASETS
+from fedkd.echo import shown
+
+
+def cutout_errors(side: int, dataset: str) -> list[str]:
+    """The errors of a Cutout side in 1..UPPER on ``dataset``."""
+    if side % 2:
+        return [
+            f"cutout={shown(side)} is odd: Cutout blanks side // 2 pixels either side of its "
+            f"centre, a square of {side - 1}; give an even side ({side - 1} or {side + 1})"
+        ]
+    if dataset in DATASETS and DATASETS[dataset].kind != "image":
+        return [
+            f"cutout={shown(side)}: dataset {dataset!r} holds texts, and Cutout blanks a square "
+            "of an image; leave cutout at 0"
+        ]
+    return []
