@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from fedkd.config import RunSpec
+from fedkd.data import DATASETS
 from fedkd.engine.run import Run
 from fedkd.runtime.preprocess import Preprocessor, TrainInputs
 from fedkd.runtime.schedule import client_schedule
@@ -91,6 +92,21 @@ def test_an_odd_side_is_refused_as_cutout_would_blank_a_square_one_pixel_narrowe
     with pytest.raises(ValueError, match=rf"cutout={side} is odd: .* a square of {side - 1}; "):
         RunSpec(dataset="mnist5k", cutout=side)
     assert RunSpec(dataset="mnist5k", cutout=side + 1).cutout == side + 1
+
+
+def test_a_side_that_blanks_every_pixel_of_every_image_is_refused_with_the_largest_that_does_not():
+    """Half a side as long as the image's longer side blanks the whole image wherever the
+    centre falls: the clients would train on blank images."""
+    data = data_for("cnn-mnist5k")
+    assert tuple(data.train.x.shape[-2:]) == DATASETS["mnist5k"].image_size == (28, 28)
+    inputs = TrainInputs(data.train, Preprocessor(data, "none", torch.device("cpu"), cutout=56))
+    centres = torch.cartesian_prod(torch.arange(28), torch.arange(28)).T
+    assert not inputs.cutout_keep(centres).any()
+    with pytest.raises(ValueError, match=r"cutout=56 blanks every pixel of .*28 x 28.* below 56"):
+        RunSpec(dataset="mnist5k", cutout=56)
+    assert RunSpec(dataset="mnist5k", cutout=54).cutout == 54
+    with pytest.raises(ValueError, match=r"cutout=64 blanks every pixel of .*32 x 32"):
+        RunSpec(dataset="cifar10", cutout=64)
 
 
 CUT = dict(SMALL, **SHAPES["cnn-mnist5k"][0], cutout=8)

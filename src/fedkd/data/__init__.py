@@ -32,6 +32,8 @@ class DatasetEntry:
     loader: str
     model: str  # what model "auto" resolves to (fedgkd Section 5.1)
     kind: str  # "image" or "text": FedDataset.kind, known without loading anything
+    # an image dataset's (height, width), known without loading anything (Cutout's bound)
+    image_size: tuple[int, int] | None = None
 
     def __post_init__(self):
         if self.kind not in ("image", "text"):
@@ -41,11 +43,11 @@ class DatasetEntry:
 # The one list of datasets: the run spec's choices, the CLI help, the report's row order and the
 # config schema's enum (checked by a test) all read it.
 DATASETS: dict[str, DatasetEntry] = {
-    "cifar10": DatasetEntry("cifar:load_cifar10", "resnet8", "image"),
-    "cifar100": DatasetEntry("cifar:load_cifar100", "resnet8", "image"),
-    "tinyimagenet": DatasetEntry("tinyimagenet:load_tinyimagenet", "resnet50", "image"),
-    "mnist": DatasetEntry("mnist:load_mnist", "cnn", "image"),
-    "mnist5k": DatasetEntry("mnist:load_mnist5k", "cnn", "image"),
+    "cifar10": DatasetEntry("cifar:load_cifar10", "resnet8", "image", (32, 32)),
+    "cifar100": DatasetEntry("cifar:load_cifar100", "resnet8", "image", (32, 32)),
+    "tinyimagenet": DatasetEntry("tinyimagenet:load_tinyimagenet", "resnet50", "image", (64, 64)),
+    "mnist": DatasetEntry("mnist:load_mnist", "cnn", "image", (28, 28)),
+    "mnist5k": DatasetEntry("mnist:load_mnist5k", "cnn", "image", (28, 28)),
     "agnews": DatasetEntry("text:load_agnews", "distilbert", "text"),
     "sst5": DatasetEntry("text:load_sst5", "distilbert", "text"),
     "synthtext": DatasetEntry("text:load_synthtext", "distilbert", "text"),
