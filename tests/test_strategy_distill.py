@@ -16,6 +16,7 @@ from fedkd.data.base import ArraySplit
 from fedkd.engine.run import Run
 from fedkd.engine.sequential import local_loss_on
 from fedkd.models.base import FedModel
+from fedkd.runtime.seeding import derive_seed
 from fedkd.strategies import get_strategy_class
 from fedkd.strategies._selfdistill import self_distill_loss
 from fedkd.strategies.base import (
@@ -412,8 +413,10 @@ def test_feddf_noise_batches_are_uniform_noise_fresh_for_every_batch():
     batches = server._batches(round=0)
     x1, x2 = next(batches), next(batches)
     assert x1.shape == (3, 1, 6, 6) and x1.dtype == torch.float32
-    # in [-1, 1] as drawn: not taken through the dataset's normalisation, nor cropped (a
-    # zero-padded border, normalised with mean .5 and std .25, would read -2)
+    # the noise as drawn: not taken through the dataset's normalisation, nor cropped or flipped
+    gen = torch.Generator().manual_seed(derive_seed(ctx.spec.seed, "feddf", 0))
+    drawn = [noise_images(3, (1, 6, 6), gen, torch.device("cpu")) for _ in range(2)]
+    assert torch.equal(x1, drawn[0]) and torch.equal(x2, drawn[1])
     assert -1 <= x1.min().item() and x1.max().item() <= 1
     assert not torch.equal(x1, x2)  # fresh noise for every batch
 
