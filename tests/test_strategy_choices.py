@@ -322,6 +322,22 @@ def test_a_model_name_is_either_shared_or_own():
     assert set(c.declared.own_models) == {"prev"} and set(c.declared.shared_models) == {"teacher"}
 
 
+def test_a_shared_model_with_batchnorm_in_training_mode_is_refused():
+    """Its statistics would move with the batches it sees: per client, one after another, in
+    the sequential trainer; once for the stacked batches in the batched one (which runs shared
+    models in eval mode). Eval mode, or no BatchNorm, is accepted."""
+    c = ClientContext(
+        client_id=0, round=0, model=None, global_model=None, payload={}, data=None,
+        num_classes=3, device=torch.device("cpu"), build_model=None, preprocess=None,
+    )  # fmt: skip
+    with_bn = nn.Sequential(nn.Conv2d(1, 2, 1), nn.BatchNorm2d(2))
+    with pytest.raises(ValueError, match=r"share_model\('teacher'\) got a model in training mode"):
+        c.share_model("teacher", with_bn.train())
+    c.share_model("teacher", with_bn.eval())
+    c.share_model("head", nn.Linear(2, 2).train())
+    assert set(c.declared.shared_models) == {"teacher", "head"}
+
+
 def test_each_strategy_declares_its_published_code_choices_beside_its_params():
     """The choices a caption names are the strategy class's code_choices, whose defaults are
     its Params defaults (the registry refuses a strategy where they differ), and the report reads

@@ -138,6 +138,15 @@ class ClientContext:
         """A frozen model, the same object for every client: ``ctx.outputs[name]`` holds its
         outputs on each batch (computed once for all clients side by side)."""
         self._one_kind_of_model(name, self.declared.own_models, "own_model")
+        if model.training and any(
+            isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()
+        ):
+            # in training mode its statistics would move with every batch it sees, one client
+            # after another in one trainer and once for all in the other
+            raise ValueError(
+                f"share_model({name!r}) got a model in training mode with BatchNorm: a frozen "
+                "model normalises with its running statistics; pass it in eval mode (.eval())"
+            )
         self.declared.shared_models[name] = model
 
     def own_model(self, name: str, state: dict[str, torch.Tensor]) -> None:
