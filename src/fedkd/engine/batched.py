@@ -63,8 +63,6 @@ from fedkd.engine.folding import (
     fold,
     folded_norms,
     param_kinds,
-    set_whole_batch,
-    share_slot_valid,
 )
 from fedkd.engine.frozen_slots import FrozenSlot, SharedSlot, per_client
 from fedkd.engine.functional import FunctionalModel
@@ -92,7 +90,8 @@ class BatchedTrainer:
         # BatchNorm's statistics take each client's samples only: the step's occupied slots
         self.norms = folded_norms(self.student)
         self.slot_valid = torch.zeros(spec.batch_size, k, dtype=self.dtype, device=device)
-        share_slot_valid(self.student, self.slot_valid)
+        for norm in self.norms.values():
+            norm.slot_valid = self.slot_valid
         self.leaves = [self.student.get_parameter(n) for n in self.params.names]
         # the run's engine record (run.json): graphs and compile as chosen, their failures noted,
         # each change told to the run at once (which writes run.json again)
@@ -314,8 +313,8 @@ class BatchedTrainer:
         """The next step fills every slot (or not): BatchNorm takes its unmasked form, and with
         CUDA graphs the step's graph for that form."""
         self.whole = whole and bool(self.norms)
-        if self.norms:
-            set_whole_batch(self.student, self.whole)
+        for norm in self.norms.values():  # the layers found once, not walked every step
+            norm.whole_batch = self.whole
 
     def _compile(self, first_round: int) -> None:
         """Compile the folded student on this round's first batch, before any step or capture,

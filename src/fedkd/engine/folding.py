@@ -72,7 +72,7 @@ class FoldedBatchNorm2d(nn.Module):
         self.register_buffer("running_mean", like.new_zeros(width))
         self.register_buffer("running_var", like.new_ones(width))
         self.register_buffer("num_batches_tracked", bn.num_batches_tracked.new_zeros(k))
-        # (B, K) 1 where a slot holds a sample: the trainer's, set with ``share_slot_valid``; a
+        # (B, K) 1 where a slot holds a sample: the trainer's one tensor for every layer; a
         # buffer (not saved), so compiled code reads it as one of the module's tensors
         self.register_buffer("slot_valid", None, persistent=False)
         self.whole_batch = False  # every slot of the step holds a sample: no mask needed
@@ -130,18 +130,6 @@ class FoldedBatchNorm2d(nn.Module):
 def folded_norms(folded: nn.Module) -> dict[str, FoldedBatchNorm2d]:
     """The folded network's BatchNorm layers by module name."""
     return {n: m for n, m in folded.named_modules() if isinstance(m, FoldedBatchNorm2d)}
-
-
-def share_slot_valid(folded: nn.Module, slot_valid: torch.Tensor) -> None:
-    """Every folded BatchNorm reads which slots hold samples from ``slot_valid`` (B, K)."""
-    for norm in folded_norms(folded).values():
-        norm.slot_valid = slot_valid
-
-
-def set_whole_batch(folded: nn.Module, whole: bool) -> None:
-    """Tell every folded BatchNorm whether the next steps fill every slot with a sample."""
-    for norm in folded_norms(folded).values():
-        norm.whole_batch = whole
 
 
 def fill_norm_buffers(folded: nn.Module, states: list[dict[str, torch.Tensor]]) -> None:
