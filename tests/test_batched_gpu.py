@@ -245,3 +245,21 @@ def test_batchnorm_folds_on_cuda_as_it_trains_sequentially(
     bn = {"model": "resnet8", "model_options": {"norm": "batch"}}
     with default_dtype(torch.float64):
         compare_with_sequential(strategy, engine, device, tmp_path, bound=1e-9, **bn)
+
+
+def test_an_fp32_run_after_a_tf32_run_in_the_same_process_computes_fp32(
+    device, tmp_path, tf32_flags
+):
+    """Each run sets the process's TF32 flags from its own precision: an fp32 run after a tf32
+    run in the same process (a benchmark, a test session) ends bit-identical to the fp32 run
+    before it, and the tf32 run between them computes other numbers (TF32 took effect)."""
+    if device != "cuda":
+        pytest.skip("TF32 needs a CUDA device (on a CPU tf32 computes fp32's numbers)")
+    base = dict(SMALL, strategy="fedavg", device=device, deterministic=True, engine="batched")
+    before, _, mb = train(RunSpec(precision="fp32", **base), tmp_path / "before")
+    tf32, record, _ = train(RunSpec(precision="tf32", **base), tmp_path / "tf32")
+    after, _, ma = train(RunSpec(precision="fp32", **base), tmp_path / "after")
+    assert record["precision"]["cuda_matmul_allow_tf32"] is True
+    assert max_abs_diff(before.global_model, tf32.global_model) > 0
+    assert max_abs_diff(before.global_model, after.global_model) == 0
+    assert list(mb["test_acc"]) == list(ma["test_acc"])

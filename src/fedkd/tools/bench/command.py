@@ -11,14 +11,14 @@ import torch
 
 from fedkd.config import DEVICES, PRECISIONS, UPPER
 from fedkd.engine.run_setup import resolve_device
-from fedkd.tools.bench.common import BENCH_ENGINES, TABLE3_TRAIN_IMAGES, Results
+from fedkd.tools.bench.common import BENCH_ENGINES, TABLE3, TABLE3_TRAIN_IMAGES, Results
 from fedkd.tools.bench.local_training import (
     IMAGE_MODELS,
     bench_local_training,
     describe_local_training,
 )
 from fedkd.tools.bench.packed import bench_packed, describe_packed
-from fedkd.tools.bench.precision import describe_precision, precision_check
+from fedkd.tools.bench.precision import CHECK_SETTINGS, describe_precision, precision_check
 from fedkd.tools.bench.profile import profile_round
 from fedkd.tools.bench.round_engines import (
     ROUND_SHAPES,
@@ -90,6 +90,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="ResNet-8's norm in the table-3 runs and --ops: group (FedGKD's) or batch (FedDF "
         "Table 1's) [group]",
     )  # fmt: skip
+    p.add_argument(
+        "--clients-per-round", type=integer_from(1, TABLE3["clients"]), default=4,
+        help="clients a round of the table-3 runs, of 20, all folded into one batched step "
+        "(table 3's C 0.2 is 4) [4]",
+    )  # fmt: skip
     p.add_argument("--run-epochs", type=count, default=20, help="local epochs of a table-3 run")
     p.add_argument(
         "--train-images", type=count, default=TABLE3_TRAIN_IMAGES,
@@ -135,7 +140,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile-rows", type=count, default=25, help="operators printed per profile")
     p.add_argument(
         "--precision-check", action="store_true",
-        help="also compare best accuracy of runs on mnist5k per precision over seeds",
+        help="also compare the test accuracy of the same runs under each precision, seed by "
+        "seed (paired against the first of --check-precisions)",
+    )  # fmt: skip
+    p.add_argument(
+        "--check-setting", default="mnist5k", choices=tuple(CHECK_SETTINGS),
+        help="runs of --precision-check: mnist5k (the default configuration's CNN) or table3 "
+        "(table 3's FedGKD run on mnist5k) [mnist5k]",
     )  # fmt: skip
     p.add_argument(
         "--check-precisions", type=precisions, default=list(PRECISIONS),
@@ -229,7 +240,6 @@ def run_bench(args) -> int:
     if args.precision_check:
         checked = precision_check(args, device)
         for precision in args.check_precisions:
-            accs = {seed: acc for p, seed, acc in checked if p == precision}
-            details = {"precision": precision, "best_acc_by_seed": accs}
-            results.add(describe_precision(checked, precision, args), None, details)
+            line, details = describe_precision(checked, precision, args)
+            results.add(line, None, details)
     return 0

@@ -28,8 +28,9 @@ from fedkd.tools.bench.common import (
 def bench_table3_run(args, device: torch.device, strategy: str, engine: str) -> dict:
     """One table-3 run: ``args.warmup_rounds`` untimed rounds, then ``args.run_rounds`` timed."""
     clock = RoundClock(device)
+    spec = table3_spec(strategy, engine, args, device)
     clock.run_rounds(
-        table3_spec(strategy, engine, args, device), synthetic_table3_data(args),
+        spec, synthetic_table3_data(args),
         args.warmup_rounds + args.run_rounds,
     )  # fmt: skip
     first = args.warmup_rounds + 1
@@ -37,8 +38,10 @@ def bench_table3_run(args, device: torch.device, strategy: str, engine: str) -> 
     choice = clock.run.env.engine(clock.run.strategy)
     result.update(strategy=strategy, engine=engine_label(choice), engine_record=choice)
     result["norm"] = getattr(args, "norm", "group")
-    per_round = clients_a_round(TABLE3["clients"], TABLE3["participation"])
+    per_round = clients_a_round(spec.clients, spec.participation)
+    result["clients_per_round"] = per_round
     full_images = TABLE3["local_epochs"] * per_round * TABLE3_TRAIN_IMAGES / TABLE3["clients"]
+    result["full_images"] = full_images
     if result["images_per_round"] < full_images:  # a reduced shape: scale its local training
         local_full = full_images / result["local_img_s"]
         result["projected_min_100_full"] = 100 * (local_full + result["fixed_s"]) / 60
@@ -66,11 +69,14 @@ def describe_table3_run(r: dict, args) -> str:
             )
             excluded += f"; round 2, timed, is the teacher's first: {new} in it"
     rounds = f"s {timed[0]}-{timed[-1]}" if len(timed) > 1 else f" {timed[0]}"
+    k = r.get("clients_per_round", 4)
+    per_round_note = f", {k} clients a round" if k != 4 else ""
     line = (
         f"table-3 run {r['strategy']}"
         f"{', ResNet-8 with BatchNorm' if r.get('norm') == 'batch' else ''}, {r['engine']}, "
         f"{args.precision}"
         f"{', deterministic' if args.deterministic else ''}"
+        f"{per_round_note}"
         f"{f', compile {args.compile}' if args.compile != 'none' else ''}: "
         f"round{rounds} timed after {args.warmup_rounds} warm-up round(s) ({excluded}), "
         f"{r['images_per_round']:,.0f} images a round; local training {r['local_img_s']:,.0f} "
@@ -88,7 +94,8 @@ def describe_table3_run(r: dict, args) -> str:
         line += f"; {why_not}"
     if "projected_min_100_full" in r:
         line += (
-            f" (a reduced shape; at the full table-3 work, 180,000 images a round, by this local "
+            f" (a reduced shape; at the full table-3 work, {r['full_images']:,.0f} images a "
+            f"round, by this local "
             f"img/s and fixed cost: {r['projected_min_100_full']:.1f} min)"
         )
     return line
