@@ -1,5 +1,6 @@
-"""The batched engine on CUDA, with CUDA graphs (``engine: batched``, the default there), with
-graphs and its compiled step (``batched-compiled``) and without either (``batched-eager``),
+"""The batched engine on CUDA, with CUDA graphs (``engine: batched``), with graphs and its
+compiled step (``batched-compiled``, and ``auto``, the default, for long runs) and without either
+(``batched-eager``),
 against the sequential engine. What each engine value turns on is read from where the engine
 decides it (``expected_engine``), and a test that runs on every machine holds that to the
 engine's choice on a CUDA device, so the GPU tests cannot expect something else.
@@ -157,8 +158,8 @@ def compare(strategy: str, engine: str, device: str, tmp_path) -> dict:
 @pytest.mark.parametrize("strategy", strategy_names())
 @pytest.mark.parametrize("engine", ["batched-eager", "batched"])
 def test_batched_on_cuda_matches_sequential(strategy, engine, device, tmp_path):
-    """``batched``: on CUDA with CUDA graphs (a 2-round run is too short to compile its step:
-    the next test compiles it), ``batched-eager`` without."""
+    """``batched``: on CUDA with CUDA graphs, without the compiled step (the next test compiles
+    it), ``batched-eager`` without either."""
     if engine == "batched":
         skip_without_cuda_graphs(device)
     compare(strategy, engine, device, tmp_path)
@@ -188,11 +189,13 @@ def test_a_decaying_rate_reaches_the_graphed_step(engine, device, tmp_path, monk
 
 @pytest.mark.parametrize("compiled", [False, True])
 def test_graphed_run_repeats_itself(compiled, device, tmp_path, monkeypatch):
+    """``batched`` (graphs alone), and the default ``auto`` with the compiled step (here for a
+    run of any length)."""
     skip_without_cuda_graphs(device)
     if compiled:
         monkeypatch.setattr(compiled_step, "COMPILE_MIN_STEPS", 0)
     spec = RunSpec(
-        engine="batched-compiled" if compiled else "batched", deterministic=True,
+        engine="auto" if compiled else "batched", deterministic=True,
         **dict(SMALL, strategy="fedavg", device=device),
     )  # fmt: skip
     a, ra, ma = train(spec, tmp_path / "a")

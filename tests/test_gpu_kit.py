@@ -42,7 +42,7 @@ BENCH_STEPS = [
     "op counts of one batched step (fedavg, fedgkd)", "sequential trainer vs bare PyTorch loop",
     "one round's local training per engine (default and table-3 shapes)",
     "table-3 runs, fedavg and fedgkd, as config/paper.yaml runs them (engine auto, tf32)",
-    "table-3 runs, fedavg and fedgkd, engine batched-compiled (graphs + the compiled step), tf32",
+    "table-3 runs, fedavg and fedgkd, engine batched (CUDA graphs without the compiled step), tf32",
     "table-3 runs, fedavg and fedgkd, engine batched-eager, fp32 (the defaults before)",
     "table-3-shaped runs on ResNet-8 with BatchNorm (FedDF Table 1's model), fedavg, engine",
     "table-3 runs, fedavg and fedgkd, sequential engine",

@@ -1,10 +1,8 @@
 """``torch.compile`` of the batched trainer's folded student: its forward pass and, through
 AOTAutograd, its backward, the bulk of a step's kernels (the strategy's vmapped loss and the flat
-optimizer stay eager). On CUDA with ``engine: batched-compiled``, where the step is also captured
-as a CUDA graph: the compiled kernels are captured with the rest. Opt-in until the compiled step
-has run on a GPU (``COMPILE_BY_DEFAULT``): on a CPU the real compiler (inductor's C++ backend)
-builds the folded student and the run follows the eager one, but the GPU backend and the capture
-of its kernels are untried. Off a CUDA device.
+optimizer stay eager). On CUDA with ``engine: auto`` (the default) for runs long enough to repay it
+(``COMPILE_MIN_STEPS``), and with ``engine: batched-compiled``; the step is also captured as a
+CUDA graph, the compiled kernels with the rest. Off a CUDA device.
 
 The compiled function is tried once before the run's first step, on the first batch of the
 first round, forward and backward, with the model's buffers put back afterwards (``try_compiled``):
@@ -27,35 +25,33 @@ import torch
 from fedkd.engine.cuda_graphs import EAGER
 
 # a run with fewer steps left (its rounds left x its longest client's steps a round: a resumed run
-# counts only the rounds it has still to train) stays eager: compiling takes tens of seconds and
-# saves a fraction of a millisecond a step (docs/performance.md), so only long runs repay it; a
-# table-3 run takes ~72,000 steps, a run of the default configuration 120. The break-even point
-# is not measured: this is a bound between.
-COMPILE_MIN_STEPS = 20_000
+# counts only the rounds it has still to train) stays eager. On an H200 a table-3 fedgkd run's
+# compiled step saved 0.36 ms a step and the run took 15 s more to set up with an empty compiler
+# cache, 6 s with the cache a run before filled (docs/results.md, h200-compile-payoff-7f51694):
+# it repays itself after about 43,000 steps, 16,500 with a filled cache. A table-3 run takes
+# about 72,000 steps, a run of the default configuration 120.
+COMPILE_MIN_STEPS = 45_000
 COMPILE_OFF_CUDA = (
     "off CUDA: the batched step runs eagerly on a CPU, where torch.compile's build (a C++ "
     "compiler, tens of seconds a run) has no measured gain to repay it"
 )
-
-
-# turned on once the GPU tests (tests/test_batched_gpu.py) pass with the compiled step and
-# `bash bench/gpu.sh 2` shows it pays
-COMPILE_BY_DEFAULT = False
-NOT_YET_MEASURED = (
-    "the compiled step is opt-in (engine: batched-compiled) until it has passed the GPU tests and "
-    "been timed on a GPU (docs/performance.md)"
+GRAPHS_ONLY = (
+    "engine: batched is CUDA graphs without the compiled step; engine auto (the default) adds it "
+    "to runs long enough to repay it, engine: batched-compiled asks for it"
 )
 
 
 def compile_choice(engine: str, device: torch.device) -> tuple[bool, str | None]:
-    """Whether the batched trainer compiles its folded student, and why not where it does not."""
+    """Whether the batched trainer compiles its folded student (``engine`` as the run spec
+    names it: auto, batched, batched-eager or batched-compiled), and why not where it does not.
+    A run too short to repay the compile stays eager all the same (``too_short``)."""
     if device.type != "cuda":
         return False, COMPILE_OFF_CUDA
     if engine == "batched-eager":
         return False, EAGER
-    if engine == "batched-compiled" or COMPILE_BY_DEFAULT:
-        return True, None
-    return False, NOT_YET_MEASURED
+    if engine == "batched":
+        return False, GRAPHS_ONLY
+    return True, None
 
 
 # run.json's compile_step_reason while the trial runs: a process that dies in the compiler (a
