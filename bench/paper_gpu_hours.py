@@ -13,7 +13,8 @@ as the partition scheme does. A run's GPU time is its images over the rate given
 which wins over the model's). A model with options of its own is another model
 (``--rate 'resnet8[norm=batch]=12690'``): BatchNorm, for one, takes a few kernels more per layer
 than GroupNorm in the batched trainer. A run with no rate is listed as unmeasured with its images, never
-given another model's rate.
+given another model's rate. A run that stops at its target accuracy (stop_at_acc) is counted at
+its full rounds, an upper bound, and in a note at the rounds its paper reports for its cell.
 
     python bench/paper_gpu_hours.py --rate resnet8=70019
     python bench/paper_gpu_hours.py --rate fedavg:resnet8=90008 --rate resnet8=70019
@@ -66,6 +67,8 @@ class RunCost:
     batch_size: int
     stop_at_acc: float | None
     eval_local: bool
+    alpha: float | None = None
+    participation: float | None = None
 
     @property
     def rate_model(self) -> str:
@@ -144,10 +147,40 @@ def plan_runs(plan) -> list[RunCost]:
                 clients_per_round=spec.clients_per_round, local_epochs=spec.local_epochs,
                 train_examples=n, per_client=examples_per_client(spec, n),
                 batch_size=spec.batch_size, stop_at_acc=spec.stop_at_acc,
-                eval_local=spec.eval_local,
+                eval_local=spec.eval_local, alpha=spec.alpha, participation=spec.participation,
             )
         )  # fmt: skip
     return runs
+
+
+def paper_rounds(plan, runs: list[RunCost]) -> dict[RunCost, tuple[int, str]]:
+    """The rounds a run that stops at its target (stop_at_acc) is estimated to train: the mean
+    rounds its paper reports for its table cell (the cell of the run's dataset, alpha,
+    participation and local epochs in the column that names its variant), at most its rounds;
+    with the paper's source. Runs of cells the paper does not report are left out."""
+    from fedkd.report.paper_values import load_paper_values
+
+    values = load_paper_values()
+    estimates = {}
+    for table in (plan.config.get("tables") or {}).values():
+        paper = values.get(table.get("paper"))
+        if not paper or not any("target_accuracy" in c for c in paper["cells"]):
+            continue
+        method_of = {}
+        for column, chosen in (table.get("columns") or {}).items():
+            if isinstance(chosen, str):
+                chosen = {"variant": chosen}
+            for variant in chosen.get("best_of") or [chosen.get("variant")]:
+                method_of[variant] = column
+        for r in runs:
+            if r.stop_at_acc is None or r.variant not in method_of:
+                continue
+            wanted = (method_of[r.variant], r.dataset, r.alpha, r.participation, r.local_epochs)
+            for cell in paper["cells"]:
+                keys = ("method", "dataset", "alpha", "participation", "local_epochs")
+                if tuple(cell.get(k) for k in keys) == wanted:
+                    estimates[r] = (min(round(cell["mean"]), r.rounds), paper["source"])
+    return estimates
 
 
 # ----------------------------------------------------------------------------- the report
@@ -259,7 +292,13 @@ def format_table(rows: list[Row], rates) -> list[str]:
     return [line(header), rule, *(line(b) for b in body), rule]
 
 
-def report(runs: list[RunCost], rates: dict[RateKey, float], command: str, config_text: str) -> str:
+def report(
+    runs: list[RunCost],
+    rates: dict[RateKey, float],
+    command: str,
+    config_text: str,
+    estimates: dict | None = None,
+) -> str:
     rows = build_rows(runs, rates)
     out = [
         "GPU-hours of a configuration, projected from measured training rates",
@@ -321,11 +360,33 @@ def report(runs: list[RunCost], rates: dict[RateKey, float], command: str, confi
             f"unknown:    {len(unknown):,} runs on {', '.join(datasets)}: their training-set size "
             "depends on dataset_options this script cannot size without the data; not counted"
         )
-    out += notes(runs, rates)
+    out += notes(runs, rates, estimates or {})
     return "\n".join(out)
 
 
-def notes(runs: list[RunCost], rates: dict[RateKey, float]) -> list[str]:
+def stopping_estimate(costed, rest, estimates, rates) -> str:
+    """The measured stopping runs at the rounds their paper reports (``paper_rounds``)."""
+    known = [r for r in costed if r in estimates]
+    unknown = [r for r in costed if r not in estimates]
+    hours = sum(
+        r.images * estimates[r][0] / r.rounds / rates[match_rate(rates, r.strategy, r.rate_model)]
+        for r in known
+    ) / 3600 + gpu_hours(unknown, rates)
+    sources = ", ".join(sorted({estimates[r][1] for r in known}))
+    variants = ", ".join(sorted({r.variant for r in unknown})) or "none"
+    return (
+        f"estimated at the rounds {sources} reports for their cell (its mean, for every run of "
+        f"the cell's column, the members of a tuning grid alike): the measured stopping runs "
+        f"take {hours:,.1f} GPU-hours, the whole measured part {hours + gpu_hours(rest, rates):,.1f}; "
+        f"{len(known):,} runs at the paper's rounds, {len(unknown):,} whose cell the paper does "
+        f"not report at their full rounds ({variants}). The paper's figure is its tuned setting's: "
+        f"a grid member that learns slower stops later, or runs its full rounds"
+    )
+
+
+def notes(
+    runs: list[RunCost], rates: dict[RateKey, float], estimates: dict | None = None
+) -> list[str]:
     out = []
     used = {match_rate(rates, r.strategy, r.rate_model) for r in runs}
     for key in rates:
@@ -353,6 +414,8 @@ def notes(runs: list[RunCost], rates: dict[RateKey, float]) -> list[str]:
             f"{millions(sum(r.images for r in costed))} M images, {gpu_hours(costed, rates):,.1f} GPU-hours "
             f"(the other measured runs: {gpu_hours(rest, rates):,.1f} GPU-hours)"
         )
+        if estimates:
+            out.append(stopping_estimate(costed, rest, estimates, rates))
     server = [r for r in runs if r.strategy in SERVER_TRAINING]
     if server:
         which = ", ".join(
@@ -420,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     shown = [_shown(p) for p in args.configfile]
     command = shlex.join(["python", _shown(Path(sys.argv[0])), *argv])
     config_text = f"{' '.join(shown)} (name {plan.config.get('name')!r})"
-    print(report(runs, rates, command, config_text))
+    print(report(runs, rates, command, config_text, paper_rounds(plan, runs)))
     return 0
 
 

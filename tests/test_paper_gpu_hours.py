@@ -252,3 +252,39 @@ def test_every_function_the_report_names_exists(runs):
                 assert hasattr(target, attribute), f"the report names {dotted}, which is not there"
                 target = getattr(target, attribute)
             break
+
+
+def test_stopping_runs_are_estimated_at_the_rounds_their_paper_reports(runs):
+    """A run that stops at its target is counted at the mean rounds FedDF's Table 1 reports for
+    its cell (column, alpha, C, local epochs), at most its own rounds; a cell the paper lacks
+    (FedProx has no 1-epoch row) or a variant no column names gets no estimate."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    table = {
+        "paper": "feddf_table1",
+        "columns": {
+            "fedavg": {"best_of": ["t1-fedavg-lr0.1", "t1-fedavg-lr1"]},
+            "fedprox": {"best_of": ["t1-fedprox-mu0.01"]},
+        },
+    }
+    plan = SimpleNamespace(config={"tables": {"rounds_to_target": table}})
+    resnet8 = next(r for r in runs if r.model == "resnet8")
+    base = replace(
+        resnet8, stop_at_acc=0.75, alpha=0.1, participation=0.2, local_epochs=20, rounds=1000
+    )
+    tuned = replace(base, variant="t1-fedavg-lr1")
+    short = replace(base, variant="t1-fedavg-lr0.1", rounds=300)
+    absent_cell = replace(base, variant="t1-fedprox-mu0.01", local_epochs=1)
+    no_column = replace(base, variant="t1-fedgkd")
+    got = gh.paper_rounds(plan, [tuned, short, absent_cell, no_column])
+    assert {r.variant: rounds for r, (rounds, _) in got.items()} == {
+        "t1-fedavg-lr1": 423,  # FEDAVG, 20 local epochs, C=0.2, alpha=0.1: 423 ± 105
+        "t1-fedavg-lr0.1": 300,  # its own budget is shorter
+    }
+    rates = gpu_rates.parse_rates(["resnet8=1000"])
+    note = gh.stopping_estimate([tuned, no_column], [], got, rates)
+    hours = (tuned.images * 423 / 1000 + no_column.images) / 1000 / 3600
+    assert f"take {hours:,.1f} GPU-hours" in note
+    assert "1 runs at the paper's rounds, 1 whose cell the paper does not report" in note
+    assert "(t1-fedgkd)" in note
