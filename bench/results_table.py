@@ -367,6 +367,12 @@ def from_bench(line: dict, *, commit: str | None, topic: str, conditions: str) -
             "together_img_per_s": round(line["img_s"]),
             "each_local_img_per_s": [round(min(each)), round(max(each))],
         }
+    elif line["img_s"] is None:  # an accuracy check (--precision-check): each seed's figures
+        figures = {
+            f"{key.removesuffix('_by_seed')}_seed_{seed}": value
+            for key in ("final_acc_by_seed", "best_acc_by_seed")
+            for seed, value in (details.get(key) or {}).items()
+        }
     else:
         figures = {"img_per_s": round(line["img_s"])}
         if "local_img_s" in details:

@@ -50,6 +50,22 @@ def test_an_imported_row_reads_back_as_written_whatever_its_conditions(tmp_path,
     assert len(results_table.load(results)) == 2
 
 
+def test_an_accuracy_check_imports_with_each_seeds_figures(tmp_path):
+    """A --precision-check line times nothing (img_s null): its figures are each seed's."""
+    check = {**BENCH_LINE, "img_s": None, "details": {
+        "precision": "tf32", "final_acc_by_seed": {"0": 0.5, "1": 0.25},
+        "best_acc_by_seed": {"0": 0.75, "1": 0.5},
+    }}  # fmt: skip
+    bench = results_file(tmp_path, json.dumps(check) + "\n")
+    (row,) = results_table.import_bench(
+        bench, tmp_path / "out.jsonl", commit=None, topic="T", conditions="c"
+    )
+    assert row["figures"] == {
+        "final_acc_seed_0": 0.5, "final_acc_seed_1": 0.25,
+        "best_acc_seed_0": 0.75, "best_acc_seed_1": 0.5,
+    }  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
