@@ -1,6 +1,6 @@
-"""CUDA graphs as the default: ``engine: auto`` (and ``batched``) on CUDA is the batched trainer
-with CUDA graphs, ``batched-compiled`` adds the compiled folded step, ``batched-eager`` turns both
-off, and run.json says which is on and why not; a failed compile falls back to the eager step;
+"""The GPU defaults: ``engine: auto`` on CUDA is the batched trainer with CUDA graphs and the
+compiled folded step (for runs long enough to repay it), ``batched`` graphs alone,
+``batched-compiled`` graphs and the compiled step, ``batched-eager`` neither, and run.json says which is on and why not; a failed compile falls back to the eager step;
 ``precision: tf32`` computes on a CPU what ``fp32`` computes, and the papers' GPU configuration
 asks for it.
 
