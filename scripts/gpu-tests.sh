@@ -48,6 +48,8 @@ done
 log="$KIT_OUT/tests-setup.log"
 kit_setup "$log"
 if [ "$KIT_DEVICE" = cpu ]; then export FEDKD_TEST_DEVICE=cpu; else unset FEDKD_TEST_DEVICE; fi
+workers=()
+if [ "$KIT_DEVICE" = cuda ] && "$PY" -c "import xdist" 2>/dev/null; then workers=(-n 6); fi
 
 # the test files of each part: tests/gpu, and the files elsewhere that mark tests gpu
 files_1=(tests/gpu/test_*.py)
@@ -84,11 +86,12 @@ for n in "${parts[@]}"; do
   rm -f "$xml"
   select=()
   [ -z "$KIT_SELECT" ] || select=(-k "$KIT_SELECT")
-  # -o addopts= : in this one process, on the one GPU (the project's addopts start a worker per
-  # core with pytest-xdist, which the GPU machine does not have)
+  # -o addopts= : the project's addopts start a worker per core; on a GPU machine with
+  # pytest-xdist, 6 workers share the one GPU (the tests compare numbers, not times), else one
+  # process
   kit_step "$log" "pytest part $n ($name): ${files[*]}" \
     "$PY" -m pytest -o addopts= -p no:cacheprovider -m gpu -v -rs --junitxml "$xml" \
-    "${select[@]}" "${files[@]}"
+    "${workers[@]}" "${select[@]}" "${files[@]}"
   if [ -f "$xml" ]; then
     results="$(report "$xml")"
     printf '%s\n' "$results" | tee -a "$log"

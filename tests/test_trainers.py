@@ -394,7 +394,7 @@ def test_unsupported_models_and_settings_fall_back_with_a_reason():
     auto_cuda = engine_choice(RunSpec(engine="auto"), fedavg, build_model("cnn", 10, (1, 8, 8)),
                               torch.device("cuda"))  # fmt: skip
     assert auto_cuda["used"] == "batched" and auto_cuda["reason"] is None
-    assert auto_cuda["cuda_graphs"] is True and auto_cuda["compile_step"] is False
+    assert auto_cuda["cuda_graphs"] is True and auto_cuda["compile_step"] is True
 
 
 def test_engine_and_stop_keys_are_validated_and_keep_existing_hashes():

@@ -51,19 +51,24 @@ def precision_check(args, device: torch.device) -> list[dict]:
 
 
 def paired_differences(checked: list[dict], precision: str, baseline: str, key: str) -> dict:
-    """``key`` of ``precision`` less that of ``baseline``, seed by seed, with a paired t-test."""
-    from scipy import stats
-
+    """``key`` of ``precision`` less that of ``baseline``, seed by seed, with a paired t-test
+    where scipy is installed (a bare GPU machine may lack it: then ``why`` says so)."""
     base = {r["seed"]: r[key] for r in checked if r["precision"] == baseline}
     mine = {r["seed"]: r[key] for r in checked if r["precision"] == precision}
     seeds = sorted(base)
     diffs = [mine[s] - base[s] for s in seeds]
     out = {"seeds": seeds, "differences": diffs, "mean": statistics.mean(diffs)}
-    if len(diffs) >= 2 and any(d != diffs[0] for d in diffs):
-        test = stats.ttest_rel([mine[s] for s in seeds], [base[s] for s in seeds])
-        out["t"], out["p"] = float(test.statistic), float(test.pvalue)
-    else:  # one seed, or every difference equal (zero on a CPU): no spread to test against
-        out["t"] = out["p"] = None
+    out["t"] = out["p"] = None
+    if len(diffs) < 2 or all(d == diffs[0] for d in diffs):
+        out["why"] = "no spread to test"  # one seed, or every difference equal (zero on a CPU)
+        return out
+    try:
+        from scipy import stats
+    except ImportError:
+        out["why"] = "no t-test: scipy is not installed"
+        return out
+    test = stats.ttest_rel([mine[s] for s in seeds], [base[s] for s in seeds])
+    out["t"], out["p"] = float(test.statistic), float(test.pvalue)
     return out
 
 
@@ -91,7 +96,7 @@ def describe_precision(checked: list[dict], precision: str, args) -> tuple[str, 
             tested = (
                 f"paired t {paired['t']:.2f}, p {paired['p']:.3f}"
                 if paired["p"] is not None
-                else "no spread to test"
+                else paired["why"]
             )
             line += (
                 f"; {key.replace('_acc', '')} minus {baseline}, seed by seed: "
