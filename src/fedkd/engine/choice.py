@@ -1,7 +1,8 @@
 """Which trainer a run uses (recorded in run.json): the spec's ``engine``, the strategy and the
 model decide; for the batched trainer, whether its step is captured as CUDA graphs and its folded
-model compiled (graphs on CUDA unless ``engine: batched-eager``; the compiled step with ``engine: auto`` and
-``batched-compiled``, for runs long enough to repay it), each with the reason where off."""
+model compiled (graphs on CUDA unless ``engine: batched-eager``; the compiled step with
+``engine: auto`` and ``batched-compiled``, for runs long enough to repay it), each with the
+reason where off."""
 
 from __future__ import annotations
 

@@ -25,11 +25,10 @@ import torch
 from fedkd.engine.cuda_graphs import EAGER
 
 # a run with fewer steps left (its rounds left x its longest client's steps a round: a resumed run
-# counts only the rounds it has still to train) stays eager. On an H200 a table-3 fedgkd run's
-# compiled step saved 0.36 ms a step and the run took 15 s more to set up with an empty compiler
-# cache, 6 s with the cache a run before filled (docs/results.md, h200-compile-payoff-7f51694):
-# it repays itself after about 43,000 steps, 16,500 with a filled cache. A table-3 run takes
-# about 72,000 steps, a run of the default configuration 120.
+# counts only the rounds it has still to train) stays eager: the break-even of a table-3 fedgkd
+# run on an H200 with empty compiler caches, rounded up (docs/results.md,
+# h200-compile-payoff-7f51694; less once a run has filled them). A table-3 run takes about
+# 72,000 steps, a run of the default configuration 120.
 COMPILE_MIN_STEPS = 45_000
 COMPILE_OFF_CUDA = (
     "off CUDA: the batched step runs eagerly on a CPU, where torch.compile's build (a C++ "
