@@ -294,3 +294,5 @@ def test_a_table3_run_is_timed_by_the_run_loops_figures():
     assert r["images_per_round"] == 4 * 1280 / 20  # 4 of 20 equal clients, 1 epoch
     assert 0 < r["local_s"] < r["round_s"] and r["fixed_s"] > 0
     assert r["engine_record"]["compile_step"] is False
+    assert r["precision_record"]["precision"] == "fp32"  # run.json's record, as set
+    assert r["precision_record"]["cuda_matmul_allow_tf32"] is False

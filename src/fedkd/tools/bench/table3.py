@@ -37,6 +37,7 @@ def bench_table3_run(args, device: torch.device, strategy: str, engine: str) -> 
     result = clock.summary(list(range(first, first + args.run_rounds)))
     choice = clock.run.env.engine(clock.run.strategy)
     result.update(strategy=strategy, engine=engine_label(choice), engine_record=choice)
+    result["precision_record"] = getattr(clock.run, "precision", None)  # run.json's, as set
     result["norm"] = getattr(args, "norm", "group")
     per_round = clients_a_round(spec.clients, spec.participation)
     result["clients_per_round"] = per_round
