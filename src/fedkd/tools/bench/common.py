@@ -67,17 +67,21 @@ def synthetic_table3_data(args):
     )
 
 
+def norm_options(norm: str) -> dict:
+    """ResNet-8's ``model_options`` for ``--norm``: none for GroupNorm, its default."""
+    return {} if norm == "group" else {"norm": norm}
+
+
 def table3_spec(strategy: str, engine: str, args, device: torch.device, **changes) -> RunSpec:
     # K clients a round out of 20 (table 3's C 0.2 is K 4): the clients folded into one step
     per_round = getattr(args, "clients_per_round", 4)
     options = dict(
         TABLE3, strategy=strategy, params=STRATEGY_PARAMS.get(strategy, {}),
         participation=per_round / TABLE3["clients"],
+        model_options=norm_options(getattr(args, "norm", "group")),
         local_epochs=args.run_epochs, engine=engine, device=device.type,
         precision=args.precision, compile=args.compile, deterministic=args.deterministic,
     )  # fmt: skip
-    if getattr(args, "norm", "group") != "group":
-        options["model_options"] = {"norm": args.norm}
     options.update(changes)
     return RunSpec(**options)
 

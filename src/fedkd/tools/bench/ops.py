@@ -23,6 +23,7 @@ from fedkd.engine.client import train_clients
 from fedkd.engine.run import Run
 from fedkd.runtime.seeding import sample_clients
 from fedkd.strategies import strategy_names
+from fedkd.tools.bench.common import norm_options
 from fedkd.tools.opcount import count_ops
 
 # server-side work kept small where a strategy has a knob for it (the clients' step is measured)
@@ -33,7 +34,7 @@ def step_ops(strategy: str, dataset, clients: int = 4, batch_size: int = 64, dev
              model: str = "resnet8", norm: str = "group") -> dict:  # fmt: skip
     """Kernels and host syncs of one batched local step of ``strategy`` in round 2."""
     spec = RunSpec(
-        dataset="cifar10", model=model, model_options={} if norm == "group" else {"norm": norm},
+        dataset="cifar10", model=model, model_options=norm_options(norm),
         strategy=strategy, params=SERVER_LIGHT.get(strategy, {}),
         clients=clients, participation=1.0, partition="iid", local_epochs=1,
         batch_size=batch_size, rounds=2, engine="batched-eager", device=str(device), augment="crop-flip",
