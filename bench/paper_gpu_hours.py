@@ -160,8 +160,8 @@ def paper_rounds(plan, runs: list[RunCost]) -> dict[RunCost, tuple[int, str]]:
     with the paper's source. Runs of cells the paper does not report are left out."""
     from fedkd.report.paper_values import load_paper_values
 
-    values = load_paper_values()
-    estimates = {}
+    keys = ("method", "dataset", "alpha", "participation", "local_epochs")  # of a paper cell
+    values, estimates = load_paper_values(), {}
     for table in (plan.config.get("tables") or {}).values():
         paper = values.get(table.get("paper"))
         if not paper or not any("target_accuracy" in c for c in paper["cells"]):
@@ -177,7 +177,6 @@ def paper_rounds(plan, runs: list[RunCost]) -> dict[RunCost, tuple[int, str]]:
                 continue
             wanted = (method_of[r.variant], r.dataset, r.alpha, r.participation, r.local_epochs)
             for cell in paper["cells"]:
-                keys = ("method", "dataset", "alpha", "participation", "local_epochs")
                 if tuple(cell.get(k) for k in keys) == wanted:
                     estimates[r] = (min(round(cell["mean"]), r.rounds), paper["source"])
     return estimates

@@ -11,7 +11,13 @@ import torch
 
 from fedkd.config import DEVICES, PRECISIONS, UPPER
 from fedkd.engine.run_setup import resolve_device
-from fedkd.tools.bench.common import BENCH_ENGINES, TABLE3, TABLE3_TRAIN_IMAGES, Results
+from fedkd.tools.bench.common import (
+    BENCH_ENGINES,
+    TABLE3,
+    TABLE3_CLIENTS_A_ROUND,
+    TABLE3_TRAIN_IMAGES,
+    Results,
+)
 from fedkd.tools.bench.local_training import (
     IMAGE_MODELS,
     bench_local_training,
@@ -91,9 +97,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Table 1's) [group]",
     )  # fmt: skip
     p.add_argument(
-        "--clients-per-round", type=integer_from(1, TABLE3["clients"]), default=4,
+        "--clients-per-round", type=integer_from(1, TABLE3["clients"]),
+        default=TABLE3_CLIENTS_A_ROUND,
         help="clients a round of the table-3 runs, of 20, all folded into one batched step "
-        "(table 3's C 0.2 is 4) [4]",
+        f"(table 3's C 0.2) [{TABLE3_CLIENTS_A_ROUND}]",
     )  # fmt: skip
     p.add_argument("--run-epochs", type=count, default=20, help="local epochs of a table-3 run")
     p.add_argument(

@@ -17,6 +17,7 @@ from fedkd.config import ENGINES, RunSpec
 from fedkd.data.synthetic import synthetic_cifar
 from fedkd.engine.run import Run
 from fedkd.files import atomic_write
+from fedkd.runtime.seeding import clients_a_round
 
 # the local-training engines a benchmark can ask for: the run spec's own values. On CUDA,
 # "batched" (and "auto") is the batched trainer with CUDA graphs, as a run gets it by default;
@@ -28,6 +29,8 @@ TABLE3 = dict(
     batch_size=64, local_epochs=20, rounds=100,
 )  # fmt: skip
 TABLE3_TRAIN_IMAGES = 45_000  # CIFAR-10's training split less its 5,000 validation images
+# the clients a table-3 round folds into one step (C 0.2 of 20), --clients-per-round's default
+TABLE3_CLIENTS_A_ROUND = clients_a_round(TABLE3["clients"], TABLE3["participation"])
 STRATEGY_PARAMS = {"fedgkd": {"buffer": 5}}  # table 3's M
 REPO = Path(__file__).resolve().parents[4]
 
@@ -73,8 +76,8 @@ def norm_options(norm: str) -> dict:
 
 
 def table3_spec(strategy: str, engine: str, args, device: torch.device, **changes) -> RunSpec:
-    # K clients a round out of 20 (table 3's C 0.2 is K 4): the clients folded into one step
-    per_round = getattr(args, "clients_per_round", 4)
+    # K clients a round out of 20: the clients folded into one step
+    per_round = getattr(args, "clients_per_round", TABLE3_CLIENTS_A_ROUND)
     options = dict(
         TABLE3, strategy=strategy, params=STRATEGY_PARAMS.get(strategy, {}),
         participation=per_round / TABLE3["clients"],

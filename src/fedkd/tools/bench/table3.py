@@ -17,6 +17,7 @@ import torch
 from fedkd.runtime.seeding import clients_a_round
 from fedkd.tools.bench.common import (
     TABLE3,
+    TABLE3_CLIENTS_A_ROUND,
     TABLE3_TRAIN_IMAGES,
     RoundClock,
     engine_label,
@@ -70,8 +71,8 @@ def describe_table3_run(r: dict, args) -> str:
             )
             excluded += f"; round 2, timed, is the teacher's first: {new} in it"
     rounds = f"s {timed[0]}-{timed[-1]}" if len(timed) > 1 else f" {timed[0]}"
-    k = r.get("clients_per_round", 4)
-    per_round_note = f", {k} clients a round" if k != 4 else ""
+    k = r.get("clients_per_round", TABLE3_CLIENTS_A_ROUND)
+    per_round_note = f", {k} clients a round" if k != TABLE3_CLIENTS_A_ROUND else ""
     line = (
         f"table-3 run {r['strategy']}"
         f"{', ResNet-8 with BatchNorm' if r.get('norm') == 'batch' else ''}, {r['engine']}, "
