@@ -34,9 +34,8 @@ class SharedSlot:
     """A declared frozen model shared by all clients, unfolded: one copy of its weights run once
     on the K clients' batches stacked along the batch. Folded, its weights would be repeated K
     times in grouped layers, and cuDNN ran each grouped convolution of the folded network as K
-    kernels, one per client (a profile on an H200: 208 us for one of ResNet-8's folded
-    convolutions over 4 x 64 images, 366 us for the same convolution over 1,000 images
-    unfolded)."""
+    kernels, one per client, several times slower per image than the unfolded convolution
+    (docs/results.md, h200-conv-kernels-612a5e0)."""
 
     def __init__(self, worker: torch.nn.Module):
         self.model = copy.deepcopy(worker).eval().requires_grad_(False)
